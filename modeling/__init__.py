@@ -1,0 +1,36 @@
+"""A from-scratch Transformer that is a first-class Hugging Face transformers model.
+
+Importing this package registers the config and models with the Auto classes, and marks them for
+``register_for_auto_class`` so that ``save_pretrained`` ships this code beside the weights
+(loadable with ``trust_remote_code=True`` where this package is not installed).
+"""
+
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+from .configuration_scratch_transformer import ScratchTransformerConfig
+from .modeling_scratch_transformer import (
+    ScratchTransformerForCausalLM,
+    ScratchTransformerForSeq2SeqLM,
+    ScratchTransformerModel,
+    ScratchTransformerPreTrainedModel,
+    Transformer,
+)
+
+AutoConfig.register(ScratchTransformerConfig.model_type, ScratchTransformerConfig, exist_ok=True)
+for auto_class, model_class in (
+    (AutoModel, ScratchTransformerModel),
+    (AutoModelForCausalLM, ScratchTransformerForCausalLM),
+    (AutoModelForSeq2SeqLM, ScratchTransformerForSeq2SeqLM),
+):
+    auto_class.register(ScratchTransformerConfig, model_class, exist_ok=True)
+    model_class.register_for_auto_class(auto_class.__name__)
+ScratchTransformerConfig.register_for_auto_class()
+
+__all__ = [
+    "ScratchTransformerConfig",
+    "ScratchTransformerForCausalLM",
+    "ScratchTransformerForSeq2SeqLM",
+    "ScratchTransformerModel",
+    "ScratchTransformerPreTrainedModel",
+    "Transformer",
+]
