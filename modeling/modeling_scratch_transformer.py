@@ -794,7 +794,8 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerPreTrainedModel, Generati
     """Encoder-decoder model: the encoder reads the source, the decoder writes the target one token
     at a time attending to the encoder memory (cross-attention)."""
 
-    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed.token.weight"}
+    # one matrix for encoder input, decoder input and output; ties point at the root (no chains)
+    _tied_weights_keys = {"lm_head.weight": "model.encoder.embed.token.weight"}
 
     def __init__(self, config: ScratchTransformerConfig):
         if not config.is_encoder_decoder:

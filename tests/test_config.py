@@ -1,0 +1,77 @@
+"""Configuration: Hugging Face names, validation with clear errors, bad inputs at run time."""
+
+import pytest
+import torch
+from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+import modeling
+from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerModel
+from tiny_models import tiny_causal_lm, tiny_config
+
+
+def test_standard_hugging_face_names_are_aliases():
+    config = ScratchTransformerConfig(hidden_size=48, num_attention_heads=6, num_hidden_layers=3, intermediate_size=96)
+    assert (config.d_model, config.n_heads, config.n_layers, config.d_ff) == (48, 6, 3, 96)
+    assert (config.hidden_size, config.num_attention_heads, config.num_hidden_layers, config.intermediate_size) == (
+        48, 6, 3, 96)
+    assert config.model_type == "scratch_transformer"
+
+
+def test_importing_modeling_registers_the_auto_classes():
+    config = AutoConfig.for_model("scratch_transformer", vocab_size=32, d_model=16, n_heads=2, n_layers=1, d_ff=32)
+    assert isinstance(config, ScratchTransformerConfig)
+    assert type(AutoModel.from_config(config)) is ScratchTransformerModel
+    assert type(AutoModelForCausalLM.from_config(config)) is ScratchTransformerForCausalLM
+    seq2seq = AutoModelForSeq2SeqLM.from_config(tiny_config(is_encoder_decoder=True))
+    assert type(seq2seq) is modeling.ScratchTransformerForSeq2SeqLM
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (dict(d_model=30, n_heads=4), r"d_model \(hidden_size\) must be divisible by n_heads"),
+        (dict(d_model=20, n_heads=4, position_encoding="rope"), r"'rope' needs an even head dimension.*= 5"),
+        (dict(d_model=36, n_heads=12, position_encoding="rope"), r"even head dimension.*= 3"),
+        (dict(position_encoding="relative"), r"position_encoding must be one of sinusoidal, learned, rope, alibi, none"),
+        (dict(vocab_size=0), r"vocab_size must be a positive integer, got 0"),
+        (dict(n_layers=-1), r"n_layers must be a positive integer"),
+        (dict(d_ff=0), r"d_ff must be a positive integer"),
+        (dict(max_position_embeddings=0), r"max_position_embeddings must be a positive integer"),
+        (dict(activation="swish"), r"activation must be one of relu, gelu, gelu_new"),
+        (dict(dropout=1.5), r"dropout must be in \[0, 1\)"),
+    ],
+)
+def test_impossible_configs_raise_value_error_naming_the_field(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(**overrides)
+
+
+def test_token_ids_outside_the_vocabulary_raise_a_clear_error():
+    model = tiny_causal_lm()
+    with pytest.raises(ValueError, match=r"token ids must be in \[0, 63\] \(vocab_size=64\); got ids from 3 to 64"):
+        model(torch.tensor([[3, 64]]))
+    with pytest.raises(ValueError, match=r"token ids must be in \[0, 63\]"):
+        model(torch.tensor([[-1, 5]]))
+
+
+def test_attention_mask_of_the_wrong_shape_is_refused():
+    model = tiny_causal_lm()
+    with pytest.raises(ValueError, match=r"attention_mask must be \(batch, past \+ new tokens\) = \(1, 4\)"):
+        model(torch.tensor([[3, 4, 5, 6]]), attention_mask=torch.ones(1, 3, dtype=torch.long))
+
+
+def test_model_class_and_config_kind_must_agree():
+    with pytest.raises(ValueError, match="is_encoder_decoder=False"):
+        ScratchTransformerForCausalLM(tiny_config(is_encoder_decoder=True))
+    with pytest.raises(ValueError, match="is_encoder_decoder=True"):
+        modeling.ScratchTransformerForSeq2SeqLM(tiny_config())
+
+
+def test_torch_style_transformer_validates_its_arguments():
+    with pytest.raises(ValueError, match="batch_first must be True"):
+        modeling.Transformer(d_model=16, nhead=2, batch_first=False)
+    with pytest.raises(ValueError, match="divisible"):
+        modeling.Transformer(d_model=18, nhead=4)
+    model = modeling.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)
+    with pytest.raises(ValueError, match="must equal d_model=16"):
+        model(torch.randn(1, 3, 8), torch.randn(1, 2, 8))

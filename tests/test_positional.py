@@ -1,0 +1,142 @@
+"""Positional encodings: the formulas, the seed notes' bugs, and running past the training length."""
+
+import math
+
+import pytest
+import torch
+
+from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
+from modeling.modeling_scratch_transformer import (
+    alibi_bias,
+    alibi_slopes,
+    apply_rope,
+    rope_angles,
+    sinusoidal_encoding,
+)
+
+
+def reference_sinusoidal(n_positions: int, d: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), in float64, one entry at a time."""
+    pe = torch.zeros(n_positions, d, dtype=torch.float64)
+    for pos in range(n_positions):
+        for dim in range(d):
+            i = dim // 2
+            angle = pos / 10000 ** (2 * i / d)
+            pe[pos, dim] = math.sin(angle) if dim % 2 == 0 else math.cos(angle)
+    return pe
+
+
+def seed_000_slow(n_positions: int, d: int) -> torch.Tensor:
+    """Seed 000's loop: sin/cos chosen by the POSITION's parity, 2*dim in the exponent."""
+    return torch.tensor([[(math.sin if pos % 2 == 0 else math.cos)(pos / 10000 ** (2 * dim / d)) for dim in range(d)]
+                         for pos in range(n_positions)], dtype=torch.float64)
+
+
+def seed_2dim_exponent(n_positions: int, d: int) -> torch.Tensor:
+    """Seeds 000 (fast) and 003: sin on even dims, cos on odd dims, but 2*dim (not 2*pair) in the exponent."""
+    return torch.tensor([[(math.sin if dim % 2 == 0 else math.cos)(pos / 10000 ** (2 * dim / d)) for dim in range(d)]
+                         for pos in range(n_positions)], dtype=torch.float64)
+
+
+def test_sinusoidal_matches_formula_in_float64():
+    ours = sinusoidal_encoding(torch.arange(64), 32).double()
+    assert (ours - reference_sinusoidal(64, 32)).abs().max().item() <= 1e-5  # float32 sin/cos of angles <= 63
+
+
+def test_sinusoidal_pos1_d4_is_sin1_cos1_sin001_cos001():
+    expected = torch.tensor([math.sin(1), math.cos(1), math.sin(0.01), math.cos(0.01)])
+    assert torch.allclose(sinusoidal_encoding(torch.tensor([1]), 4)[0], expected, atol=1e-7)
+
+
+@pytest.mark.parametrize("seed_variant", [seed_000_slow, seed_2dim_exponent])
+def test_sinusoidal_differs_from_the_seed_notes_bugs(seed_variant):
+    ours = sinusoidal_encoding(torch.arange(16), 8).double()
+    assert (ours - seed_variant(16, 8)).abs().max().item() > 0.1
+
+
+def test_rope_score_depends_only_on_offset():
+    torch.manual_seed(0)
+    d_head = 16
+    q, k = torch.randn(1, 1, 1, d_head), torch.randn(1, 1, 1, d_head)
+
+    def score(m: int, n: int) -> float:
+        cos_m, sin_m = rope_angles(torch.tensor([[m]]), d_head)
+        cos_n, sin_n = rope_angles(torch.tensor([[n]]), d_head)
+        return (apply_rope(q, cos_m, sin_m) * apply_rope(k, cos_n, sin_n)).sum().item()
+
+    for offset in (0, 1, 5, 17):
+        scores = [score(m, m - offset) for m in (offset, offset + 3, offset + 40, offset + 200)]
+        assert max(scores) - min(scores) <= 1e-4, (offset, scores)
+    assert abs(score(10, 9) - score(10, 2)) > 1e-3  # and it does depend on the offset
+
+
+def test_rope_preserves_norms_and_is_identity_at_position_zero():
+    x = torch.randn(2, 3, 5, 8)
+    cos, sin = rope_angles(torch.arange(5).expand(2, 5), 8)
+    assert torch.allclose(apply_rope(x, cos, sin).norm(dim=-1), x.norm(dim=-1), atol=1e-5)
+    cos0, sin0 = rope_angles(torch.zeros(2, 5, dtype=torch.long), 8)
+    assert torch.equal(apply_rope(x, cos0, sin0), x)
+
+
+def test_alibi_slopes_follow_the_paper():
+    assert torch.allclose(alibi_slopes(8), torch.tensor([2.0 ** -h for h in range(1, 9)]))
+    # 6 heads: the 4-head slopes 2^-2, 2^-4, 2^-6, 2^-8, then every other 8-head slope: 2^-1, 2^-3
+    assert torch.allclose(alibi_slopes(6), torch.tensor([2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3]))
+
+
+def test_alibi_bias_is_minus_slope_times_distance():
+    pos = torch.arange(6)[None]
+    bias = alibi_bias(pos, pos, 8)
+    slopes = alibi_slopes(8)
+    for h in (0, 7):
+        for i, j in ((5, 0), (3, 3), (2, 4)):
+            assert bias[0, h, i, j].item() == pytest.approx(-slopes[h].item() * abs(i - j))
+
+
+def _model(position_encoding: str, max_positions: int = 16, n_layers: int = 2) -> ScratchTransformerForCausalLM:
+    torch.manual_seed(0)
+    # a wide init (0.3 instead of 0.02) so that position effects are far above float noise
+    config = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=n_layers, d_ff=64, dropout=0.0,
+                                      max_position_embeddings=max_positions, position_encoding=position_encoding,
+                                      initializer_range=0.3)
+    return ScratchTransformerForCausalLM(config).eval()
+
+
+@pytest.mark.parametrize("position_encoding", ["sinusoidal", "rope", "alibi", "none"])
+def test_runs_past_the_training_length(position_encoding):
+    model = _model(position_encoding, max_positions=16)
+    ids = torch.randint(0, 50, (1, 64))  # 4x max_position_embeddings
+    with torch.no_grad():
+        logits = model(ids).logits
+    assert logits.shape == (1, 64, 50) and torch.isfinite(logits).all()
+
+
+def test_learned_table_refuses_positions_past_its_end():
+    model = _model("learned", max_positions=16)
+    with torch.no_grad():
+        model(torch.randint(0, 50, (1, 16)))
+        with pytest.raises(ValueError, match="max_position_embeddings=16"):
+            model(torch.randint(0, 50, (1, 17)))
+
+
+@pytest.mark.parametrize("position_encoding", ["sinusoidal", "learned", "rope", "alibi"])
+def test_position_encoding_makes_order_matter(position_encoding):
+    model = _model(position_encoding)
+    ids = torch.tensor([[3, 7, 11, 13]])
+    with torch.no_grad():
+        a = model(ids).logits[0, -1]
+        b = model(ids[:, [1, 0, 2, 3]]).logits[0, -1]
+    assert (a - b).abs().max().item() > 1e-2
+
+
+def test_one_layer_without_positions_sees_a_bag_of_words():
+    """With no position encoding, one attention layer sees the prefix as a set: order is invisible."""
+    ids = torch.tensor([[3, 7, 11, 13]])
+    with torch.no_grad():
+        one_layer = _model("none", n_layers=1)
+        a, b = one_layer(ids).logits[0, -1], one_layer(ids[:, [1, 0, 2, 3]]).logits[0, -1]
+        assert (a - b).abs().max().item() <= 1e-5
+        # ...but a causal stack leaks order: earlier tokens saw different prefixes in layer 1
+        two_layers = _model("none", n_layers=2)
+        a, b = two_layers(ids).logits[0, -1], two_layers(ids[:, [1, 0, 2, 3]]).logits[0, -1]
+        assert (a - b).abs().max().item() > 1e-3
