@@ -180,6 +180,9 @@ def main(argv: list[str] | None = None) -> None:
     result = trainer.train(resume_from_checkpoint=True if resume else None)
     metrics = trainer.evaluate()
     elapsed = time.time() - start
+    rank = int(os.environ.get("RANK", "0"))
+    print(f"rank {rank} of {world}: {result.global_step} steps, {training_args.per_device_train_batch_size} "
+          f"examples per step on this process", flush=True)
 
     if trainer.is_world_process_zero():
         model.generation_config = generation_config_for(model)

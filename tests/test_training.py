@@ -1,0 +1,65 @@
+"""Training with the Trainer: a tiny run learns, and two processes (torchrun, gloo) train together."""
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from modeling import train
+from modeling.corpus import read_split
+from modeling.tokenization import train_tokenizer
+
+
+def _validation_loss(model, tokenizer, blocks: int = 8, length: int = 32) -> float:
+    data = train.TokenBlocks(tokenizer(read_split("validation")[:50_000])["input_ids"], length, blocks)
+    with torch.no_grad():
+        return model(data.blocks, labels=data.blocks).loss.item()
+
+
+def test_a_tiny_training_run_lowers_the_validation_loss(corpus, tmp_path):
+    tokenizer = train_tokenizer()
+    torch.manual_seed(1234)
+    untrained = train.build_model(train.PRESETS["tiny"]["model"], tokenizer, 32).eval()
+    before = _validation_loss(untrained, tokenizer)
+    train.main(["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
+                "--max-steps", "60", "--eval-steps", "30", "--eval-blocks", "8", "--train-limit", "2000"])
+    trained = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    after = _validation_loss(trained, AutoTokenizer.from_pretrained(tmp_path / "out"))
+    assert after < before - 1.0, (before, after)
+    summary = json.loads((tmp_path / "out" / "training_summary.json").read_text())
+    assert summary["steps"] == 60 and summary["final_validation_loss"] < before
+    files = {p.name for p in (tmp_path / "out").iterdir()}
+    assert {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json"} <= files
+    assert not any(name.endswith(".bin") for name in files)
+
+
+def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
+    args = ["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
+            "--eval-steps", "10", "--eval-blocks", "4", "--train-limit", "400"]
+    train.main(args + ["--max-steps", "10"])
+    assert (tmp_path / "work" / "checkpoint-10").exists()
+    train.main(args + ["--max-steps", "20", "--resume"])
+    state = json.loads((tmp_path / "work" / "checkpoint-20" / "trainer_state.json").read_text())
+    assert state["global_step"] == 20
+    assert state["log_history"][0]["step"] == 10  # the first logged step: training picked up after step 10
+
+
+def test_torchrun_two_processes_on_cpu_write_one_checkpoint(corpus, tmp_path):
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "modeling.train",
+         "--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
+         "--max-steps", "4", "--eval-steps", "4", "--eval-blocks", "8", "--train-limit", "256"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    for rank in (0, 1):  # both processes trained all 4 steps on their half of each batch
+        assert f"rank {rank} of 2: 4 steps, 4 examples per step on this process" in output
+    summary = json.loads((tmp_path / "out" / "training_summary.json").read_text())
+    assert summary["processes"] == 2 and summary["steps"] == 4
+    assert len(list((tmp_path / "out").glob("*.safetensors"))) == 1
+    AutoModelForCausalLM.from_pretrained(tmp_path / "out")
