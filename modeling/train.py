@@ -45,7 +45,7 @@ PRESETS = {
     "folio-to-modern": dict(
         model=dict(d_model=192, n_heads=6, n_layers=3, n_encoder_layers=3, d_ff=768, dropout=0.0,
                    position_encoding="sinusoidal", is_encoder_decoder=True),
-        train=dict(context_length=64, batch_size=64, max_steps=600, learning_rate=2e-3, warmup_steps=50),
+        train=dict(context_length=64, batch_size=64, max_steps=400, learning_rate=2e-3, warmup_steps=40),
     ),
     "tiny": dict(
         model=dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),

@@ -1,0 +1,87 @@
+"""The checkpoints we ship: they load through the Auto classes, reproduce their recorded numbers,
+and work in pipelines. These read checkpoints/ as committed; a missing checkpoint is a failure."""
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from modeling.corpus import read_split
+from modeling.evaluate import SLICE_CHARS, bits_per_character, character_error_rate, modernize
+
+ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
+ENCODINGS = ["sinusoidal", "learned", "rope", "alibi", "none"]
+CAUSAL = [f"shakespeare-{pe}" for pe in ENCODINGS]
+RESULTS = json.loads((ROOT / "results.json").read_text()) if (ROOT / "results.json").exists() else {}
+
+
+def test_every_checkpoint_is_shipped_with_results_and_a_model_card():
+    for name in CAUSAL + ["folio-to-modern"]:
+        folder = ROOT / name
+        assert (folder / "model.safetensors").exists(), name
+        assert name in RESULTS["models"], name
+        card = (folder / "README.md").read_text()
+        assert card.startswith("---\nlicense: mit\nlibrary_name: transformers\npipeline_tag: ")
+    assert RESULTS["main_model"] in CAUSAL
+    total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
+    assert total <= 80 * 1024 * 1024
+
+
+def test_the_encoding_experiment_is_controlled():
+    """The five models differ only in position_encoding (same size, data, steps, seed)."""
+    configs = {name: json.loads((ROOT / name / "config.json").read_text()) for name in CAUSAL}
+    summaries = {name: json.loads((ROOT / name / "training_summary.json").read_text()) for name in CAUSAL}
+    ignore = {"position_encoding", "transformers_version"}
+    reference = {k: v for k, v in configs[CAUSAL[0]].items() if k not in ignore}
+    for name in CAUSAL:
+        assert {k: v for k, v in configs[name].items() if k not in ignore} == reference, name
+        assert configs[name]["position_encoding"] == name.removeprefix("shakespeare-")
+        for key in ("steps", "batch_size", "context_length", "seed", "learning_rate"):
+            assert summaries[name][key] == summaries[CAUSAL[0]][key], (name, key)
+
+
+@pytest.mark.parametrize("name", CAUSAL)
+def test_causal_lm_loads_and_reproduces_its_recorded_loss(name):
+    model = AutoModelForCausalLM.from_pretrained(ROOT / name).eval()
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / name)
+    assert isinstance(model, ScratchTransformerForCausalLM)
+    recorded = RESULTS["models"][name]["slice"]
+    measured = bits_per_character(model, tokenizer, read_split("test")[:SLICE_CHARS], model.config.training_context_length)
+    assert measured["bits_per_char"] == pytest.approx(recorded["bits_per_char"], rel=0.01)
+    assert measured["bits_per_char"] < 4.0  # far better than chance (log2 of ~70 characters = 6.1)
+
+
+@pytest.mark.parametrize("name", ["shakespeare-rope", "shakespeare-learned"])
+def test_causal_lm_works_in_a_text_generation_pipeline(name):
+    generator = pipeline("text-generation", model=str(ROOT / name), device="cpu")
+    torch.manual_seed(0)
+    out = generator("ROMEO:\n", max_new_tokens=30, do_sample=True, top_k=40)[0]["generated_text"]
+    assert out.startswith("ROMEO:\n") and len(out) > len("ROMEO:\n") + 20
+
+
+def test_folio_to_modern_loads_and_beats_copying():
+    name = "folio-to-modern"
+    model = AutoModelForSeq2SeqLM.from_pretrained(ROOT / name).eval()
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / name)
+    assert isinstance(model, ScratchTransformerForSeq2SeqLM)
+    recorded = RESULTS["models"][name]
+    assert recorded["cer"] < recorded["identity_cer"]
+    folio = ["Stand & vnfold your selfe", "Long liue the King", "Haue you had quiet Guard?"]
+    modern = ["Stand, and unfold yourself", "Long live the king", "Have you had quiet guard?"]
+    predictions = modernize(model, tokenizer, folio)
+    assert character_error_rate(predictions, modern) < character_error_rate(folio, modern)
+
+
+def test_results_json_is_complete():
+    for name in CAUSAL:
+        entry = RESULTS["models"][name]
+        assert math.isclose(entry["perplexity"], math.exp(entry["test_loss"]), rel_tol=1e-9)
+        context = entry["training_context"]
+        assert list(entry["extrapolation"]) == [str(f * context) for f in (1, 2, 4, 8)]
+        values = [v for v in entry["extrapolation"].values() if v is not None]
+        assert values and all(0 < v < 8 for v in values)
+    assert all(v is None for v in list(RESULTS["models"]["shakespeare-learned"]["extrapolation"].values())[1:])
