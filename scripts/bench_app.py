@@ -1,0 +1,177 @@
+"""Benchmark of the Gradio app, as a user meets it: `python app.py` in a subprocess, called over HTTP.
+
+    python scripts/bench_app.py                       # ./checkpoints if it has any, else random shipped-size ones
+    python scripts/bench_app.py --checkpoints DIR     # any checkpoint root
+    python scripts/bench_app.py --random tiny         # random d_model=32 checkpoints (what the tests use)
+
+Measures, against the targets of the issue:
+- readiness: from starting `python app.py` to the page answering HTTP 200 (target < 10 s), median of --starts,
+  next to the time `python -c "import gradio"` takes at the same moment (the floor: the machine's load moves both);
+- first streamed token: from submitting /generate to the first output holding generated text (target < 1 s);
+- attention tab: /attention on a 128-token text, request to figures received (target < 2 s).
+Writes the figures to artifacts/bench_app.json as well.
+"""
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer the slings and arrows "
+        "of outrageous fortune, or to take arms against a sea of troubles and by opposing end them. To die, to sleep, "
+        "no more; and by a sleep to say we end the heart-ache and the thousand natural shocks that flesh is heir to: "
+        "'tis a consummation devoutly to be wish'd. To die, to sleep; to sleep, perchance to dream: ay, there's the rub, "
+        "for in that sleep of death what dreams may come, when we have shuffled off this mortal coil, must give us pause.")
+SHIPPED_SIZE = dict(d_model=256, n_heads=4, n_layers=4, d_ff=1024, max_position_embeddings=256, training_context_length=256)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_app(root: Path) -> tuple[subprocess.Popen, str, float]:
+    """Start `python app.py`; return (process, url, seconds until the page answered 200)."""
+    port = free_port()
+    env = dict(os.environ, SCRATCH_CHECKPOINTS=str(root), GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
+               GRADIO_ANALYTICS_ENABLED="False")
+    start = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    while time.perf_counter() - start < 120:
+        if process.poll() is not None:
+            raise RuntimeError(f"app.py exited with {process.returncode}:\n{process.stdout.read()}")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as response:
+                if response.status == 200:
+                    return process, url, time.perf_counter() - start
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    raise RuntimeError("app.py did not answer within 120 s")
+
+
+def first_token_latency(client, model: str, seed: int) -> tuple[float, float]:
+    """(seconds to the first output with generated text, tokens/s the app reported)."""
+    start = time.perf_counter()
+    job = client.submit("Shall I compare thee to a summer's day?", model, "Sampling", 0.8, 40, 0.95, 1.1, 64, seed,
+                        api_name="/generate")
+    first = None
+    for text, _ in job:
+        if first is None and text:
+            first = time.perf_counter() - start
+    note = job.result()[1]
+    rate = float(note.split("**")[3].split()[0]) if "tokens/s" in note else float("nan")
+    return first if first is not None else float("nan"), rate
+
+
+def attention_latency(client, model: str, text: str) -> float:
+    start = time.perf_counter()
+    *_, note = client.predict(text, model, "self", "0", "average", api_name="/attention")
+    elapsed = time.perf_counter() - start
+    assert not note.startswith("⚠️"), note
+    return elapsed
+
+
+def text_of_tokens(root: Path, model: str, n_tokens: int, variant: int) -> str:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(root / model)
+    ids = tokenizer(f"{variant} " + TEXT * 4, add_special_tokens=False).input_ids[:n_tokens]
+    return tokenizer.decode(ids)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoints", type=Path, help="checkpoint root (default: ./checkpoints if it has models)")
+    parser.add_argument("--random", choices=["shipped", "tiny"], help="build random checkpoints of this size instead")
+    parser.add_argument("--starts", type=int, default=3, help="how many times to start app.py for the readiness figure")
+    parser.add_argument("--repeats", type=int, default=5, help="requests per latency figure")
+    args = parser.parse_args()
+
+    sys.path[:0] = [str(REPO), str(REPO / "tests")]
+    from modeling.analysis import discover_checkpoints
+
+    root = args.checkpoints or REPO / "checkpoints"
+    if args.random or not discover_checkpoints(root):
+        from fixtures_checkpoints import build_checkpoints
+
+        size = args.random or "shipped"
+        root = build_checkpoints(Path(tempfile.mkdtemp(prefix="bench-checkpoints-")),
+                                 **(SHIPPED_SIZE if size == "shipped" else dict(max_position_embeddings=256)))
+        source = f"random checkpoints, {size} size ({'d_model=256, 4 layers, 4 heads' if size == 'shipped' else 'd_model=32'}), vocab 384"
+    else:
+        source = f"checkpoints in {root}"
+    catalog = discover_checkpoints(root)
+    causal = [name for name, info in catalog.items() if not info.is_encoder_decoder]
+    model = "shakespeare-rope" if "shakespeare-rope" in causal else causal[0]
+    print(f"app benchmark on {source}; model for latencies: {model}; CPU load now: {os.getloadavg()[0]:.2f}")
+
+    from gradio_client import Client
+
+    ready, import_gradio, first_cold, process = [], [], None, None
+    for i in range(args.starts):
+        start = time.perf_counter()  # the floor under readiness: gradio's own import, on this machine, now
+        subprocess.run([sys.executable, "-c", "import gradio"], check=True)
+        import_gradio.append(time.perf_counter() - start)
+        process, url, seconds = start_app(root)
+        ready.append(seconds)
+        if i < args.starts - 1:
+            process.terminate()
+            process.wait(10)
+    try:
+        client = Client(url, verbose=False)
+        first_cold, _ = first_token_latency(client, model, seed=0)  # right after readiness: may wait for warm-up
+        round_trip = []
+        for _ in range(args.repeats):  # the cost of any request through the queue, for scale
+            start = time.perf_counter()
+            client.predict(api_name="/folio_example")
+            round_trip.append(time.perf_counter() - start)
+        warm = [first_token_latency(client, model, seed=s) for s in range(1, args.repeats + 1)]
+        attention_latency(client, model, text_of_tokens(root, model, 128, -1))  # first use of the tab
+        attention = [attention_latency(client, model, text_of_tokens(root, model, 128, i)) for i in range(args.repeats)]
+    finally:
+        process.terminate()
+        process.wait(10)
+
+    figures = {
+        "source": source,
+        "model": model,
+        "load_average_1min": os.getloadavg()[0],
+        "ready_s": ready,
+        "ready_median_s": statistics.median(ready),
+        "import_gradio_alone_s": import_gradio,
+        "first_token_right_after_ready_s": first_cold,
+        "empty_request_round_trip_median_s": statistics.median(round_trip),
+        "first_token_warm_median_s": statistics.median(f for f, _ in warm),
+        "tokens_per_s_median": statistics.median(r for _, r in warm),
+        "attention_128_tokens_median_s": statistics.median(attention),
+        "attention_128_tokens_s": attention,
+    }
+    print(f"python app.py ready (HTTP 200):     median {figures['ready_median_s']:.2f} s  "
+          f"({', '.join(f'{s:.2f}' for s in ready)})   target < 10 s")
+    print(f"  of which `import gradio` alone:  median {statistics.median(import_gradio):.2f} s  "
+          f"({', '.join(f'{s:.2f}' for s in import_gradio)})")
+    print(f"first streamed token, just after ready: {first_cold:.3f} s (includes importing torch and loading, if not yet warm)")
+    print(f"first streamed token, warm:        median {figures['first_token_warm_median_s']:.3f} s   target < 1 s "
+          f"({figures['tokens_per_s_median']:.0f} tokens/s)")
+    print(f"a request doing nothing (/folio_example), for scale: median {figures['empty_request_round_trip_median_s']:.3f} s")
+    print(f"attention tab, 128 tokens:         median {figures['attention_128_tokens_median_s']:.3f} s   target < 2 s")
+    out = REPO / "artifacts" / "bench_app.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(figures, indent=2))
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()

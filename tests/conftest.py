@@ -1,0 +1,45 @@
+"""Shared fixtures.
+
+App fixtures (tests/test_analysis.py, tests/test_app.py, tests/test_browser.py): tiny random checkpoints in
+the shipped layout, built once per session, and one app server on 127.0.0.1 that serves them.
+"""
+
+import socket
+
+import pytest
+
+from fixtures_checkpoints import build_checkpoints
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory):
+    """A checkpoint root with the five shakespeare-<encoding> models, folio-to-modern and results.json."""
+    return build_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def app_server(tiny_checkpoints):
+    """URL of app.demo served on 127.0.0.1 from the tiny checkpoints; closed at the end of the session."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCRATCH_CHECKPOINTS", str(tiny_checkpoints))
+        import app
+
+        _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
+        try:
+            yield url
+        finally:
+            app.demo.close()
+
+
+@pytest.fixture(scope="session")
+def corpus():
+    """The prepared corpus in data/ (downloaded, verified and aligned once; reused afterwards)."""
+    from modeling.corpus import DATA_DIR, prepare
+
+    return prepare(DATA_DIR, verbose=False)
