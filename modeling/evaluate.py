@@ -7,9 +7,11 @@ Language models: test loss (nats per token), perplexity, and bits per character,
 depend on the tokenizer: total negative log-likelihood in bits / number of characters scored.
 Scoring uses windows of L tokens that overlap by one token: window k covers tokens
 [k(L-1), k(L-1)+L) and scores its last L-1 tokens, so every token but the very first is scored exactly
-once, each with 1..L-1 tokens of context. The characters of a scored token come from the tokenizer's
-offsets. Extrapolation repeats this at L = 1x, 2x, 4x, 8x the training context; a learned table has
-no positions past its end, so those entries are null (not applicable).
+once, each with 1..L-1 tokens of context. The characters of the scored tokens come from the tokenizer's
+offsets: a window scores the characters between the end of its first token and the end of its last, so
+a character split over several byte tokens (any non-ASCII one, e.g. a curly quote) counts once.
+Extrapolation repeats this at L = 1x, 2x, 4x, 8x the training context; a learned table has no positions
+past its end, so those entries are null (not applicable).
 
 Seq2seq (folio-to-modern): teacher-forced test loss and perplexity per target token, and the
 character error rate (Levenshtein distance / reference length, summed over pairs) of greedy
@@ -52,7 +54,9 @@ def bits_per_character(model, tokenizer, text: str, context_length: int, batch_s
         raise ValueError(f"context_length must be at least 2, got {context_length}")
     encoding = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
     ids = torch.tensor(encoding["input_ids"])
-    char_counts = torch.tensor([end - start for start, end in encoding["offset_mapping"]])
+    # end offset of each token; tokens of one multi-byte character share its (start, end), so the
+    # characters of tokens i+1..j are ends[j] - ends[i], each character counted once
+    ends = [end for _, end in encoding["offset_mapping"]]
     if len(ids) < 2:
         raise ValueError("the text is too short to score: it needs at least two tokens")
     stride = context_length - 1
@@ -74,7 +78,7 @@ def bits_per_character(model, tokenizer, text: str, context_length: int, batch_s
             total_nats += nll[scored].sum().item()
             total_tokens += int(scored.sum())
             for row, s in enumerate(starts[b:b + batch_size]):
-                total_chars += int(char_counts[s + 1:s + len(windows[row])].sum())
+                total_chars += ends[s + len(windows[row]) - 1] - ends[s]
             if progress is not None:
                 progress(min(1.0, (b + batch_size) / len(starts)))
     return {
@@ -91,7 +95,9 @@ def evaluate_causal_lm(model, tokenizer, text: str) -> dict:
     extrapolation = {}
     for factor in EXTRAPOLATION_FACTORS:
         length = factor * context
-        if model.config.position_encoding == "learned" and length > model.config.max_position_embeddings:
+        if length == context:
+            extrapolation[str(length)] = main["bits_per_char"]
+        elif model.config.position_encoding == "learned" and length > model.config.max_position_embeddings:
             extrapolation[str(length)] = None
         else:
             extrapolation[str(length)] = bits_per_character(model, tokenizer, text, length)["bits_per_char"]
@@ -152,12 +158,17 @@ def evaluate_seq2seq(model, tokenizer, pairs: list[dict]) -> dict:
     }
 
 
-def evaluate_all(root: Path = CHECKPOINTS, data_dir: Path = DATA_DIR, max_chars: int | None = None) -> dict:
+def evaluate_all(root: Path = CHECKPOINTS, data_dir: Path = DATA_DIR, max_chars: int | None = None,
+                 only: list[str] | None = None) -> dict:
+    """Evaluate the checkpoints under ``root`` (or just ``only``, merged into the existing results.json)."""
     text = read_split("test", data_dir)[:max_chars]
-    models = {}
+    results_file = root / "results.json"
+    models = json.loads(results_file.read_text())["models"] if only and results_file.exists() else {}
     for config_file in sorted(root.glob("*/config.json")):
-        model, tokenizer = load_checkpoint(config_file.parent)
         name = config_file.parent.name
+        if only and name not in only:
+            continue
+        model, tokenizer = load_checkpoint(config_file.parent)
         if model.config.is_encoder_decoder:
             models[name] = evaluate_seq2seq(model, tokenizer, read_pairs("test", data_dir))
         else:
@@ -170,7 +181,7 @@ def evaluate_all(root: Path = CHECKPOINTS, data_dir: Path = DATA_DIR, max_chars:
         "method": __doc__.strip().split("\n\n", 2)[-1],
         "models": models,
     }
-    (root / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    results_file.write_text(json.dumps(results, indent=1) + "\n")
     return results
 
 
@@ -179,11 +190,12 @@ def main() -> None:
     parser.add_argument("--checkpoints", type=Path, default=CHECKPOINTS)
     parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
     parser.add_argument("--max-chars", type=int, help="evaluate on this many characters of the test split")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="re-evaluate these checkpoints only (merged)")
     parser.add_argument("--threads", type=int)
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    evaluate_all(args.checkpoints, args.data_dir, args.max_chars)
+    evaluate_all(args.checkpoints, args.data_dir, args.max_chars, args.only)
 
 
 if __name__ == "__main__":

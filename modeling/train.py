@@ -14,6 +14,7 @@ used and rank 0 writes the one final checkpoint.
 """
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -21,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import DataCollatorForSeq2Seq, GenerationConfig, Trainer, TrainingArguments, set_seed
 
@@ -57,15 +59,32 @@ PRESETS = {
 class TokenBlocks(torch.utils.data.Dataset):
     """Non-overlapping blocks of ``length`` tokens; each block is its own label sequence."""
 
-    def __init__(self, ids: list[int], length: int, limit: int | None = None):
+    def __init__(self, ids, length: int, limit: int | None = None):
         n = len(ids) // length
-        self.blocks = torch.tensor(ids[: n * length]).view(n, length)[:limit]
+        self.blocks = torch.as_tensor(ids[: n * length], dtype=torch.long).view(n, length)[:limit]
 
     def __len__(self) -> int:
         return len(self.blocks)
 
     def __getitem__(self, i: int) -> dict:
         return {"input_ids": self.blocks[i], "labels": self.blocks[i]}
+
+
+def token_ids(split: str, tokenizer, data_dir: Path = DATA_DIR) -> np.ndarray:
+    """The token ids of a corpus split, computed once and cached in data/tokens/ under a key of the text
+    and the tokenizer (so a changed corpus or tokenizer never reads stale ids). The cache file is
+    written atomically: under torchrun every rank may compute it at the same time."""
+    text = read_split(split, data_dir)
+    key = hashlib.sha256(text.encode() + tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16]
+    cache = data_dir / "tokens" / f"{split}-{key}.npy"
+    if cache.exists():
+        return np.load(cache)
+    ids = np.asarray(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"], dtype=np.int32)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    partial = cache.with_name(f"{cache.stem}.{os.getpid()}.tmp.npy")
+    np.save(partial, ids)
+    os.replace(partial, cache)
+    return ids
 
 
 class SpellingPairs(torch.utils.data.Dataset):
@@ -142,8 +161,8 @@ def main(argv: list[str] | None = None) -> None:
         eval_set = SpellingPairs(read_pairs("validation", args.data_dir), tokenizer, length, args.eval_blocks)
         collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
     else:
-        train_set = TokenBlocks(tokenizer(read_split("train", args.data_dir))["input_ids"], length, args.train_limit)
-        eval_set = TokenBlocks(tokenizer(read_split("validation", args.data_dir))["input_ids"], length, args.eval_blocks)
+        train_set = TokenBlocks(token_ids("train", tokenizer, args.data_dir), length, args.train_limit)
+        eval_set = TokenBlocks(token_ids("validation", tokenizer, args.data_dir), length, args.eval_blocks)
         collator = None
 
     work_dir = args.work_dir or args.data_dir / "runs" / args.output_dir.name

@@ -2,6 +2,7 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -49,14 +50,23 @@ def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
 
 def test_torchrun_two_processes_on_cpu_write_one_checkpoint(corpus, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
-    result = subprocess.run(
+    process = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "modeling.train",
          "--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
          "--max-steps", "4", "--eval-steps", "4", "--eval-blocks", "8", "--train-limit", "256"],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    output = result.stdout + result.stderr
+    try:
+        stdout, stderr = process.communicate(timeout=300)
+    except BaseException:  # timeout or interrupt: SIGTERM lets the torchrun agent stop its workers too
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        raise
+    assert process.returncode == 0, stderr[-3000:]
+    output = stdout + stderr
     for rank in (0, 1):  # both processes trained all 4 steps on their half of each batch
         assert f"rank {rank} of 2: 4 steps, 4 examples per step on this process" in output
     summary = json.loads((tmp_path / "out" / "training_summary.json").read_text())
