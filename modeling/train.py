@@ -205,6 +205,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if trainer.is_world_process_zero():
         model.generation_config = generation_config_for(model)
+        model.config.use_cache = True  # the Trainer turns the KV cache off while training
         trainer.save_model(str(args.output_dir))
         tokenizer.save_pretrained(args.output_dir)
         (args.output_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle: not shipped
