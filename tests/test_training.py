@@ -14,6 +14,16 @@ from modeling.corpus import read_split
 from modeling.tokenization import train_tokenizer
 
 
+def _train(args: list[str]) -> None:
+    """train.main in this process on one thread (a tiny model gains nothing from two, and on a busy
+    machine two threads per process made the 60-step run 14x slower); the thread count is restored."""
+    threads = torch.get_num_threads()
+    try:
+        train.main(args + ["--threads", "1"])
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _validation_loss(model, tokenizer, blocks: int = 8, length: int = 32) -> float:
     data = train.TokenBlocks(tokenizer(read_split("validation")[:50_000])["input_ids"], length, blocks)
     with torch.no_grad():
@@ -25,8 +35,8 @@ def test_a_tiny_training_run_lowers_the_validation_loss(corpus, tmp_path):
     torch.manual_seed(1234)
     untrained = train.build_model(train.PRESETS["tiny"]["model"], tokenizer, 32).eval()
     before = _validation_loss(untrained, tokenizer)
-    train.main(["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
-                "--max-steps", "60", "--eval-steps", "30", "--eval-blocks", "8", "--train-limit", "2000"])
+    _train(["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
+            "--max-steps", "60", "--eval-steps", "30", "--eval-blocks", "8", "--train-limit", "2000"])
     trained = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     after = _validation_loss(trained, AutoTokenizer.from_pretrained(tmp_path / "out"))
     assert after < before - 1.0, (before, after)
@@ -40,9 +50,9 @@ def test_a_tiny_training_run_lowers_the_validation_loss(corpus, tmp_path):
 def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
     args = ["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
             "--eval-steps", "10", "--eval-blocks", "4", "--train-limit", "400"]
-    train.main(args + ["--max-steps", "10"])
+    _train(args + ["--max-steps", "10"])
     assert (tmp_path / "work" / "checkpoint-10").exists()
-    train.main(args + ["--max-steps", "20", "--resume"])
+    _train(args + ["--max-steps", "20", "--resume"])
     state = json.loads((tmp_path / "work" / "checkpoint-20" / "trainer_state.json").read_text())
     assert state["global_step"] == 20
     assert state["log_history"][0]["step"] == 10  # the first logged step: training picked up after step 10
