@@ -1,6 +1,7 @@
 """Byte-level BPE tokenizer for the Shakespeare corpus, trained with the `tokenizers` library.
 
     python -m modeling.corpus       # prepares the corpus, then trains and saves data/tokenizer
+    python -m modeling.tokenization [--force]  # (re)trains it alone and prints characters per token
 
 Byte-level: every string maps to byte tokens first, so any text (emoji, control characters) encodes,
 and decode(encode(x)) == x exactly (no normalisation, no added prefix space). Saved as a
@@ -46,3 +47,23 @@ def train_tokenizer(data_dir: Path = DATA_DIR, vocab_size: int = VOCAB_SIZE, for
 
 def load_tokenizer(data_dir: Path = DATA_DIR) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast.from_pretrained(tokenizer_dir(data_dir))
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--force", action="store_true", help="retrain even if data/tokenizer exists")
+    args = parser.parse_args()
+    tokenizer = train_tokenizer(args.data_dir, force=args.force)
+    print(f"{tokenizer_dir(args.data_dir)}: {len(tokenizer)} tokens")
+    for split in ("train", "validation", "test"):
+        text = read_split(split, args.data_dir)
+        ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+        assert tokenizer.decode(ids) == text, f"{split}: decode(encode(text)) != text"
+        print(f"{split:>10}: {len(text):9,d} chars, {len(ids):9,d} tokens, {len(text) / len(ids):.3f} chars/token, lossless")
+
+
+if __name__ == "__main__":
+    main()
