@@ -46,10 +46,12 @@ PRESETS = {
         model=dict(d_model=256, n_heads=8, n_layers=6, d_ff=1024, dropout=0.0, position_encoding="rope"),
         train=dict(context_length=256, batch_size=16, max_steps=600, learning_rate=1.5e-3, warmup_steps=50),
     ),
+    # Small and many steps: learning to copy through cross-attention takes steps more than width
+    # (d_model=192, 3+3 layers, 400 steps still ignored its source: CER 0.72 against 0.07 for copying).
     "folio-to-modern": dict(
-        model=dict(d_model=192, n_heads=6, n_layers=3, n_encoder_layers=3, d_ff=768, dropout=0.0,
+        model=dict(d_model=128, n_heads=4, n_layers=2, n_encoder_layers=2, d_ff=512, dropout=0.0,
                    position_encoding="sinusoidal", is_encoder_decoder=True),
-        train=dict(context_length=64, batch_size=64, max_steps=400, learning_rate=2e-3, warmup_steps=40),
+        train=dict(context_length=64, batch_size=64, max_steps=2000, learning_rate=3e-3, warmup_steps=100),
     ),
     "tiny": dict(
         model=dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),
