@@ -85,3 +85,11 @@ def test_results_json_is_complete():
         values = [v for v in entry["extrapolation"].values() if v is not None]
         assert values and all(0 < v < 8 for v in values)
     assert all(v is None for v in list(RESULTS["models"]["shakespeare-learned"]["extrapolation"].values())[1:])
+
+
+@pytest.mark.parametrize("name", CAUSAL + ["folio-to-modern"])
+def test_shipped_remote_code_is_the_package_code(name):
+    """Each checkpoint ships a copy of the model code for trust_remote_code; it must not drift."""
+    package = Path(__file__).resolve().parent.parent / "modeling"
+    for file in ("modeling_scratch_transformer.py", "configuration_scratch_transformer.py"):
+        assert (ROOT / name / file).read_text() == (package / file).read_text(), (name, file)
