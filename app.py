@@ -180,10 +180,12 @@ def folio_example():
 def encoding_plots():
     """The encoding heatmaps, similarity against distance, and the evaluation's extrapolation curves."""
     A = analysis()
-    figures, notices = A.encoding_figures(A.discover_checkpoints())
+    catalog = A.discover_checkpoints()
+    figures, notices = A.encoding_figures(catalog)
     results = A.read_results()
-    curves = {name: results.extrapolation[name] for name in results.extrapolation}
-    contexts = set(results.training_context.values())
+    experiment = set(A.encoding_models(catalog).values())  # the controlled five, not the larger main model
+    curves = {name: curve for name, curve in results.extrapolation.items() if name in experiment}
+    contexts = {results.training_context[name] for name in curves if name in results.training_context}
     extrapolation = A.extrapolation_figure(curves, contexts.pop() if len(contexts) == 1 else None)
     if results.notice:
         notices.append(results.notice)

