@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -83,3 +84,37 @@ def test_torchrun_two_processes_on_cpu_write_one_checkpoint(corpus, tmp_path):
     assert summary["processes"] == 2 and summary["steps"] == 4
     assert len(list((tmp_path / "out").glob("*.safetensors"))) == 1
     AutoModelForCausalLM.from_pretrained(tmp_path / "out")
+
+
+def test_weights_stored_as_float16_load_back_as_float32_with_the_same_outputs(tmp_path):
+    from safetensors import safe_open
+
+    from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
+
+    torch.manual_seed(0)
+    config = ScratchTransformerConfig(vocab_size=64, d_model=32, n_heads=2, n_layers=2, d_ff=64,
+                                      max_position_embeddings=32)
+    model = ScratchTransformerForCausalLM(config).eval()
+    model.save_pretrained(tmp_path)
+    fp32_bytes = (tmp_path / "model.safetensors").stat().st_size
+    train.store_weights_as(tmp_path, "float16")
+    with safe_open(tmp_path / "model.safetensors", framework="pt") as f:
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+    assert (tmp_path / "model.safetensors").stat().st_size < 0.55 * fp32_bytes
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    assert next(loaded.parameters()).dtype == torch.float32  # config.json still says float32
+    ids = torch.randint(0, 64, (2, 16))
+    with torch.no_grad():
+        expected, got = model(ids).logits, loaded(ids).logits
+    assert not torch.equal(expected, got)  # the weights really were rounded
+    torch.testing.assert_close(got, expected, rtol=0, atol=2e-3)  # float16 rounds weights by <= 2**-11 relative
+
+
+def test_weights_that_do_not_fit_in_float16_are_refused(tmp_path):
+    from safetensors.torch import save_file
+
+    save_file({"w": torch.tensor([1.0, 1e6])}, tmp_path / "model.safetensors", {"format": "pt"})
+    before = (tmp_path / "model.safetensors").read_bytes()
+    with pytest.raises(ValueError, match="does not fit in float16"):
+        train.store_weights_as(tmp_path, "float16")
+    assert (tmp_path / "model.safetensors").read_bytes() == before  # the checkpoint is untouched
