@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 from rapidfuzz.distance import Levenshtein
-from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, PretrainedConfig
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .corpus import DATA_DIR, read_pairs, read_split
 
@@ -39,7 +39,7 @@ SEQ2SEQ_TEST_PAIRS = 1000  # the first N test pairs (in file order) for CER
 
 def load_checkpoint(path: Path):
     """(model in eval mode, tokenizer) from a checkpoint folder; the Auto class follows the config."""
-    config = PretrainedConfig.from_pretrained(path)
+    config = AutoConfig.from_pretrained(path)
     auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
     return auto.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
 

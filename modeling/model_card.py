@@ -27,6 +27,14 @@ ENCODING_NOTES = {
     "none": "no position information at all (causal masking alone leaks some order)",
 }
 
+# training_summary.json keys whose bare name would mislead a reader of the card
+TRAINING_LABELS = {
+    "final_train_loss": "mean training loss over the run (nats/token)",
+    "final_validation_loss": "validation loss of the shipped weights (nats/token)",
+    "kept_checkpoint": "kept checkpoint (lowest validation loss)",
+    "weights_stored_as": "weights stored as (loaded back as float32)",
+}
+
 
 def _yaml_list(values) -> str:
     return "".join(f"\n  - {v}" for v in values)
@@ -117,7 +125,7 @@ def render_card(name: str, config: dict, result: dict, training: dict, main: boo
         )
     lines += ["", "## Training\n"]
     if training:
-        lines += [f"- {k.replace('_', ' ')}: {v}" for k, v in training.items()]
+        lines += [f"- {TRAINING_LABELS.get(k, k.replace('_', ' '))}: {v}" for k, v in training.items()]
     else:
         lines.append("- (no training summary recorded)")
     lines += ["", "## Results (held-out test plays)\n"]
@@ -134,9 +142,11 @@ def render_card(name: str, config: dict, result: dict, training: dict, main: boo
         ]
         extrapolation = result.get("extrapolation") or {}
         if extrapolation:
-            lines.append("- bits per character by evaluation context (extrapolation): " + ", ".join(
-                f"{length}: {'n/a' if bpc is None else f'{bpc:.3f}'}" for length, bpc in extrapolation.items()
-            ))
+            lines.append(
+                "- bits per character by evaluation context (extrapolation, on the first "
+                f"{result.get('extrapolation_chars', 0):,} characters of the test split): " + ", ".join(
+                    f"{length}: {'n/a' if bpc is None else f'{bpc:.3f}'}" for length, bpc in extrapolation.items()
+                ))
     else:
         lines.append("- not evaluated yet")
     lines.append("\nReproduce: `python -m modeling.evaluate` (writes `checkpoints/results.json`).\n")
