@@ -100,7 +100,7 @@ def main() -> None:
     args = parser.parse_args()
 
     sys.path[:0] = [str(REPO), str(REPO / "tests")]
-    from modeling.analysis import discover_checkpoints
+    from modeling.analysis import discover_checkpoints, read_results
 
     root = args.checkpoints or REPO / "checkpoints"
     if args.random or not discover_checkpoints(root):
@@ -114,7 +114,8 @@ def main() -> None:
         source = f"checkpoints in {root}"
     catalog = discover_checkpoints(root)
     causal = [name for name, info in catalog.items() if not info.is_encoder_decoder]
-    model = "shakespeare-rope" if "shakespeare-rope" in causal else causal[0]
+    main = read_results(root).main_model
+    model = main if main in causal else causal[0]  # the app's default model
     print(f"app benchmark on {source}; model for latencies: {model}; CPU load now: {os.getloadavg()[0]:.2f}")
 
     from gradio_client import Client

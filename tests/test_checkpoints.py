@@ -15,7 +15,9 @@ from modeling.evaluate import SLICE_CHARS, bits_per_character, character_error_r
 
 ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
 ENCODINGS = ["sinusoidal", "learned", "rope", "alibi", "none"]
-CAUSAL = [f"shakespeare-{pe}" for pe in ENCODINGS]
+EXPERIMENT = [f"shakespeare-{pe}" for pe in ENCODINGS]
+MAIN = "shakespeare-main"
+CAUSAL = EXPERIMENT + [MAIN]
 RESULTS = json.loads((ROOT / "results.json").read_text()) if (ROOT / "results.json").exists() else {}
 
 
@@ -26,22 +28,22 @@ def test_every_checkpoint_is_shipped_with_results_and_a_model_card():
         assert name in RESULTS["models"], name
         card = (folder / "README.md").read_text()
         assert card.startswith("---\nlicense: mit\nlibrary_name: transformers\npipeline_tag: ")
-    assert RESULTS["main_model"] in CAUSAL
+    assert RESULTS["main_model"] == min(CAUSAL, key=lambda name: RESULTS["models"][name]["bits_per_char"])
     total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
-    assert total <= 80 * 1024 * 1024
+    assert total <= 80 * 10**6  # "at most 80 MB", read strictly: decimal megabytes
 
 
 def test_the_encoding_experiment_is_controlled():
     """The five models differ only in position_encoding (same size, data, steps, seed)."""
-    configs = {name: json.loads((ROOT / name / "config.json").read_text()) for name in CAUSAL}
-    summaries = {name: json.loads((ROOT / name / "training_summary.json").read_text()) for name in CAUSAL}
+    configs = {name: json.loads((ROOT / name / "config.json").read_text()) for name in EXPERIMENT}
+    summaries = {name: json.loads((ROOT / name / "training_summary.json").read_text()) for name in EXPERIMENT}
     ignore = {"position_encoding", "transformers_version"}
-    reference = {k: v for k, v in configs[CAUSAL[0]].items() if k not in ignore}
-    for name in CAUSAL:
+    reference = {k: v for k, v in configs[EXPERIMENT[0]].items() if k not in ignore}
+    for name in EXPERIMENT:
         assert {k: v for k, v in configs[name].items() if k not in ignore} == reference, name
         assert configs[name]["position_encoding"] == name.removeprefix("shakespeare-")
         for key in ("steps", "batch_size", "context_length", "seed", "learning_rate"):
-            assert summaries[name][key] == summaries[CAUSAL[0]][key], (name, key)
+            assert summaries[name][key] == summaries[EXPERIMENT[0]][key], (name, key)
 
 
 @pytest.mark.parametrize("name", CAUSAL)
@@ -49,18 +51,30 @@ def test_causal_lm_loads_and_reproduces_its_recorded_loss(name):
     model = AutoModelForCausalLM.from_pretrained(ROOT / name).eval()
     tokenizer = AutoTokenizer.from_pretrained(ROOT / name)
     assert isinstance(model, ScratchTransformerForCausalLM)
+    assert next(model.parameters()).dtype == torch.float32  # also where the file stores float16
     recorded = RESULTS["models"][name]["slice"]
     measured = bits_per_character(model, tokenizer, read_split("test")[:SLICE_CHARS], model.config.training_context_length)
     assert measured["bits_per_char"] == pytest.approx(recorded["bits_per_char"], rel=0.01)
     assert measured["bits_per_char"] < 4.0  # far better than chance (log2 of ~70 characters = 6.1)
 
 
-@pytest.mark.parametrize("name", ["shakespeare-rope", "shakespeare-learned"])
+@pytest.mark.parametrize("name", [MAIN, "shakespeare-rope", "shakespeare-learned"])
 def test_causal_lm_works_in_a_text_generation_pipeline(name):
     generator = pipeline("text-generation", model=str(ROOT / name), device="cpu")
     torch.manual_seed(0)
     out = generator("ROMEO:\n", max_new_tokens=30, do_sample=True, top_k=40)[0]["generated_text"]
     assert out.startswith("ROMEO:\n") and len(out) > len("ROMEO:\n") + 20
+
+
+def test_main_model_meets_the_target():
+    """The app's main model: at most 2.2 bits per character on the held-out test plays (issue 3), a
+    larger model than the experiment's, trained at a longer context (its loss on the fixed slice is
+    re-measured above)."""
+    entry = RESULTS["models"][RESULTS["main_model"]]
+    assert entry["bits_per_char"] <= 2.2
+    assert entry["chars_scored"] >= 0.99 * RESULTS["test_chars"]  # the whole test split, not a slice
+    best_experiment = min(RESULTS["models"][name]["bits_per_char"] for name in EXPERIMENT)
+    assert entry["bits_per_char"] < best_experiment
 
 
 def test_folio_to_modern_loads_and_beats_copying():

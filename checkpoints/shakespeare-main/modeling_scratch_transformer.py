@@ -1,0 +1,858 @@
+"""The Transformer of "Attention Is All You Need", written by hand, living in Hugging Face transformers.
+
+Reading order follows the data through the model:
+
+    token ids -> TokenEmbedding (x sqrt(d_model)) -> + positional encoding -> TransformerStack of
+    TransformerLayer (MultiHeadAttention, FeedForward, each inside AddAndNorm) -> LM head -> logits
+
+``Transformer`` is a plain ``nn.Module`` with the API of ``torch.nn.Transformer(batch_first=True)``.
+``ScratchTransformerModel`` / ``...ForCausalLM`` / ``...ForSeq2SeqLM`` are the Hugging Face models.
+Shapes: B batch, T query length, S key length, H heads, D d_model, Dh = D / H per head.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    CausalLMOutputWithPast,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+
+from .configuration_scratch_transformer import ScratchTransformerConfig
+
+# ----------------------------------------------------------------------------------------------
+# Embeddings and positional encodings
+# ----------------------------------------------------------------------------------------------
+
+
+class TokenEmbedding(nn.Embedding):
+    """Token id -> vector: E[x] * sqrt(d_model) (paper §3.4), or E[x] unscaled (GPT-2).
+
+    The paper scales because E is shared with the output layer, whose init keeps E small;
+    sqrt(d_model) brings the embedding to the magnitude of the positional encoding it is added to.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
+        super().__init__(vocab_size, d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        if input_ids.numel() and (bool((input_ids < 0).any()) or bool((input_ids >= self.num_embeddings).any())):
+            raise ValueError(
+                f"token ids must be in [0, {self.num_embeddings - 1}] (vocab_size={self.num_embeddings}); "
+                f"got ids from {int(input_ids.min())} to {int(input_ids.max())}"
+            )
+        return super().forward(input_ids) * self.scale
+
+
+def sinusoidal_encoding(position_ids: torch.Tensor, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+
+    i is the PAIR index (dims 2i and 2i+1 share one frequency). (..., T) positions -> (..., T, d).
+    """
+    pair = torch.arange(0, d_model, 2, device=position_ids.device, dtype=torch.float32)  # 2i
+    inv_freq = 10000.0 ** (-pair / d_model)
+    angles = position_ids.to(torch.float32)[..., None] * inv_freq  # (..., T, d/2)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # interleave sin, cos
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """The paper's fixed encoding: no parameters, defined for every position (runs past training length)."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.d_model = d_model
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        return sinusoidal_encoding(position_ids, self.d_model)
+
+
+class LearnedPositionalEncoding(nn.Embedding):
+    """A trained table P[pos] (GPT-2); it has no rows past max_position_embeddings."""
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        if position_ids.numel() and int(position_ids.max()) >= self.num_embeddings:
+            raise ValueError(
+                f"position {int(position_ids.max())} is past the learned position table "
+                f"(max_position_embeddings={self.num_embeddings}); use at most {self.num_embeddings} tokens "
+                f"or a position encoding that extrapolates (sinusoidal, rope, alibi, none)"
+            )
+        return super().forward(position_ids)
+
+
+class InputEmbedding(nn.Module):
+    """x = Dropout(TokenEmbedding(ids) + PE(positions)). RoPE, ALiBi and none add nothing here:
+    they act inside attention."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.token = TokenEmbedding(config.vocab_size, config.d_model, config.scale_embeddings)
+        if config.position_encoding == "sinusoidal":
+            self.position = SinusoidalPositionalEncoding(config.d_model)
+        elif config.position_encoding == "learned":
+            self.position = LearnedPositionalEncoding(config.max_position_embeddings, config.d_model)
+        else:
+            self.position = None
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+        x = self.token(input_ids)
+        if self.position is not None:
+            x = x + self.position(position_ids).to(x.dtype)
+        return self.dropout(x)
+
+
+def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE: pair i of a head at position m turns by m * theta_i, theta_i = theta^(-2i/d_head).
+
+    (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over heads.
+    """
+    pair = torch.arange(0, d_head, 2, device=position_ids.device, dtype=torch.float32)
+    inv_freq = theta ** (-pair / d_head)
+    angles = position_ids.to(torch.float32)[:, None, :, None] * inv_freq
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos].
+
+    Since R(m)^T R(n) = R(n - m), the score q_m . k_n depends on positions only through n - m.
+    """
+    x0, x1 = x[..., 0::2].float(), x[..., 1::2].float()
+    rotated = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
+    return rotated.flatten(-2).to(x.dtype)
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi head slopes: the geometric sequence 2^(-8h/H), h = 1..H, for H a power of two.
+
+    Otherwise (the paper's rule) the slopes of the closest smaller power of two n, then every other
+    slope of 2n heads for the remaining H - n heads.
+    """
+
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    n = 2 ** math.floor(math.log2(n_heads))
+    slopes = geometric(n) + geometric(2 * n)[0::2][: n_heads - n]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(query_positions: torch.Tensor, key_positions: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """ALiBi: score(i, j) gets -slope_h * |pos_i - pos_j|. (B, T), (B, S) -> (B, H, T, S)."""
+    slopes = alibi_slopes(n_heads).to(query_positions.device)
+    distance = (query_positions[:, None, :, None] - key_positions[:, None, None, :]).abs().float()
+    return -slopes[None, :, None, None] * distance
+
+
+# ----------------------------------------------------------------------------------------------
+# Attention and masks
+# ----------------------------------------------------------------------------------------------
+
+
+def build_attention_bias(
+    query_length: int,
+    key_length: int,
+    *,
+    causal: bool = False,
+    key_padding_mask: torch.Tensor | None = None,
+    attn_mask: torch.Tensor | None = None,
+    position_bias: torch.Tensor | None = None,
+    n_heads: int = 1,
+    dtype: torch.dtype = torch.float32,
+    device: torch.device | None = None,
+) -> torch.Tensor | None:
+    """One additive bias for softmax(QK^T / sqrt(d_k) + bias), broadcastable to (B, H, T, S).
+
+    - causal: query t (the last T of S positions) may not see keys after it;
+    - key_padding_mask (B, S): True (or -inf) where the key is padding;
+    - attn_mask, as torch.nn.Transformer takes it: (T, S) or (B*H, T, S), bool True = blocked, or float added;
+    - position_bias: e.g. ALiBi's (B, H, T, S) distance penalty.
+    Blocked entries get the dtype's most negative finite value, not -inf, so a row with every key
+    blocked (a padding query) yields uniform weights instead of NaN. Returns None when nothing applies.
+    """
+    blocked, bias = None, position_bias
+
+    def merge_bool(mask: torch.Tensor) -> None:
+        nonlocal blocked
+        blocked = mask if blocked is None else blocked | mask
+
+    def merge_float(values: torch.Tensor) -> None:
+        nonlocal bias
+        bias = values if bias is None else bias + values
+
+    if causal and query_length > 1:
+        offset = key_length - query_length + 1  # cached keys before the first query are all visible
+        merge_bool(torch.ones(query_length, key_length, dtype=torch.bool, device=device).triu(offset))
+    if key_padding_mask is not None:
+        padding = key_padding_mask[:, None, None, :]
+        merge_bool(padding) if padding.dtype == torch.bool else merge_float(padding.to(dtype))
+    if attn_mask is not None:
+        if attn_mask.dim() == 3:  # (B*H, T, S) -> (B, H, T, S)
+            attn_mask = attn_mask.view(-1, n_heads, query_length, key_length)
+        merge_bool(attn_mask) if attn_mask.dtype == torch.bool else merge_float(attn_mask.to(dtype))
+    if blocked is None:
+        return bias
+    base = torch.zeros((), dtype=dtype, device=device) if bias is None else bias.to(dtype)
+    return torch.where(blocked, torch.finfo(dtype).min, base)
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k) + bias) V W_i^V,  d_k = d_model / h.
+
+    Self-attention reads Q, K, V from the same sequence; cross-attention reads K, V from the encoder
+    memory. With ``output_attentions`` the weights are computed explicitly and returned; otherwise the
+    fused ``F.scaled_dot_product_attention`` computes the same thing without materialising them.
+    """
+
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int, is_cross_attention: bool = False):
+        super().__init__()
+        self.n_heads, self.d_head = config.n_heads, config.d_head
+        self.layer_idx, self.is_cross_attention = layer_idx, is_cross_attention
+        self.dropout = config.attention_dropout
+        d = config.d_model
+        self.q_proj = nn.Linear(d, d, bias=config.bias)
+        self.k_proj = nn.Linear(d, d, bias=config.bias)
+        self.v_proj = nn.Linear(d, d, bias=config.bias)
+        self.out_proj = nn.Linear(d, d, bias=config.bias)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, H, T, Dh)."""
+        return x.view(*x.shape[:2], self.n_heads, self.d_head).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        attn_bias: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        q = self.split_heads(self.q_proj(hidden_states))
+        cache = past_key_values
+        if isinstance(cache, EncoderDecoderCache):
+            cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            # the memory does not change while decoding: reuse its projected keys and values
+            k, v = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if self.is_cross_attention else hidden_states
+            k, v = self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
+            if rotary is not None:
+                q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
+            if cache is not None:
+                k, v = cache.update(k, v, self.layer_idx)
+                if self.is_cross_attention:
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        dropout = self.dropout if self.training else 0.0
+        if output_attentions:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+            if attn_bias is not None:
+                scores = scores + attn_bias
+            weights = scores.softmax(dim=-1)
+            out = F.dropout(weights, dropout, self.training) @ v
+        else:
+            weights = None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, dropout_p=dropout)
+        out = out.transpose(1, 2).reshape(*hidden_states.shape[:2], -1)  # concatenate heads
+        return self.out_proj(out), weights
+
+
+# ----------------------------------------------------------------------------------------------
+# Feed-forward, Add & Norm, layers, stacks
+# ----------------------------------------------------------------------------------------------
+
+ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = act(x W1 + b1) W2 + b2, the same two layers applied at every position."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
+        self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
+        self.activation = ACTIVATION_FUNCTIONS[config.activation]
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+
+
+class AddAndNorm(nn.Module):
+    """The residual connection around one sublayer f, with LayerNorm.
+
+    Post-norm (the paper): LayerNorm(x + Dropout(f(x))).  Pre-norm: x + Dropout(f(LayerNorm(x))).
+    Use: ``y = add_norm(x, f(add_norm.sublayer_input(x)))``.
+    """
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) if self.norm_first else x
+
+    def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
+        x = x + self.dropout(sublayer_output)
+        return x if self.norm_first else self.norm(x)
+
+
+class TransformerLayer(nn.Module):
+    """An encoder layer: self-attention, then feed-forward.
+
+    With ``cross_attention`` a decoder layer: masked self-attention, then cross-attention over the
+    encoder memory, then feed-forward. Each sublayer sits inside its own Add & Norm.
+    """
+
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int, cross_attention: bool = False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(config, layer_idx)
+        self.self_attn_norm = AddAndNorm(config)
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(config, layer_idx, is_cross_attention=True)
+            self.cross_attn_norm = AddAndNorm(config)
+        else:
+            self.cross_attn = self.cross_attn_norm = None
+        self.feed_forward = FeedForward(config)
+        self.feed_forward_norm = AddAndNorm(config)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        self_attn_bias: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        memory: torch.Tensor | None = None,
+        memory_bias: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        h, self_weights = self.self_attn(
+            self.self_attn_norm.sublayer_input(x), attn_bias=self_attn_bias, rotary=rotary,
+            past_key_values=past_key_values, output_attentions=output_attentions,
+        )
+        x = self.self_attn_norm(x, h)
+        cross_weights = None
+        if self.cross_attn is not None:
+            if memory is None:
+                raise ValueError("a decoder layer with cross-attention needs the encoder memory")
+            h, cross_weights = self.cross_attn(
+                self.cross_attn_norm.sublayer_input(x), key_value_states=memory, attn_bias=memory_bias,
+                past_key_values=past_key_values, output_attentions=output_attentions,
+            )
+            x = self.cross_attn_norm(x, h)
+        x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(x)))
+        return x, self_weights, cross_weights
+
+
+class TransformerStack(nn.Module):
+    """N layers (an encoder, or a decoder when ``cross_attention``), then an optional final LayerNorm.
+
+    The stack turns positions and masks into what each layer needs: RoPE angles for self-attention
+    and one additive bias per attention kind (causal / padding / user masks, plus ALiBi's penalty).
+    """
+
+    def __init__(self, config: ScratchTransformerConfig, n_layers: int, cross_attention: bool = False):
+        super().__init__()
+        self.n_heads, self.d_head = config.n_heads, config.d_head
+        self.position_encoding, self.rope_theta = config.position_encoding, config.rope_theta
+        self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention) for i in range(n_layers))
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias) if config.final_layer_norm else None
+        )
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        causal: bool = False,
+        query_positions: torch.Tensor | None = None,
+        key_positions: torch.Tensor | None = None,
+        attn_mask: torch.Tensor | None = None,
+        key_padding_mask: torch.Tensor | None = None,
+        memory: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
+        """x (B, T, D) -> (output, hidden states, self-attention weights, cross-attention weights).
+
+        Positions default to 0..T-1; with a cache, ``key_positions`` cover past and current tokens.
+        """
+        batch, length = x.shape[:2]
+        if query_positions is None:
+            query_positions = torch.arange(length, device=x.device).expand(batch, length)
+        if key_positions is None:
+            key_positions = query_positions
+        rotary = rope_angles(query_positions, self.d_head, self.rope_theta) if self.position_encoding == "rope" else None
+        alibi = alibi_bias(query_positions, key_positions, self.n_heads) if self.position_encoding == "alibi" else None
+        common = dict(n_heads=self.n_heads, dtype=x.dtype, device=x.device)
+        self_bias = build_attention_bias(
+            length, key_positions.shape[1], causal=causal, key_padding_mask=key_padding_mask,
+            attn_mask=attn_mask, position_bias=alibi, **common,
+        )
+        memory_bias = None
+        if memory is not None:
+            memory_bias = build_attention_bias(
+                length, memory.shape[1], key_padding_mask=memory_key_padding_mask, attn_mask=memory_mask, **common
+            )
+
+        hidden_states = (x,) if output_hidden_states else None
+        self_weights = () if output_attentions else None
+        cross_weights = () if output_attentions and memory is not None else None
+        for i, layer in enumerate(self.layers):
+            x, sw, cw = layer(x, self_bias, rotary, memory, memory_bias, past_key_values, output_attentions)
+            if self.norm is not None and i == len(self.layers) - 1:
+                x = self.norm(x)
+            if output_hidden_states:
+                hidden_states += (x,)
+            if output_attentions:
+                self_weights += (sw,)
+                if cross_weights is not None:
+                    cross_weights += (cw,)
+        return x, hidden_states, self_weights, cross_weights
+
+
+# ----------------------------------------------------------------------------------------------
+# The plain nn.Module with torch.nn.Transformer's API
+# ----------------------------------------------------------------------------------------------
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder over embeddings, a drop-in for ``torch.nn.Transformer(batch_first=True)``.
+
+    Same constructor and forward arguments; masks follow torch's conventions (bool True = blocked,
+    or float added to the scores; key padding masks (B, S) True at padding). Beyond torch:
+    ``position_encoding="rope"`` or ``"alibi"`` applies that encoding inside self-attention, and a
+    ``ScratchTransformerConfig`` may be passed as ``config`` instead of the separate sizes.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 512,
+        nhead: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation: str = "relu",
+        custom_encoder: nn.Module | None = None,
+        custom_decoder: nn.Module | None = None,
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = True,
+        norm_first: bool = False,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        position_encoding: str = "none",
+        config: ScratchTransformerConfig | None = None,
+    ):
+        super().__init__()
+        if not batch_first:
+            raise ValueError("batch_first must be True: tensors are (batch, sequence, d_model)")
+        if custom_encoder is not None or custom_decoder is not None:
+            raise ValueError("custom_encoder / custom_decoder are not supported; build the stacks from a config")
+        if not isinstance(activation, str):
+            raise ValueError(f"activation must be one of 'relu', 'gelu', 'gelu_new' (a string); got {activation!r}")
+        if position_encoding not in ("none", "rope", "alibi"):
+            raise ValueError(
+                "position_encoding of a Transformer over embeddings must be 'none', 'rope' or 'alibi' "
+                f"(add sinusoidal or learned encodings to the embeddings yourself); got {position_encoding!r}"
+            )
+        if config is None:
+            config = ScratchTransformerConfig(
+                vocab_size=1, d_model=d_model, n_heads=nhead, n_layers=num_decoder_layers,
+                n_encoder_layers=num_encoder_layers, d_ff=dim_feedforward, dropout=dropout,
+                attention_dropout=dropout, activation=activation, layer_norm_eps=layer_norm_eps,
+                norm_first=norm_first, final_layer_norm=True, bias=bias, position_encoding=position_encoding,
+                is_encoder_decoder=True,
+            )
+        self.config = config
+        self.d_model, self.nhead, self.batch_first = config.d_model, config.n_heads, True
+        self.encoder = TransformerStack(config, config.n_encoder_layers)
+        self.decoder = TransformerStack(config, config.n_layers, cross_attention=True)
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
+
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        src_key_padding_mask: torch.Tensor | None = None,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+        src_is_causal: bool | None = None,
+        tgt_is_causal: bool | None = None,
+        memory_is_causal: bool = False,
+    ) -> torch.Tensor:
+        """src (B, S, D), tgt (B, T, D) -> (B, T, D). The ``*_is_causal`` flags are hints, as in torch:
+        causality comes from the masks you pass (``generate_square_subsequent_mask``)."""
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(f"src and tgt must have the same batch size; got {src.shape[0]} and {tgt.shape[0]}")
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise ValueError(
+                f"the feature size of src and tgt must equal d_model={self.d_model}; got {src.shape[-1]}, {tgt.shape[-1]}"
+            )
+        memory = self.encode(src, src_mask, src_key_padding_mask)
+        return self.decode(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
+
+    def encode(
+        self, src: torch.Tensor, src_mask: torch.Tensor | None = None, src_key_padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """src (B, S, D) -> memory (B, S, D)."""
+        return self.encoder(src, attn_mask=src_mask, key_padding_mask=src_key_padding_mask)[0]
+
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        tgt_key_padding_mask: torch.Tensor | None = None,
+        memory_key_padding_mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """tgt (B, T, D) attending to memory (B, S, D) -> (B, T, D)."""
+        return self.decoder(
+            tgt, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask, memory=memory,
+            memory_mask=memory_mask, memory_key_padding_mask=memory_key_padding_mask,
+        )[0]
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> torch.Tensor:
+        """(sz, sz) float mask: 0 on and below the diagonal, -inf above (position t sees 0..t)."""
+        return torch.triu(torch.full((sz, sz), float("-inf"), device=device, dtype=dtype or torch.float32), diagonal=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Hugging Face models
+# ----------------------------------------------------------------------------------------------
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Outputs shifted right (teacher forcing): the decoder reads [start, y_1, ..., y_{n-1}] and
+    predicts [y_1, ..., y_n]. Ignored labels (-100) become padding."""
+    shifted = labels.new_full(labels.shape, decoder_start_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position of each token counting only real tokens (left padding shifts nothing): cumsum - 1."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+class ScratchTransformerPreTrainedModel(PreTrainedModel):
+    config_class = ScratchTransformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    _no_split_modules = ["TransformerLayer"]
+    _supports_sdpa = True
+
+    def _init_weights(self, module):
+        super()._init_weights(module)  # normal(0, initializer_range) linears/embeddings, unit LayerNorms
+
+
+class Encoder(nn.Module):
+    """Token ids -> InputEmbedding -> non-causal TransformerStack -> memory."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.embed = InputEmbedding(config)
+        self.stack = TransformerStack(config, config.n_encoder_layers)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        return_dict: bool = True,
+    ) -> BaseModelOutput:
+        if attention_mask is not None and attention_mask.dim() != 2:
+            raise ValueError(f"attention_mask must be (batch, length) with 1 for tokens and 0 for padding; got {tuple(attention_mask.shape)}")
+        if position_ids is None:
+            position_ids = (
+                positions_from_mask(attention_mask) if attention_mask is not None
+                else torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+            )
+        padding = None if attention_mask is None or bool(attention_mask.all()) else attention_mask == 0
+        x, hidden, weights, _ = self.stack(
+            self.embed(input_ids, position_ids), query_positions=position_ids, key_padding_mask=padding,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        return BaseModelOutput(last_hidden_state=x, hidden_states=hidden, attentions=weights)
+
+
+class Decoder(nn.Module):
+    """Token ids -> InputEmbedding -> causal TransformerStack (with cross-attention in an
+    encoder-decoder model), reading and extending the KV cache."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.embed = InputEmbedding(config)
+        self.stack = TransformerStack(config, config.n_layers, cross_attention=config.is_encoder_decoder)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        cross = self.config.is_encoder_decoder
+        if use_cache and past_key_values is None:
+            past_key_values = (
+                EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+                if cross else DynamicCache(config=self.config)
+            )
+        past = past_key_values.get_seq_length() if past_key_values is not None else 0
+        batch, length = input_ids.shape
+        if attention_mask is not None:
+            if attention_mask.dim() != 2 or attention_mask.shape[1] != past + length:
+                raise ValueError(
+                    f"attention_mask must be (batch, past + new tokens) = ({batch}, {past + length}) "
+                    f"with 1 for tokens and 0 for padding; got {tuple(attention_mask.shape)}"
+                )
+            key_positions = positions_from_mask(attention_mask)
+            padding = None if bool(attention_mask.all()) else attention_mask == 0
+        else:
+            key_positions = torch.arange(past + length, device=input_ids.device).expand(batch, -1)
+            padding = None
+        if position_ids is None:
+            position_ids = key_positions[:, past:]
+        memory_padding = None
+        if encoder_attention_mask is not None and not bool(encoder_attention_mask.all()):
+            memory_padding = encoder_attention_mask == 0
+        x, hidden, self_weights, cross_weights = self.stack(
+            self.embed(input_ids, position_ids), causal=True, query_positions=position_ids,
+            key_positions=key_positions, key_padding_mask=padding, memory=encoder_hidden_states if cross else None,
+            memory_key_padding_mask=memory_padding, past_key_values=past_key_values,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=x, past_key_values=past_key_values if use_cache else None,
+            hidden_states=hidden, attentions=self_weights, cross_attentions=cross_weights,
+        )
+
+
+class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
+    """The bare model, no LM head: a decoder-only stack, or an encoder and a decoder whose token
+    embeddings are tied (one vocabulary) when ``config.is_encoder_decoder``."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__(config)
+        self.encoder = Encoder(config) if config.is_encoder_decoder else None
+        self.decoder = Decoder(config)
+        if config.is_encoder_decoder:
+            self._tied_weights_keys = {"decoder.embed.token.weight": "encoder.embed.token.weight"}
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.decoder.embed.token
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.decoder.embed.token = value
+        if self.encoder is not None:
+            self.encoder.embed.token = value
+
+    def get_encoder(self, modality: str | None = None):
+        return self.encoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        decoder_position_ids: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ):
+        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
+        flags = dict(output_attentions=output_attentions, output_hidden_states=output_hidden_states)
+        if not self.config.is_encoder_decoder:
+            if input_ids is None:
+                raise ValueError("input_ids are required")
+            return self.decoder(
+                input_ids, attention_mask, position_ids, past_key_values=past_key_values, use_cache=use_cache, **flags
+            )
+        if encoder_outputs is None:
+            if input_ids is None:
+                raise ValueError("an encoder-decoder model needs input_ids (or encoder_outputs)")
+            encoder_outputs = self.encoder(input_ids, attention_mask, position_ids, **flags)
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        if decoder_input_ids is None:
+            raise ValueError("decoder_input_ids are required (or labels, for the LM model, which shifts them right)")
+        decoder_outputs = self.decoder(
+            decoder_input_ids, decoder_attention_mask, decoder_position_ids,
+            encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values, use_cache=use_cache, **flags,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+class ScratchTransformerForCausalLM(ScratchTransformerPreTrainedModel, GenerationMixin):
+    """Decoder-only language model: logits = h W_E^T (the LM head shares the token embedding)."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed.token.weight"}
+
+    def __init__(self, config: ScratchTransformerConfig):
+        if config.is_encoder_decoder:
+            raise ValueError("ScratchTransformerForCausalLM needs is_encoder_decoder=False; use ScratchTransformerForSeq2SeqLM")
+        super().__init__(config)
+        self.model = ScratchTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast:
+        """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t."""
+        out = self.model(
+            input_ids, attention_mask, position_ids, past_key_values=past_key_values, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        hidden = out.last_hidden_state if not logits_to_keep else out.last_hidden_state[:, -logits_to_keep:]
+        logits = self.lm_head(hidden)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithPast(
+            loss=loss, logits=logits, past_key_values=out.past_key_values,
+            hidden_states=out.hidden_states, attentions=out.attentions,
+        )
+
+
+class ScratchTransformerForSeq2SeqLM(ScratchTransformerPreTrainedModel, GenerationMixin):
+    """Encoder-decoder model: the encoder reads the source, the decoder writes the target one token
+    at a time attending to the encoder memory (cross-attention)."""
+
+    # one matrix for encoder input, decoder input and output; ties point at the root (no chains)
+    _tied_weights_keys = {"lm_head.weight": "model.encoder.embed.token.weight"}
+
+    def __init__(self, config: ScratchTransformerConfig):
+        if not config.is_encoder_decoder:
+            raise ValueError("ScratchTransformerForSeq2SeqLM needs is_encoder_decoder=True; use ScratchTransformerForCausalLM")
+        super().__init__(config)
+        self.model = ScratchTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def get_encoder(self, modality: str | None = None):
+        return self.model.encoder
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        decoder_position_ids: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int = 0,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        """labels: the target ids (-100 to ignore); the decoder reads them shifted right."""
+        if labels is not None and decoder_input_ids is None:
+            if self.config.pad_token_id is None or self.config.decoder_start_token_id is None:
+                raise ValueError("training from labels needs config.pad_token_id and config.decoder_start_token_id")
+            decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        out = self.model(
+            input_ids, attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask, decoder_position_ids=decoder_position_ids,
+            encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        )
+        hidden = out.last_hidden_state if not logits_to_keep else out.last_hidden_state[:, -logits_to_keep:]
+        logits = self.lm_head(hidden)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
+        return Seq2SeqLMOutput(
+            loss=loss, logits=logits, past_key_values=out.past_key_values,
+            decoder_hidden_states=out.decoder_hidden_states, decoder_attentions=out.decoder_attentions,
+            cross_attentions=out.cross_attentions, encoder_last_hidden_state=out.encoder_last_hidden_state,
+            encoder_hidden_states=out.encoder_hidden_states, encoder_attentions=out.encoder_attentions,
+        )
