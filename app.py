@@ -4,7 +4,7 @@
     SCRATCH_CHECKPOINTS=DIR python app.py   # checkpoints from DIR instead of ./checkpoints
     SCRATCH_TORCH_THREADS=2 python app.py   # torch threads per request (default 1; see warm_up)
 
-UI wiring only: everything shown is computed in ``modeling/analysis.py`` (tested on its own). ``demo`` is
+UI wiring only: everything shown is computed in the ``explorer`` package (tested on its own). ``demo`` is
 built at import without torch: the page is served in a few seconds, and torch, transformers and the models
 load in the background right after launch (or on the first request when imported by a test).
 Checkpoints are discovered when a page loads, so a checkpoint trained while the app runs shows up on reload.
@@ -29,8 +29,8 @@ ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nob
 
 
 def analysis():
-    """``modeling.analysis``, imported on first use (torch and transformers take seconds to import)."""
-    from modeling import analysis as module
+    """``explorer.analysis``, imported on first use (torch and transformers take seconds to import)."""
+    from explorer import analysis as module
 
     return module
 

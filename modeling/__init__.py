@@ -7,7 +7,7 @@ Importing this package registers the config and models with the Auto classes, an
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
-from .configuration_scratch_transformer import ScratchTransformerConfig
+from .configuration_scratch_transformer import POSITION_ENCODINGS, ScratchTransformerConfig
 from .modeling_scratch_transformer import (
     ScratchTransformerForCausalLM,
     ScratchTransformerForSeq2SeqLM,
@@ -27,6 +27,7 @@ for auto_class, model_class in (
 ScratchTransformerConfig.register_for_auto_class()
 
 __all__ = [
+    "POSITION_ENCODINGS",
     "ScratchTransformerConfig",
     "ScratchTransformerForCausalLM",
     "ScratchTransformerForSeq2SeqLM",

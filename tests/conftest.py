@@ -4,23 +4,16 @@ App fixtures (tests/test_analysis.py, tests/test_app.py, tests/test_browser.py):
 the shipped layout, built once per session, and one app server on 127.0.0.1 that serves them.
 """
 
-import socket
-
 import pytest
 
 from fixtures_checkpoints import build_checkpoints
+from local_server import free_port
 
 
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory):
     """A checkpoint root with the five shakespeare-<encoding> models, folio-to-modern and results.json."""
     return build_checkpoints(tmp_path_factory.mktemp("checkpoints"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +33,6 @@ def app_server(tiny_checkpoints):
 @pytest.fixture(scope="session")
 def corpus():
     """The prepared corpus in data/ (downloaded, verified and aligned once; reused afterwards)."""
-    from modeling.corpus import DATA_DIR, prepare
+    from training.corpus import DATA_DIR, prepare
 
     return prepare(DATA_DIR, verbose=False)

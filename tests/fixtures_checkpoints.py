@@ -14,9 +14,10 @@ import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from modeling import POSITION_ENCODINGS, ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from tiny_models import tiny_config
 
-ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
+ENCODINGS = POSITION_ENCODINGS
 SEQ2SEQ_NAME = "folio-to-modern"
 
 # Sonnet 18 and the opening of Sonnet 116 (public domain), in modern and First Folio-like spelling.
@@ -52,16 +53,12 @@ def train_tokenizer(text: str = SAMPLE_TEXT * 4, vocab_size: int = 384) -> PreTr
                                    pad_token="<pad>", model_max_length=10**6)
 
 
-def tiny_config(tokenizer, position_encoding: str, seq2seq: bool = False, **overrides) -> ScratchTransformerConfig:
-    values = dict(
-        vocab_size=len(tokenizer), d_model=32, n_heads=4, n_layers=2, d_ff=64, max_position_embeddings=64,
-        training_context_length=64, position_encoding=position_encoding, dropout=0.0,
-        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )
-    if seq2seq:
-        values.update(is_encoder_decoder=True, n_encoder_layers=2, decoder_start_token_id=tokenizer.bos_token_id)
-    values.update(overrides)
-    return ScratchTransformerConfig(**values)
+def checkpoint_config(tokenizer, position_encoding: str, seq2seq: bool = False, **overrides) -> ScratchTransformerConfig:
+    """``tiny_config`` sized to ``tokenizer``, trained-context 64, initialised as the real models are."""
+    values = dict(vocab_size=len(tokenizer), training_context_length=64, position_encoding=position_encoding,
+                  initializer_range=0.02, pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                  eos_token_id=tokenizer.eos_token_id)
+    return tiny_config(seq2seq=seq2seq, **{**values, **overrides})
 
 
 def save_checkpoint(model, tokenizer, directory: Path) -> Path:
@@ -81,10 +78,10 @@ def build_checkpoints(root: Path, seed: int = 0, **config_overrides) -> Path:
     tokenizer = train_tokenizer()
     for i, encoding in enumerate(ENCODINGS):
         torch.manual_seed(seed + i)
-        model = ScratchTransformerForCausalLM(tiny_config(tokenizer, encoding, **config_overrides)).eval()
+        model = ScratchTransformerForCausalLM(checkpoint_config(tokenizer, encoding, **config_overrides)).eval()
         save_checkpoint(model, tokenizer, root / f"shakespeare-{encoding}")
     torch.manual_seed(seed + len(ENCODINGS))
-    model = ScratchTransformerForSeq2SeqLM(tiny_config(tokenizer, "sinusoidal", seq2seq=True, **config_overrides)).eval()
+    model = ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True, **config_overrides)).eval()
     save_checkpoint(model, tokenizer, root / SEQ2SEQ_NAME)
 
     lengths = (16, 32, 64, 128, 256)

@@ -10,10 +10,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME, tiny_config, train_tokenizer
+from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME, checkpoint_config, train_tokenizer
 from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
-from modeling import analysis as A
-from modeling import evaluate
+from explorer import analysis as A
+from training import evaluate, paths
 from modeling.modeling_scratch_transformer import alibi_slopes
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
@@ -26,12 +26,12 @@ def tokenizer():
 
 def causal(tokenizer, encoding="rope", seed=0, **overrides):
     torch.manual_seed(seed)
-    return ScratchTransformerForCausalLM(tiny_config(tokenizer, encoding, **overrides)).eval()
+    return ScratchTransformerForCausalLM(checkpoint_config(tokenizer, encoding, **overrides)).eval()
 
 
 def seq2seq(tokenizer, seed=0, **overrides):
     torch.manual_seed(seed)
-    return ScratchTransformerForSeq2SeqLM(tiny_config(tokenizer, "sinusoidal", seq2seq=True, **overrides)).eval()
+    return ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True, **overrides)).eval()
 
 
 # ---------------------------------------------------------------------------------------------- checkpoints
@@ -63,7 +63,7 @@ def test_checkpoint_root_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv(A.CHECKPOINTS_ENV, str(tmp_path))
     assert A.checkpoint_root() == tmp_path
     monkeypatch.delenv(A.CHECKPOINTS_ENV)
-    assert A.checkpoint_root() == A.REPO_ROOT / "checkpoints"
+    assert A.checkpoint_root() == paths.REPO_ROOT / "checkpoints"
 
 
 def test_encoding_models_pick_one_checkpoint_per_encoding(tiny_checkpoints):

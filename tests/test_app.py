@@ -110,7 +110,7 @@ def test_stop_ends_the_generation(client):
 
 
 def test_a_client_that_leaves_ends_the_generation_thread(client, monkeypatch):
-    from modeling import analysis
+    from explorer import analysis
 
     runs = []
     start = analysis.start_generation

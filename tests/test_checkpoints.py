@@ -10,8 +10,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
-from modeling.corpus import read_split
-from modeling.evaluate import SLICE_CHARS, bits_per_character, character_error_rate, modernize
+from training.corpus import read_split
+from training.evaluate import SLICE_CHARS, bits_per_character, character_error_rate, modernize
 
 ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
 ENCODINGS = ["sinusoidal", "learned", "rope", "alibi", "none"]

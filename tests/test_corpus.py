@@ -4,7 +4,7 @@ import shutil
 
 import pytest
 
-from modeling import corpus as C
+from training import corpus as C
 
 
 def test_splits_are_disjoint_and_cover_every_text(corpus):

@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from modeling import train
-from modeling.evaluate import bits_per_character, character_error_rate
-from modeling.tokenization import train_tokenizer
+from training import train
+from training.evaluate import bits_per_character, character_error_rate
+from training.tokenization import train_tokenizer
 
 
 @pytest.fixture(scope="module")

@@ -2,8 +2,8 @@
 
 from transformers import AutoTokenizer
 
-from modeling.corpus import SPLITS, read_split
-from modeling.tokenization import END_OF_TEXT, PAD, VOCAB_SIZE, tokenizer_dir, train_tokenizer
+from training.corpus import SPLITS, read_split
+from training.tokenization import END_OF_TEXT, PAD, VOCAB_SIZE, tokenizer_dir, train_tokenizer
 
 
 def test_round_trip_is_lossless_on_the_whole_corpus(corpus):

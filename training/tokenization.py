@@ -1,7 +1,7 @@
 """Byte-level BPE tokenizer for the Shakespeare corpus, trained with the `tokenizers` library.
 
-    python -m modeling.corpus       # prepares the corpus, then trains and saves data/tokenizer
-    python -m modeling.tokenization [--force]  # (re)trains it alone and prints characters per token
+    python -m training.corpus       # prepares the corpus, then trains and saves data/tokenizer
+    python -m training.tokenization [--force]  # (re)trains it alone and prints characters per token
 
 Byte-level: every string maps to byte tokens first, so any text (emoji, control characters) encodes,
 and decode(encode(x)) == x exactly (no normalisation, no added prefix space). Saved as a

@@ -1,7 +1,7 @@
 """Evaluate every checkpoint on the held-out test plays and write checkpoints/results.json.
 
-    python -m modeling.evaluate                     # all checkpoints in checkpoints/
-    python -m modeling.evaluate --max-chars 100000  # a prefix of the test split, for speed
+    python -m training.evaluate                     # all checkpoints in checkpoints/
+    python -m training.evaluate --max-chars 100000  # a prefix of the test split, for speed
 
 Language models: test loss (nats per token), perplexity, and bits per character, which does not
 depend on the tokenizer: total negative log-likelihood in bits / number of characters scored.
@@ -29,8 +29,9 @@ from rapidfuzz.distance import Levenshtein
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .corpus import DATA_DIR, read_pairs, read_split
+from .paths import checkpoints_dir
 
-CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"
+CHECKPOINTS = checkpoints_dir()
 EXTRAPOLATION_FACTORS = (1, 2, 4, 8)
 EXTRAPOLATION_CHARS = 100_000
 SLICE_CHARS = 4000  # the fixed slice the tests reproduce
@@ -45,7 +46,7 @@ def load_checkpoint(path: Path):
 
 
 def training_context(model) -> int:
-    return model.config.training_context_length or model.config.max_position_embeddings
+    return model.config.context_length
 
 
 def bits_per_character(model, tokenizer, text: str, context_length: int, batch_size: int = 8,
@@ -97,7 +98,7 @@ def evaluate_causal_lm(model, tokenizer, text: str) -> dict:
     extrapolation = {}
     for factor in EXTRAPOLATION_FACTORS:
         length = factor * context
-        if model.config.position_encoding == "learned" and length > model.config.max_position_embeddings:
+        if model.config.position_limit is not None and length > model.config.position_limit:
             extrapolation[str(length)] = None
         else:
             sample = text[:EXTRAPOLATION_CHARS]

@@ -1,8 +1,8 @@
 """Train a ScratchTransformer on the Shakespeare corpus with the transformers ``Trainer``.
 
-    python -m modeling.train --preset shakespeare-rope --output-dir checkpoints/shakespeare-rope
-    python -m modeling.train --preset tiny --output-dir /tmp/tiny --max-steps 20
-    torchrun --nproc_per_node=2 -m modeling.train --preset tiny --output-dir /tmp/tiny-ddp --max-steps 4
+    python -m training.train --preset shakespeare-rope --output-dir checkpoints/shakespeare-rope
+    python -m training.train --preset tiny --output-dir /tmp/tiny --max-steps 20
+    torchrun --nproc_per_node=2 -m training.train --preset tiny --output-dir /tmp/tiny-ddp --max-steps 4
 
 Causal LMs read contiguous blocks of ``context_length`` tokens of the train split; the seq2seq preset
 reads aligned (First Folio line -> modern line) pairs. Validation runs every ``eval_steps``; Trainer
@@ -26,9 +26,9 @@ import numpy as np
 import torch
 from transformers import DataCollatorForSeq2Seq, GenerationConfig, Trainer, TrainingArguments, set_seed
 
-from .configuration_scratch_transformer import ScratchTransformerConfig
+from modeling import ScratchTransformerConfig
 from .corpus import DATA_DIR, read_pairs, read_split
-from .modeling_scratch_transformer import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from .tokenization import load_tokenizer, train_tokenizer
 
 # The five encoding models differ ONLY in position_encoding: same size, data, steps, seed.
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> None:
             "weights_stored_as": train_cfg.get("weights_dtype"),
             "kept_checkpoint": (Path(trainer.state.best_model_checkpoint).name if train_cfg.get("keep_best")
                                 and trainer.state.best_model_checkpoint else None),
-            "command": "python -m modeling.train " + " ".join(sys.argv[1:] if argv is None else argv),
+            "command": "python -m training.train " + " ".join(sys.argv[1:] if argv is None else argv),
         }
         summary = {k: v for k, v in summary.items() if v is not None}
         (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=1) + "\n")

@@ -37,12 +37,11 @@ from transformers import (
 )
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from . import evaluate
-from .configuration_scratch_transformer import POSITION_ENCODINGS
-from .modeling_scratch_transformer import alibi_slopes, rope_angles, sinusoidal_encoding
+from training import evaluate
+from training.paths import CHECKPOINTS_ENV, checkpoints_dir
+from modeling.configuration_scratch_transformer import POSITION_ENCODINGS
+from modeling.modeling_scratch_transformer import alibi_slopes, rope_angles, sinusoidal_encoding
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CHECKPOINTS_ENV = "SCRATCH_CHECKPOINTS"
 SEQ2SEQ_NAME = "folio-to-modern"
 
 # ----------------------------------------------------------------------------------------------
@@ -52,7 +51,7 @@ SEQ2SEQ_NAME = "folio-to-modern"
 
 def checkpoint_root() -> Path:
     """Where checkpoints live: $SCRATCH_CHECKPOINTS, else <repo>/checkpoints."""
-    return Path(os.environ.get(CHECKPOINTS_ENV) or REPO_ROOT / "checkpoints")
+    return checkpoints_dir()
 
 
 @dataclass(frozen=True)
@@ -164,7 +163,7 @@ def load_checkpoint(path: Path) -> tuple[torch.nn.Module, object]:
 
 def max_positions(model) -> int | None:
     """The hard limit on positions (the learned table's rows), None where positions are unbounded."""
-    return model.config.max_position_embeddings if model.config.position_encoding == "learned" else None
+    return model.config.position_limit
 
 
 # ----------------------------------------------------------------------------------------------
@@ -447,7 +446,7 @@ def alibi_weight_by_distance(max_distance: int, n_heads: int) -> np.ndarray:
 
 def bits_per_character(model, tokenizer, text: str, context_length: int, batch_size: int = 8) -> float | None:
     """Bits per character of ``text`` read in windows of ``context_length`` tokens, exactly as the evaluation
-    measures it (``modeling.evaluate.bits_per_character``: windows overlapping by one token, every token but
+    measures it (``training.evaluate.bits_per_character``: windows overlapping by one token, every token but
     the first scored once, total NLL in bits / characters of the scored tokens).
 
     None where it cannot be measured: a learned position table shorter than the window, or a text shorter

@@ -1,8 +1,8 @@
 """Benchmark of the Gradio app, as a user meets it: `python app.py` in a subprocess, called over HTTP.
 
-    python scripts/bench_app.py                       # ./checkpoints if it has any, else random shipped-size ones
-    python scripts/bench_app.py --checkpoints DIR     # any checkpoint root
-    python scripts/bench_app.py --random tiny         # random d_model=32 checkpoints (what the tests use)
+    python -m benchmarks.app_latency                       # ./checkpoints if it has any, else random shipped-size ones
+    python -m benchmarks.app_latency --checkpoints DIR     # any checkpoint root
+    python -m benchmarks.app_latency --random tiny         # random d_model=32 checkpoints (what the tests use)
 
 Measures, against the targets of the issue:
 - readiness: from starting `python app.py` to the page answering HTTP 200 (target < 10 s), median of --starts,
@@ -15,7 +15,6 @@ Writes the figures to artifacts/bench_app.json as well.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,18 +24,15 @@ import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the random checkpoints and free_port are the tests' own
+
+from local_server import free_port  # noqa: E402
 TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer the slings and arrows "
         "of outrageous fortune, or to take arms against a sea of troubles and by opposing end them. To die, to sleep, "
         "no more; and by a sleep to say we end the heart-ache and the thousand natural shocks that flesh is heir to: "
         "'tis a consummation devoutly to be wish'd. To die, to sleep; to sleep, perchance to dream: ay, there's the rub, "
         "for in that sleep of death what dreams may come, when we have shuffled off this mortal coil, must give us pause.")
 SHIPPED_SIZE = dict(d_model=256, n_heads=4, n_layers=4, d_ff=1024, max_position_embeddings=256, training_context_length=256)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start_app(root: Path) -> tuple[subprocess.Popen, str, float]:
@@ -99,8 +95,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="requests per latency figure")
     args = parser.parse_args()
 
-    sys.path[:0] = [str(REPO), str(REPO / "tests")]
-    from modeling.analysis import discover_checkpoints, read_results
+    from explorer.analysis import discover_checkpoints, read_results
 
     root = args.checkpoints or REPO / "checkpoints"
     if args.random or not discover_checkpoints(root):
