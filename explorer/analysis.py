@@ -37,7 +37,7 @@ from transformers import (
 )
 from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from training import evaluate
+from training import checkpoints, evaluate
 from training.paths import CHECKPOINTS_ENV, checkpoints_dir
 from modeling.configuration_scratch_transformer import POSITION_ENCODINGS
 from modeling.modeling_scratch_transformer import alibi_slopes, rope_angles, sinusoidal_encoding
@@ -156,7 +156,7 @@ def load_checkpoint(path: Path) -> tuple[torch.nn.Module, object]:
     key = (str(path.resolve()), weights.stat().st_mtime if weights.exists() else 0.0)
     with _models_lock:
         if key not in _models:
-            model, tokenizer = evaluate.load_checkpoint(path)
+            model, tokenizer = checkpoints.load_checkpoint(path)
             _models[key] = (model.requires_grad_(False), tokenizer)
         return _models[key]
 

@@ -10,6 +10,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from training.checkpoints import MODEL_CODE_FILES, MODELING_DIR
 from training.corpus import read_split
 from training.evaluate import SLICE_CHARS, bits_per_character, character_error_rate, modernize
 
@@ -104,6 +105,5 @@ def test_results_json_is_complete():
 @pytest.mark.parametrize("name", CAUSAL + ["folio-to-modern"])
 def test_shipped_remote_code_is_the_package_code(name):
     """Each checkpoint ships a copy of the model code for trust_remote_code; it must not drift."""
-    package = Path(__file__).resolve().parent.parent / "modeling"
-    for file in ("modeling_scratch_transformer.py", "configuration_scratch_transformer.py"):
-        assert (ROOT / name / file).read_text() == (package / file).read_text(), (name, file)
+    for file in MODEL_CODE_FILES:
+        assert (ROOT / name / file).read_text() == (MODELING_DIR / file).read_text(), (name, file)

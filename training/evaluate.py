@@ -26,8 +26,8 @@ from pathlib import Path
 
 import torch
 from rapidfuzz.distance import Levenshtein
-from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
+from .checkpoints import load_checkpoint
 from .corpus import DATA_DIR, read_pairs, read_split
 from .paths import checkpoints_dir
 
@@ -36,13 +36,6 @@ EXTRAPOLATION_FACTORS = (1, 2, 4, 8)
 EXTRAPOLATION_CHARS = 100_000
 SLICE_CHARS = 4000  # the fixed slice the tests reproduce
 SEQ2SEQ_TEST_PAIRS = 1000  # the first N test pairs (in file order) for CER
-
-
-def load_checkpoint(path: Path):
-    """(model in eval mode, tokenizer) from a checkpoint folder; the Auto class follows the config."""
-    config = AutoConfig.from_pretrained(path)
-    auto = AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-    return auto.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
 
 
 def training_context(model) -> int:
