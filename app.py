@@ -302,7 +302,9 @@ def trace_forward(text, model_name, *decoding):
     last = steps.decoder_tokens[-1] if steps.decoder_tokens else ""
     summary = [catalog.config_summary(info.name, model.config),
                f"Logits from the model's output: **{steps.logits_shape}**. Every shape below is read from the record the "
-               "model returns for this pass (`output_intermediates=True`): layer 0 in detail, then every layer's output."]
+               "model returns for this pass (`out = model(..., output_intermediates=True)`): layer 0 in detail, then every "
+               "layer's output. The last column says where: `layers[0] › self_attention › query` is "
+               "`out.intermediates.decoder.layers[0].self_attention.query`."]
     if info.is_encoder_decoder:
         summary.append(decoder_read(steps.rewrite, steps.decoded_with))
         notices += more
@@ -319,13 +321,15 @@ INTRO = """# A Transformer from scratch
 Four views of the same models: **generate** text, **compare** positional encodings (sinusoidal, learned, RoPE,
 ALiBi, none), look at **attention heads**, and follow the tensors **through one forward pass**."""
 
-TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "in the model's output"]  # figures.trace_table's columns
+TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "where in the model's output"]  # figures.trace_table's columns
 GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always takes the most likely token, and a small "
                 "model's most likely token soon repeats what it just wrote, so greedy output falls into loops.")
 CSS = "\n".join([
     ".status-line {min-height: 1.5em}",
     ".plot-row {gap: 8px}",
-    "#trace-table td, #trace-table th {word-break: normal; overflow-wrap: normal; hyphens: none}",
+    ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",
+    "#trace-table [role=gridcell], #trace-table [role=gridcell] *, #trace-table [role=columnheader] * {font-family: var(--font)"
+    " !important; font-size: 13px; word-break: normal !important; overflow-wrap: normal !important}",
     *(f"#compare-{e} textarea {{border-left: 5px solid {c}}} #compare-{e} label span {{color: {c}; font-weight: 600}}"
       for e, c in figures.ENCODING_COLOURS.items()),
 ])
@@ -347,8 +351,19 @@ class DecodingControls:
         return [self.mode, self.temperature, self.top_k, self.top_p, self.repetition_penalty, self.max_new_tokens, self.seed]
 
 
+def model_note(name) -> str:
+    """The chosen model's line in full, under its menu (a menu shows only the start of a long line)."""
+    lines = {value: label for label, value in catalog.menu_choices(catalog.discover_checkpoints(), catalog.read_results())}
+    return lines.get(name, "") if isinstance(name, str) else ""
+
+
 def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
-    return gr.Dropdown(choices=choices, value=value, label="Model", elem_id=elem_id)
+    """A model menu with its chosen model's line written out beneath it."""
+    menu = gr.Dropdown(choices=choices, value=value, label="Model", elem_id=elem_id)
+    note = gr.Markdown(dict((v, label) for label, v in choices).get(value, ""), elem_id=f"{elem_id}-note",
+                       elem_classes="model-note")
+    menu.change(model_note, menu, note, api_name=f"{elem_id.replace('-', '_')}_note", api_visibility="private", **UNCHECKED)
+    return menu
 
 
 def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
@@ -402,8 +417,9 @@ def encodings_tab() -> None:
         with gr.Row():
             own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it (its first "
                                   f"{encodings.EXTRAPOLATION_MAX_TOKENS:,} tokens are scored)", lines=3, scale=4, elem_id="own-text")
-            recompute_button = gr.Button("Recompute on my text", scale=1, elem_id="recompute-button")
-        recompute_status = gr.Markdown(elem_id="recompute-status", elem_classes="status-line")
+            with gr.Column(scale=1):
+                recompute_button = gr.Button("Recompute on my text", elem_id="recompute-button")
+                recompute_status = gr.Markdown(elem_id="recompute-status", elem_classes="status-line")
         gr.Markdown("### One prompt, five encodings\n" + GREEDY_LOOPS)
         with gr.Row():
             compare_prompt = gr.Textbox(label="Prompt", value=PROMPT_EXAMPLE, scale=4, elem_id="compare-prompt")
@@ -462,7 +478,7 @@ def forward_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
         summary = gr.Markdown(elem_id="trace-summary")
         top_plot = gr.Plot(label="Next token", elem_id="plot-top")
         table = gr.Dataframe(headers=TRACE_HEADERS, label="Tensor shapes, in the order they were computed", wrap=True,
-                             max_height=100_000, column_widths=["8%", "20%", "11%", "22%", "22%", "17%"],
+                             max_height=100_000, column_widths=["8%", "18%", "10%", "20%", "24%", "20%"],
                              elem_id="trace-table", interactive=False)
     button.click(trace_forward, [text, menu, *decoding.all()], [table, top_plot, summary, status_line],
                  api_name="forward_trace", **INTERACTIVE, **UNCHECKED)

@@ -18,8 +18,11 @@ ATTENTION_KINDS = {
     "self": "masked self-attention",
     "encoder": "encoder self-attention",
     "decoder": "decoder masked self-attention",
-    "cross": "cross-attention (decoder queries, encoder keys)",
+    "cross": "cross-attention",
 }
+# what the rows (queries) and columns (keys) of each kind's maps are
+QUERIES_KEYS = {"self": ("token", "token"), "encoder": ("source token", "source token"),
+                "decoder": ("output token", "output token"), "cross": ("output token (decoder)", "source token (encoder)")}
 SEQ2SEQ_KINDS = ("encoder", "decoder", "cross")
 
 

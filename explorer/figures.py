@@ -7,7 +7,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from .attention import ATTENTION_KINDS, AttentionMaps, View
+from .attention import ATTENTION_KINDS, QUERIES_KEYS, AttentionMaps, View
 from .catalog import CheckpointInfo, encoding_models, load_model
 from .encodings import (
     alibi_bias_table,
@@ -33,16 +33,17 @@ def plotly_text(text):
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _title(text: str, encoding: str | None = None) -> dict:
+def _title(text: str, encoding: str | None = None, detail: str = "") -> dict:
+    """A title (in the encoding's colour, if any), with an optional smaller second line that says more."""
     font = dict(color=ENCODING_COLOURS[encoding]) if encoding else {}
-    return dict(text=plotly_text(text), font=font)
+    return dict(text=plotly_text(text) + (f"<br><sup>{plotly_text(detail)}</sup>" if detail else ""), font=font)
 
 
 def heatmap_figure(z, title: str, x_title: str, y_title: str, colorscale: str = "RdBu", zmid: float | None = 0.0,
-                   hover: str = "%{z:.3f}", height: int = 380, encoding: str | None = None) -> go.Figure:
+                   hover: str = "%{z:.3f}", height: int = 380, encoding: str | None = None, detail: str = "") -> go.Figure:
     fig = go.Figure(go.Heatmap(z=np.asarray(z, dtype=np.float32), colorscale=colorscale, zmid=zmid,
                                hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{hover}<extra></extra>"))
-    fig.update_layout(title=_title(title, encoding), xaxis_title=x_title, yaxis_title=y_title, height=height, **LAYOUT)
+    fig.update_layout(title=_title(title, encoding, detail), xaxis_title=x_title, yaxis_title=y_title, height=height, **LAYOUT)
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -69,14 +70,14 @@ def encoding_figures(catalog: dict[str, CheckpointInfo], max_positions_shown: in
     d_head = d_model // n_heads
     sinusoidal = sinusoidal_table(n_positions, d_model)
     figures = {
-        "sinusoidal": heatmap_figure(sinusoidal, f"Sinusoidal PE ({n_positions} positions × d_model {d_model})",
-                                     "dimension", "position", encoding="sinusoidal"),
-        "rope": heatmap_figure(rope_angle_table(n_positions, d_head, theta),
-                               f"RoPE rotation angle m·θ_i, wrapped to [-π, π) (d_head {d_head})", "pair i", "position m",
-                               colorscale="Twilight", zmid=None, hover="angle %{z:.3f} rad", encoding="rope"),
-        "alibi": heatmap_figure(alibi_bias_table(n_positions, n_heads), f"ALiBi bias −slope_h·distance ({n_heads} heads)",
-                                "distance to key", "head", colorscale="Viridis", zmid=None, hover="bias %{z:.3f}", height=260,
-                                encoding="alibi"),
+        "sinusoidal": heatmap_figure(sinusoidal, "Sinusoidal PE", "dimension", "position", encoding="sinusoidal",
+                                     detail=f"{n_positions} positions × d_model {d_model}"),
+        "rope": heatmap_figure(rope_angle_table(n_positions, d_head, theta), "RoPE rotation angle m·θ_i", "pair i", "position m",
+                               colorscale="Twilight", zmid=None, hover="angle %{z:.3f} rad", encoding="rope",
+                               detail=f"wrapped to [−π, π); d_head {d_head}"),
+        "alibi": heatmap_figure(alibi_bias_table(n_positions, n_heads), "ALiBi bias −slope_h·distance", "distance to key", "head",
+                                colorscale="Viridis", zmid=None, hover="bias %{z:.3f}", height=260, encoding="alibi",
+                                detail=f"{n_heads} heads"),
     }
     similarity = go.Figure()
     distances = np.arange(n_positions)
@@ -88,8 +89,8 @@ def encoding_figures(catalog: dict[str, CheckpointInfo], max_positions_shown: in
     if "learned" in family:
         model, _ = load_model(catalog[family["learned"]])
         table = learned_table(model)[:n_positions]
-        figures["learned"] = heatmap_figure(table, f"Learned position table of {family['learned']} ({len(table)} × {table.shape[1]})",
-                                            "dimension", "position", encoding="learned")
+        figures["learned"] = heatmap_figure(table, "Learned position table", "dimension", "position", encoding="learned",
+                                            detail=f"{family['learned']}: {len(table)} positions × {table.shape[1]}")
         curve("learned", distances[: len(table)], table_similarity_by_distance(table, len(table) - 1), "learned: cos(P_p, P_p+d)")
     else:
         figures["learned"] = message_figure("No checkpoint with a learned position table yet.")
@@ -153,7 +154,8 @@ def attention_grid_figure(maps: AttentionMaps, kind: str) -> go.Figure:
             titles.append(dict(text=f"L{layer} H{head}", x=left + width / 2, y=top, xref="paper", yref="paper",
                                xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=11)))
     return go.Figure(data=traces, layout=dict(
-        title=f"{ATTENTION_KINDS[kind]}: every layer × head (rows: layers, columns: heads)", annotations=titles,
+        title=_title(f"{ATTENTION_KINDS[kind]}: every layer × head", detail="rows: layers · columns: heads · in each: queries down, keys across"),
+        annotations=titles,
         coloraxis=dict(colorscale="Blues", cmin=0, cmax=float(weights.max())), height=max(260, 170 * n_layers + 80),
         **{**LAYOUT, "margin": dict(l=20, r=20, t=70, b=20)}, **axes))
 
@@ -167,8 +169,9 @@ def attention_head_figure(maps: AttentionMaps, view: View) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=keys, y=queries, colorscale="Blues", zmin=0, zmax=float(z.max()),
                                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     size = max(420, min(900, 14 * max(len(queries), len(keys)) + 160))
-    fig.update_layout(title=f"{ATTENTION_KINDS[view.kind]}, layer {view.layer}, {which}", xaxis_title="key token",
-                      yaxis_title="query token", height=size, **LAYOUT)
+    query, key = QUERIES_KEYS[view.kind]
+    fig.update_layout(title=f"{ATTENTION_KINDS[view.kind]}, layer {view.layer}, {which}", xaxis_title=f"key: {key}",
+                      yaxis_title=f"query: {query}", height=size, **LAYOUT)
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
     fig.update_yaxes(type="category", autorange="reversed", tickfont_size=10)
     return fig
@@ -181,14 +184,22 @@ def top_tokens_figure(top_next: list[tuple[str, float]], after: str) -> go.Figur
     fig = go.Figure(go.Bar(x=probabilities, y=labels, orientation="h", text=[f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for p in probabilities],
                            textposition="outside", cliponaxis=False, marker_color="#0072B2",
                            hovertemplate="%{y}<br>p = %{x:.4f}<extra></extra>"))
+    top = max(probabilities, default=1.0)
     fig.update_layout(title=plotly_text(f"Most likely next tokens after {after}"), xaxis_title="probability",
-                      xaxis=dict(range=[0, min(1.0, max(probabilities, default=1) * 1.25)], tickformat=".0%"),
+                      xaxis=dict(range=[0, min(1.0, top * 1.25)], tickformat=".0%" if top >= 0.2 else ".1%" if top >= 0.02 else ".2%"),
                       height=80 + 32 * len(labels), **{**LAYOUT, "margin": dict(l=140, r=60, t=50, b=50)})
     fig.update_yaxes(autorange="reversed", tickfont_size=13)
     return fig
 
 
+def where_text(source: str, stack: str) -> str:
+    """A tensor's place in the model's output as a trail that wraps between its parts:
+    'intermediates.decoder.layers[0].self_attention.query' -> 'layers[0] › self_attention › query'."""
+    prefix = f"intermediates.{stack}."
+    return (source[len(prefix):] if stack and source.startswith(prefix) else source).replace(".", " › ")
+
+
 def trace_table(trace: ForwardTrace) -> list[list[str]]:
     """Rows for a table: stack, step, shape, what each dimension is, meaning, where it is in the model's output."""
-    return [[s.stack, s.step, "(" + ", ".join(map(str, s.shape)) + ")" if s.shape else "—", s.dims_text(), s.meaning, s.source]
-            for s in trace.steps]
+    return [[s.stack, s.step, "(" + ", ".join(map(str, s.shape)) + ")" if s.shape else "—", s.dims_text(), s.meaning,
+             where_text(s.source, s.stack)] for s in trace.steps]

@@ -65,7 +65,8 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
     expected = {"/catalog", "/generate", "/generate_submit", "/stop_generation", "/folio_example", "/encoding_plots",
                 "/recompute_extrapolation", "/compare_encodings", "/attention", "/attention_layer", "/attention_head",
                 "/attention_kind", "/forward_trace"}
-    assert public == expected and names == {n.lstrip("/") for n in public} | {"decoding_mode"}
+    private = {"decoding_mode", "gen_model_note", "att_model_note", "trace_model_note"}  # UI only: not callable by clients
+    assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
 def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved(app):
@@ -283,7 +284,7 @@ def test_forward_trace_table(client, app):
     n_tokens = int(steps["token ids"][2].strip("()").split(", ")[1])
     assert steps["logits"][2] == steps["probabilities"][2] == f"(1, {n_tokens}, 384)"
     assert steps["layer 0 masked self-attention: bias"][3] == f"batch=1 × heads=4 × tokens={n_tokens} × tokens={n_tokens}"
-    assert steps["layer 0 masked self-attention: Q per head"][5] == "intermediates.decoder.layers[0].self_attention.query"
+    assert steps["layer 0 masked self-attention: Q per head"][5] == "layers[0] › self_attention › query"
     assert f"**(1, {n_tokens}, 384)**" in summary and note == "Forward pass done."
     bars = figure(top)["data"][0]
     assert bars["type"] == "bar" and len(bars["x"]) == 10 and all(t.endswith("%") or "e-" in t for t in bars["text"])

@@ -78,3 +78,9 @@ def test_encoding_figures_use_each_encodings_colour(tiny_checkpoints):
 def test_encoding_figures_without_checkpoints_use_the_formulas():
     empty, notices = figures.encoding_figures({})
     assert np.asarray(empty["sinusoidal"].data[0].z).shape == (256, 256) and len(notices) == 2
+
+
+def test_the_trace_table_says_where_each_tensor_is_as_a_trail_that_can_wrap():
+    assert figures.where_text("intermediates.decoder.layers[0].self_attention.query", "decoder") == "layers[0] › self_attention › query"
+    assert figures.where_text("intermediates.encoder.embeddings.sum", "encoder") == "embeddings › sum"
+    assert figures.where_text("logits", "") == "logits" and figures.where_text("input_ids", "decoder") == "input_ids"
