@@ -333,3 +333,17 @@ def test_app_without_checkpoints_explains_itself(client, monkeypatch, tmp_path):
     assert "No checkpoints found" in generate(client)[1] and str(tmp_path) not in note
     *plots, extrapolation, note = client.predict(api_name="/encoding_plots")
     assert "No checkpoints found" in note and "No extrapolation" in json.dumps(figure(extrapolation))
+
+
+def test_concurrent_traces_through_the_server_are_all_whole(app_server):
+    """Issue 12 §2, as the probe ran it: four clients looping on /forward_trace; every table equals a lone one."""
+    alone = Client(app_server, verbose=False).predict("Shall I compare thee", "shakespeare-rope", api_name="/forward_trace")[0]
+
+    def one_client(i):
+        client = Client(app_server, verbose=False)
+        return [client.predict("Shall I compare thee", "shakespeare-rope", api_name="/forward_trace")[0] for _ in range(5)]
+
+    with ThreadPoolExecutor(4) as pool:
+        tables = [table for tables in pool.map(one_client, range(4)) for table in tables]
+    assert len(tables) == 20 and all(table["data"] == alone["data"] for table in tables)
+    assert sum(" per head" in row[1] for row in alone["data"]) == 3

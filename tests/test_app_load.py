@@ -5,19 +5,13 @@ The waits below wait on events (a message from the server, a job's state); the o
 goal itself (a /generate streams within 5 s), measured while both long jobs are shown to be in flight.
 """
 
-import json
-import random
-import threading
 import time
-import uuid
 
 import pytest
-import requests
 from gradio_client import Client
 
-from app_process import REPO, start_app, stop_app
+from app_process import LONG_CJK_TEXT, REPO, QueuedJob, start_app, stop_app
 
-LONG_TEXT = "".join(chr(random.Random(0).randint(0x4E00, 0x9FFF)) for _ in range(20_000))  # about 60,000 byte tokens
 FIRST_TOKEN_GOAL_S = 5.0
 
 
@@ -33,45 +27,9 @@ def shipped_app():
         stop_app(process)
 
 
-class QueuedJob:
-    """An event joined through the queue as the browser joins it (its own session, its own SSE stream), so
-    that the test can leave it the way a closed tab leaves: by dropping the connection."""
-
-    def __init__(self, url: str, api_name: str, data: list):
-        config = requests.get(url + "config", timeout=30).json()
-        fn_index = next(dep["id"] for dep in config["dependencies"] if dep["api_name"] == api_name)
-        self.session = uuid.uuid4().hex
-        self.steps: list[float] = []  # when each streamed update arrived
-        self.started = threading.Event()  # the first update: the job is running
-        self.completed = threading.Event()
-        requests.post(url + "gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "session_hash": self.session},
-                      timeout=30).raise_for_status()
-        self.stream = requests.get(url + "gradio_api/queue/data", params={"session_hash": self.session}, stream=True, timeout=300)
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self):
-        try:
-            for line in self.stream.iter_lines(decode_unicode=True):
-                if not line or not line.startswith("data:"):
-                    continue
-                message = json.loads(line[len("data:"):])
-                if message.get("msg") == "process_generating":
-                    self.steps.append(time.monotonic())
-                    self.started.set()
-                elif message.get("msg") == "process_completed":
-                    self.completed.set()
-                    return
-        except (requests.RequestException, AttributeError, ValueError):
-            return  # the test closed the stream
-
-    def leave(self):
-        self.stream.close()
-
-
 def test_generate_streams_within_5_s_while_two_long_jobs_are_in_flight_and_leaving_frees_them(shipped_app):
-    first = QueuedJob(shipped_app, "recompute_extrapolation", [LONG_TEXT])
-    second = QueuedJob(shipped_app, "recompute_extrapolation", [LONG_TEXT])
+    first = QueuedJob(shipped_app, "recompute_extrapolation", [LONG_CJK_TEXT])
+    second = QueuedJob(shipped_app, "recompute_extrapolation", [LONG_CJK_TEXT])
     assert first.started.wait(120), "the first long job never started"
     while len(first.steps) < 3:  # a few (length, model) steps done: it is busy scoring
         assert not first.completed.wait(0.05)
