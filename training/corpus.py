@@ -184,6 +184,22 @@ def align_play(folio_text: str, modern_text: str, min_matched: float = 0.75) -> 
     return pairs
 
 
+def plausible_pair(pair: dict, max_word_difference: int = 1, max_letter_change: float = 0.25) -> bool:
+    """Whether an aligned pair looks like one line in two spellings, for cleaning the TRAINING pairs (about
+    0.6% are dropped; the test pairs are left as aligned). A pair is dropped when its word counts differ by
+    more than ``max_word_difference`` (the alignment took a word from the next line, or lost one), when
+    more than ``max_letter_change`` of the letters change once case and punctuation are ignored, or when
+    it carries a stage direction on one side only ("[Aside.]" in the modern text, "Enter Lear." in the
+    Folio): no spelling rule can produce those, and a model trained on them learns to drop or invent words."""
+    folio, modern = pair["folio"], pair["modern"]
+    if abs(len(folio.split()) - len(modern.split())) > max_word_difference:
+        return False
+    if "[" in modern or re.search(r"\b(Enter|Exit|Exeunt)\b", folio):
+        return False
+    plain = [" ".join(re.sub(r"[^\w\s]", " ", side.lower()).split()) for side in (folio, modern)]
+    return difflib.SequenceMatcher(None, *plain, autojunk=False).ratio() >= 1 - max_letter_change
+
+
 # --- preparation ----------------------------------------------------------------------------------
 
 

@@ -42,7 +42,7 @@ from transformers import (
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 
 from .checkpoints import store_weights_as
-from .corpus import read_pairs, read_split
+from .corpus import plausible_pair, read_pairs, read_split
 from .evaluate import bits_per_character
 from .paths import data_dir
 from .presets import DEFAULT_SEED, PRESETS, TrainSettings
@@ -242,7 +242,8 @@ def main(argv: list[str] | None = None) -> None:
     length = settings.context_length
     model = build_model(model_kwargs, tokenizer, length, attention_for(settings.precision))
     if model.config.is_encoder_decoder:
-        train_set = SpellingPairs(read_pairs("train", root), tokenizer, length, args.train_limit)
+        pairs = [pair for pair in read_pairs("train", root) if plausible_pair(pair)]
+        train_set = SpellingPairs(pairs, tokenizer, length, args.train_limit)
         eval_set = SpellingPairs(read_pairs("validation", root), tokenizer, length, settings.eval_examples)
         collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
         train_tokens = None
