@@ -103,9 +103,9 @@ EXTRAPOLATION_TIME_LIMIT_S = 60.0  # for the whole recomputation; unfinished len
 
 
 def extrapolation_lengths(catalog: dict[str, CheckpointInfo]) -> list[int]:
-    """The context lengths the evaluation uses: its factors (1x, 2x, 4x, 8x) of each model's training context."""
-    contexts = {catalog[name].config.context_length for name in encoding_models(catalog).values()}
-    return sorted({context * factor for context in contexts for factor in evaluate.EXTRAPOLATION_FACTORS})
+    """The context lengths the evaluation measures the encoding models at (``training.evaluate.extrapolation_lengths``:
+    1x, 2x, 4x and 8x the training context), from their configs."""
+    return sorted({n for name in encoding_models(catalog).values() for n in evaluate.extrapolation_lengths(catalog[name])})
 
 
 @dataclass
