@@ -5,9 +5,11 @@
     SCRATCH_TORCH_THREADS=2 python app.py   # torch threads per request (default 1; see warm_up)
 
 UI wiring only: everything shown is computed in the ``explorer`` package (tested on its own). ``demo`` is
-built at import with the model menus already filled (discovery reads config files, no weights); the
-models load in the background right after launch (or on the first request when imported by a test).
-A page load refreshes the menus, so a checkpoint trained while the app runs shows up on reload.
+built at import, with the model menus filled (discovery reads config files and weight headers, loads no
+weights): when the page answers, every control on it works. Importing the explorer imports torch and the
+model package (a few seconds); the weights load in the background right after launch (or on the first
+request when imported by a test). A page load refreshes the menus, so a checkpoint trained while the app
+runs shows up on reload.
 
 Every event is named (its ``api_name`` is the Space's public API), takes its inputs unprocessed
 (``preprocess=False``: the explorer checks them and says what is wrong instead of a bare error), and ends
@@ -41,6 +43,7 @@ PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
 ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 DEFAULTS = generation.DecodingSettings(True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
                                        max_new_tokens=80, seed=0)  # what the Generate tab starts with
+COMPARE_MAX_NEW_TOKENS = 256  # per model in "one prompt, five encodings": five generations in one request
 
 
 # ----------------------------------------------------------------------------------------------
@@ -95,13 +98,9 @@ def status(*lines: str) -> str:
     return "\n".join(f"- {line}" for line in lines if line)
 
 
-def decoding_settings(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed, limit=generation.MAX_NEW_TOKENS):
-    return generation.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed, limit)
-
-
 def decoding_of(decoding: tuple):
     """The Generate tab's decoding controls as passed to another tab's event (its defaults when left out)."""
-    return decoding_settings(*decoding) if decoding else (DEFAULTS, [])
+    return generation.sanitize_decoding(*decoding) if decoding else (DEFAULTS, [])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -125,14 +124,16 @@ def menus_now():
     return catalog.menu_choices(found, results), catalog.default_model(found, results), status(summary, *damaged, *notes)
 
 
-N_MENUS = 3  # the model menus the catalog event refreshes (one per tab that picks a model)
+def catalog_event(n_menus: int):
+    """The page-load event: refresh ``n_menus`` model menus from the checkpoints on disk and say what is
+    missing or damaged (the page was built with them filled; this picks up checkpoints added since)."""
 
+    @guarded(*[KEPT] * n_menus)
+    def load_catalog():
+        choices, value, note = menus_now()
+        return *(gr.update(choices=choices, value=value) for _ in range(n_menus)), note
 
-@guarded(*[KEPT] * N_MENUS)
-def load_catalog():
-    """Refresh every model menu from the checkpoints on disk; say what is missing or damaged."""
-    choices, value, note = menus_now()
-    return *(gr.update(choices=choices, value=value) for _ in range(N_MENUS)), note
+    return load_catalog
 
 
 stops = generation.StopRegistry()
@@ -143,7 +144,7 @@ def generate(prompt, model_name, mode, temperature, top_k, top_p, repetition_pen
              request: gr.Request = None):
     """Stream the prompt and its continuation (or, for an encoder-decoder, the rewrite) token by token."""
     text, notices = inputs.require_text(prompt)
-    settings, more = decoding_settings(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
+    settings, more = generation.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
     info, model, tokenizer = catalog.resolve(model_name)
     ids, max_new, cut = generation.encode_prompt(model, tokenizer, text, settings.max_new_tokens)
     settings = replace(settings, max_new_tokens=max_new)
@@ -184,10 +185,15 @@ def folio_example():
     return FOLIO_EXAMPLE, catalog.seq2seq_model(catalog.discover_checkpoints()) or gr.skip(), "Greedy"
 
 
-def sampling_controls(mode):
-    """Greedy decoding takes the most likely token: temperature, top-k, top-p and the seed do nothing then."""
-    active = not (isinstance(mode, str) and mode.strip().lower().startswith("greedy"))
-    return tuple(gr.update(interactive=active) for _ in range(4))
+def sampling_controls(n: int):
+    """An event handler for a Decoding radio: in Greedy mode its ``n`` sampling controls (temperature, top-k,
+    top-p, seed) are disabled, since greedy decoding takes the most likely token and they do nothing."""
+
+    def toggle(mode):
+        update = gr.update(interactive=not (isinstance(mode, str) and mode.strip().lower().startswith("greedy")))
+        return update if n == 1 else tuple(dict(update) for _ in range(n))
+
+    return toggle
 
 
 @guarded(*[NO_FIGURE] * 6)
@@ -229,8 +235,8 @@ def recompute_extrapolation(text):
 def compare_encodings(prompt, max_new_tokens, mode="Sampling", seed=0):
     """One prompt continued by each encoding model with the same settings; each box fills as its model finishes."""
     text, notices = inputs.require_text(prompt)
-    settings, more = decoding_settings(mode, DEFAULTS.temperature, DEFAULTS.top_k, DEFAULTS.top_p,
-                                       DEFAULTS.repetition_penalty, max_new_tokens, seed, limit=256)
+    settings, more = generation.sanitize_decoding(mode, DEFAULTS.temperature, DEFAULTS.top_k, DEFAULTS.top_p,
+                                                  DEFAULTS.repetition_penalty, max_new_tokens, seed, COMPARE_MAX_NEW_TOKENS)
     notices += more
     found = catalog.discover_checkpoints()
     family = catalog.encoding_models(found)
@@ -396,7 +402,7 @@ def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
     prompt.submit(generate, request, [output, gen_status], api_name="generate_submit", **INTERACTIVE, **UNCHECKED)
     stop_button.click(stop_generation, None, None, api_name="stop_generation")
     folio_button.click(folio_example, None, [prompt, menu, decoding.mode], api_name="folio_example")
-    decoding.mode.change(sampling_controls, decoding.mode, [decoding.temperature, decoding.top_k, decoding.top_p, decoding.seed],
+    decoding.mode.change(sampling_controls(4), decoding.mode, [decoding.temperature, decoding.top_k, decoding.top_p, decoding.seed],
                          api_name="decoding_mode", api_visibility="private", **UNCHECKED)
     return menu, decoding
 
@@ -423,10 +429,11 @@ def encodings_tab() -> None:
         gr.Markdown("### One prompt, five encodings\n" + GREEDY_LOOPS)
         with gr.Row():
             compare_prompt = gr.Textbox(label="Prompt", value=PROMPT_EXAMPLE, scale=4, elem_id="compare-prompt")
-            compare_tokens = gr.Number(value=40, precision=0, minimum=1, maximum=256, label="Max new tokens (1–256)", scale=1)
-            compare_mode = gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding", scale=1)
+            compare_tokens = gr.Number(value=40, precision=0, minimum=1, maximum=COMPARE_MAX_NEW_TOKENS,
+                                       label=f"Max new tokens (1–{COMPARE_MAX_NEW_TOKENS})", scale=1)
+            compare_mode = gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding", scale=1, elem_id="compare-mode")
             compare_seed = gr.Number(value=0, precision=0, minimum=inputs.SEED_RANGE[0], maximum=inputs.SEED_RANGE[1],
-                                     label="Seed", scale=1)
+                                     label="Seed", scale=1, elem_id="compare-seed")
             compare_button = gr.Button("Generate with all five", variant="primary", scale=1, elem_id="compare-button")
         compare_status = gr.Markdown(elem_id="compare-status", elem_classes="status-line")
         with gr.Row():
@@ -437,6 +444,8 @@ def encodings_tab() -> None:
                            api_name="recompute_extrapolation", **EXTRAPOLATION, **UNCHECKED)
     compare_button.click(compare_encodings, [compare_prompt, compare_tokens, compare_mode, compare_seed],
                          [*compare_outputs, compare_status], api_name="compare_encodings", **COMPARISON, **UNCHECKED)
+    compare_mode.change(sampling_controls(1), compare_mode, compare_seed, api_name="compare_mode", api_visibility="private",
+                        **UNCHECKED)
 
 
 def attention_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
@@ -493,7 +502,7 @@ def build_demo() -> gr.Blocks:
         generate_menu, decoding = generate_tab(choices, value)
         encodings_tab()
         menus = [generate_menu, attention_tab(choices, value, decoding), forward_tab(choices, value, decoding)]
-        demo.load(load_catalog, None, [*menus, catalog_status], api_name="catalog")
+        demo.load(catalog_event(len(menus)), None, [*menus, catalog_status], api_name="catalog")
     demo.queue(default_concurrency_limit=4)
     return demo
 

@@ -65,7 +65,7 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
     expected = {"/catalog", "/generate", "/generate_submit", "/stop_generation", "/folio_example", "/encoding_plots",
                 "/recompute_extrapolation", "/compare_encodings", "/attention", "/attention_layer", "/attention_head",
                 "/attention_kind", "/forward_trace"}
-    private = {"decoding_mode", "gen_model_note", "att_model_note", "trace_model_note"}  # UI only: not callable by clients
+    private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note"}  # UI only
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 

@@ -238,6 +238,10 @@ def test_encodings_tab_draws_each_encoding_in_its_colour_and_marks_the_training_
         tick = page.locator("#plot-extrapolation .xtick text", has_text="64").first.bounding_box()
         assert abs(line["x"] + line["width"] / 2 - (tick["x"] + tick["width"] / 2)) < 3  # at 64 on the log axis
     marker_at_its_tick()
+    page.get_by_label("Greedy").last.check()  # the comparison's own Decoding radio: greedy needs no seed
+    page.wait_for_function("() => document.querySelector('#compare-seed input').disabled")
+    page.get_by_label("Sampling").last.check()
+    page.wait_for_function("() => !document.querySelector('#compare-seed input').disabled")
     page.click("#compare-button")
     page.wait_for_selector("#compare-status >> text=Done: 5 models")
     for encoding, colour in app.figures.ENCODING_COLOURS.items():
