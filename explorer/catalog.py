@@ -85,12 +85,12 @@ def describe_folder(folder: Path) -> CheckpointInfo | None:
     try:
         raw = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError):
-        raw = {"model_type": ScratchTransformerConfig.model_type}  # ours or not, it is broken: show why
-    if not isinstance(raw, dict) or raw.get("model_type") != ScratchTransformerConfig.model_type:
+        raw = None  # ours or not, it is broken: listed, with the reason
+    if raw is not None and (not isinstance(raw, dict) or raw.get("model_type") != ScratchTransformerConfig.model_type):
         return None
     problems = tuple(checkpoint_problems(folder))
     try:
-        config = ScratchTransformerConfig.from_dict(raw)
+        config = None if raw is None else ScratchTransformerConfig.from_dict(raw)
     except (ValueError, TypeError):
         config = None
     info = CheckpointInfo(folder.name, folder, config, _parameter_count(folder / WEIGHTS_FILE), problems)

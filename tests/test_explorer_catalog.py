@@ -87,6 +87,7 @@ def test_a_damaged_checkpoint_is_listed_with_its_reason_and_refused(tiny_checkpo
         catalog.resolve("broken", root)
     assert reason.split(":")[0] in str(problem.value)
     assert "broken" not in catalog.encoding_models(found).values()
+    assert (found["broken"].config is None) == (how == "config")
 
 
 def test_a_checkpoint_damaged_after_discovery_is_refused_when_loaded(tiny_checkpoints, tmp_path):
