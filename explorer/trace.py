@@ -66,7 +66,8 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
         steps.add(stack, f"{label}: K rotated (RoPE)", f"{where}.key_rotated", record.key_rotated, k_dims,
                   "R(n) k: so q·k depends only on the offset m − n")
     if record.bias is not None:
-        what = "−slope_h·|i − j| (ALiBi) plus the mask" if config.position_encoding == "alibi" and "cross" not in label \
+        what = "−slope_h·|i − j| (ALiBi), plus the causal mask where there is one" \
+            if config.position_encoding == "alibi" and "cross" not in label \
             else "the mask: 0 where a query may look, a huge negative number where it may not"
         steps.add(stack, f"{label}: bias", f"{where}.bias", record.bias,
                   _broadcast_dims(tuple(record.bias.shape), score_dims, tuple(record.scores.shape)), f"added to every score: {what}")
@@ -103,9 +104,14 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
                       record.embeddings.position, dims, "one vector per position, added to the token embedding")
         elif config.position_encoding == "none":
             steps.append(TraceStep(stack, "positional encoding (none)", "—", (), (),
-                                   "no position signal: only the causal mask tells tokens apart by order"))
-        added = "the sum: the input of layer 0" if record.embeddings.position is not None else \
-            f"no position added here ({config.position_encoding} acts inside attention): the input of layer 0"
+                                   "no position signal: only the causal mask tells tokens apart by order" if stack == "decoder"
+                                   else "no position signal: without a mask, the encoder sees its tokens as an unordered set"))
+        if record.embeddings.position is not None:
+            added = "the sum: the input of layer 0"
+        elif config.position_encoding == "none":
+            added = "the token embeddings alone: the input of layer 0"
+        else:
+            added = f"no position added here ({config.position_encoding} acts inside attention): the input of layer 0"
         steps.add(stack, "embeddings + positions", f"{where}.embeddings.sum", record.embeddings.sum, dims, added)
         if record.rotary is not None:
             steps.add(stack, "RoPE rotation (cos, sin)", f"{where}.rotary[0]", record.rotary[0],

@@ -34,17 +34,26 @@ def tiny_checkpoints(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def app_server(tiny_checkpoints):
-    """URL of app.demo served on 127.0.0.1 from the tiny checkpoints; closed at the end of the session."""
+def _app_url(tiny_checkpoints):
+    """app.demo launched once per session on 127.0.0.1, built from the tiny checkpoints; closed at the end."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SCRATCH_CHECKPOINTS", str(tiny_checkpoints))
         import app
 
         _, url, _ = app.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
-        try:
-            yield url
-        finally:
-            app.demo.close()
+    try:
+        yield url
+    finally:
+        app.demo.close()
+
+
+@pytest.fixture(scope="module")
+def app_server(_app_url, tiny_checkpoints):
+    """URL of the app serving the tiny checkpoints. The app reads SCRATCH_CHECKPOINTS per request: it is set
+    for the modules that use the server only, so the rest of the suite sees the real checkpoints."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCRATCH_CHECKPOINTS", str(tiny_checkpoints))
+        yield _app_url
 
 
 @pytest.fixture(scope="session")

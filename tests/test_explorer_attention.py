@@ -110,3 +110,13 @@ def test_attention_cache_keeps_the_most_recent_inputs():
 def test_kinds_are_one_list():
     assert attention.kinds_of(False) == ("self",) and attention.kinds_of(True) == ("encoder", "decoder", "cross")
     assert set(attention.kinds_of(True)) | {"self"} == set(attention.ATTENTION_KINDS)
+
+
+def test_seq2seq_maps_are_the_models_own_weights_on_what_the_decoder_read(tokenizer):
+    model = seq2seq(tokenizer)
+    maps = attention.attention_maps(model, tokenizer, TEXT, GREEDY)
+    read = forward_inputs(model, tokenizer, TEXT, GREEDY)
+    with torch.no_grad():
+        out = model(**read.inputs, output_attentions=True, use_cache=False)
+    for kind, expected in (("encoder", out.encoder_attentions), ("decoder", out.decoder_attentions), ("cross", out.cross_attentions)):
+        assert np.allclose(maps.weights[kind], torch.stack([w[0] for w in expected]).numpy(), atol=1e-6)
