@@ -5,52 +5,69 @@
     SCRATCH_TORCH_THREADS=2 python app.py   # torch threads per request (default 1; see warm_up)
 
 UI wiring only: everything shown is computed in the ``explorer`` package (tested on its own). ``demo`` is
-built at import without torch: the page is served in a few seconds, and torch, transformers and the models
-load in the background right after launch (or on the first request when imported by a test).
-Checkpoints are discovered when a page loads, so a checkpoint trained while the app runs shows up on reload.
+built at import, with the model menus filled (discovery reads config files and weight headers, loads no
+weights): when the page answers, every control on it works. Importing the explorer imports torch and the
+model package (a few seconds); the weights load in the background right after launch (or on the first
+request when imported by a test). A page load refreshes the menus, so a checkpoint trained while the app
+runs shows up on reload.
+
+Every event is named (its ``api_name`` is the Space's public API), takes its inputs unprocessed
+(``preprocess=False``: the explorer checks them and says what is wrong instead of a bare error), and ends
+any failure as a message in its status line, clearing the results of the request before.
+Each tab is one function below; a new tab is one more function called from ``build_demo``.
 """
 
 import functools
 import inspect
 import logging
 import os
-import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
+from explorer import attention, catalog, encodings, figures, generation, inputs, trace
+from explorer.inputs import InputProblem
+from modeling import POSITION_ENCODINGS
+
 logger = logging.getLogger("app")
 
-HEAVY = dict(concurrency_id="model", concurrency_limit=2)  # the model events share the 2 cores
+# concurrency: the interactive events share two slots (the machine has 2 cores); the long jobs get a slot
+# each of their own, so that however many are queued, a click on Generate starts at once
+INTERACTIVE = dict(concurrency_id="model", concurrency_limit=2)
+EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
+COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
+UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
+
 FOLIO_EXAMPLE = "Shall I compare thee to a Summers day? Thou art more louely and more temperate:"
 PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
-ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")  # configuration_scratch_transformer.POSITION_ENCODINGS
 ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
+DEFAULTS = generation.DecodingSettings(True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
+                                       max_new_tokens=80, seed=0)  # what the Generate tab starts with
+COMPARE_MAX_NEW_TOKENS = 256  # per model in "one prompt, five encodings": five generations in one request
 
 
-def analysis():
-    """``explorer.analysis``, imported on first use (torch and transformers take seconds to import)."""
-    from explorer import analysis as module
-
-    return module
+# ----------------------------------------------------------------------------------------------
+# Event plumbing
+# ----------------------------------------------------------------------------------------------
 
 
-class InputProblem(Exception):
-    """Something the user can fix; shown as a warning and in the status line, never as a traceback."""
+NO_FIGURE, NO_TEXT = None, ""  # what a plot or table, and a text box, show after a failed request: nothing
+KEPT = gr.skip()  # a menu keeps its value
 
 
-def guarded(n_outputs: int):
-    """Run an event handler so that any failure ends as a message in its status output (the LAST output) and a
-    gr.Warning, the other outputs left as they were. Works for plain and generator (streaming) handlers."""
+def guarded(*on_failure):
+    """Run an event handler whose LAST output is a status line so that any failure ends as a message there
+    (what was wrong, what is allowed), never a traceback, and the other outputs take ``on_failure`` (one
+    value each): results of an earlier request are cleared rather than left looking like the answer to this
+    one. Works for plain and generator (streaming) handlers."""
 
     def failure(error: Exception):
         if isinstance(error, InputProblem):
             message = str(error)
         else:
             logger.exception("event failed")
-            message = f"Something went wrong ({type(error).__name__}: {error}). The app is still running: try other input."
-        gr.Warning(message)
-        return (*(gr.skip() for _ in range(n_outputs - 1)), f"⚠️ {message}")
+            message = f"Something went wrong ({inputs.error_text(error)}). The app is still running: try other input."
+        return (*(dict(value) if isinstance(value, dict) else value for value in on_failure), f"⚠️ {message}")
 
     def wrap(fn):
         if inspect.isgeneratorfunction(fn):
@@ -81,23 +98,9 @@ def status(*lines: str) -> str:
     return "\n".join(f"- {line}" for line in lines if line)
 
 
-def checkpoint(name: str):
-    """(CheckpointInfo, model, tokenizer) for a model name, or an InputProblem saying what exists."""
-    A = analysis()
-    catalog = A.discover_checkpoints()
-    if not catalog:
-        raise InputProblem(f"No checkpoints found in {A.checkpoint_root()}: train them first, or set {A.CHECKPOINTS_ENV}.")
-    if name not in catalog:
-        raise InputProblem(f"Unknown model {name!r}; pick one of: {', '.join(catalog)}.")
-    model, tokenizer = A.load_checkpoint(catalog[name].path)
-    return catalog[name], model, tokenizer
-
-
-def user_text(text: str, what: str = "a prompt") -> tuple[str, list[str]]:
-    cleaned, notices = analysis().clean_text(text)
-    if not cleaned.strip():
-        raise InputProblem(f"Type {what} first: the box is empty" + (" (after removing control characters)." if text else "."))
-    return cleaned, notices
+def decoding_of(decoding: tuple):
+    """The Generate tab's decoding controls as passed to another tab's event (its defaults when left out)."""
+    return generation.sanitize_decoding(*decoding) if decoding else (DEFAULTS, [])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -105,345 +108,418 @@ def user_text(text: str, what: str = "a prompt") -> tuple[str, list[str]]:
 # ----------------------------------------------------------------------------------------------
 
 
-@guarded(n_outputs=4)
-def load_catalog():
-    """Fill every model menu from the checkpoints on disk; say what is missing."""
-    A = analysis()
-    catalog = A.discover_checkpoints()
-    results = A.read_results()
-    names = list(catalog)
-    causal = [n for n in names if not catalog[n].is_encoder_decoder]
-    main = results.main_model if results.main_model in catalog else (causal[0] if causal else (names[0] if names else None))
-    notes = []
-    if not catalog:
-        notes.append(f"No checkpoints found in `{A.checkpoint_root()}`: train them, or set `{A.CHECKPOINTS_ENV}`.")
-    missing = [e for e in ENCODINGS if e not in A.encoding_models(catalog)]
-    if catalog and missing:
-        notes.append(f"No checkpoint yet for: {', '.join(missing)}.")
+def menus_now():
+    """(choices, default value, status line) of the model menus, from the checkpoints on disk now."""
+    found, results = catalog.discover_checkpoints(), catalog.read_results()
+    notes = [] if found else [catalog.no_checkpoints_message()]
+    damaged = [f"⚠ {info.name} cannot be used: {'; '.join(info.problems)}"
+               for info in found.values() if not info.usable]
+    missing = [e for e in POSITION_ENCODINGS if e not in catalog.encoding_models(found)]
+    if found and missing:
+        notes.append(f"No usable checkpoint yet for: {', '.join(missing)}.")
     if results.notice:
         notes.append(results.notice)
-    found = f"{len(names)} model(s) in `{A.checkpoint_root()}`: {', '.join(names)}." if names else ""
-    menus = [gr.update(choices=names, value=main) for _ in range(3)]  # one each: gradio consumes an update's value
-    return *menus, status(found, *notes)
+    usable = [name for name, info in found.items() if info.usable]
+    summary = f"{len(usable)} model(s) ready: {', '.join(usable)}." if usable else ""
+    return catalog.menu_choices(found, results), catalog.default_model(found, results), status(summary, *damaged, *notes)
 
 
-_stop_flags: dict[str, threading.Event] = {}  # session -> the stop flag of its running generation
+def catalog_event(n_menus: int):
+    """The page-load event: refresh ``n_menus`` model menus from the checkpoints on disk and say what is
+    missing or damaged (the page was built with them filled; this picks up checkpoints added since)."""
+
+    @guarded(*[KEPT] * n_menus)
+    def load_catalog():
+        choices, value, note = menus_now()
+        return *(gr.update(choices=choices, value=value) for _ in range(n_menus)), note
+
+    return load_catalog
 
 
-@guarded(n_outputs=2)
+stops = generation.StopRegistry()
+
+
+@guarded(NO_TEXT)
 def generate(prompt, model_name, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed,
              request: gr.Request = None):
-    """Stream the continuation (or, for folio-to-modern, the modern rewrite) token by token."""
-    A = analysis()
-    text, notices = user_text(prompt)
-    settings, more = A.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
-    info, model, tokenizer = checkpoint(model_name)
-    ids, max_new, cut = A.encode_prompt(model, tokenizer, text, settings.max_new_tokens)
+    """Stream the prompt and its continuation (or, for an encoder-decoder, the rewrite) token by token."""
+    text, notices = inputs.require_text(prompt)
+    settings, more = generation.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
+    info, model, tokenizer = catalog.resolve(model_name)
+    ids, max_new, cut = generation.encode_prompt(model, tokenizer, text, settings.max_new_tokens)
+    settings = replace(settings, max_new_tokens=max_new)
     notices += more + cut
-    run = A.start_generation(model, tokenizer, ids, replace(settings, max_new_tokens=max_new))
+    shown = "" if info.is_encoder_decoder else text  # a continuation is shown after its prompt; a rewrite alone
+    run = generation.start_generation(model, tokenizer, ids, settings)
     session = getattr(request, "session_hash", None)
-    if session:
-        _stop_flags[session] = run.stop
-    output = ""
+    stops.register(session, run.stop)
+    output = shown
     try:
-        yield "", status(f"Generating with **{info.name}** ({ids.shape[1]} prompt tokens)…", *notices)
+        yield output, status(f"Generating with **{info.name}** ({tokens(ids.shape[1])} of prompt, "
+                             f"{settings.describe()})…", *notices)
         for piece in run.streamer:
             output += piece
             yield output, status(f"{tokens(run.streamer.n_tokens)} · {run.tokens_per_second():.1f} tokens/s", *notices)
     finally:
         stopped = run.stop.is_set()
         run.stop.set()  # a client that went away closes this generator: end generate() too
-        if session and _stop_flags.get(session) is run.stop:
-            del _stop_flags[session]
+        stops.release(session, run.stop)
     if run.error:
         raise run.error[0]
     first = run.streamer.first_token_at
     latency = f" · first token after {1000 * (first - run.streamer.started):.0f} ms" if first else ""
-    if not output.strip():
+    if output == shown or not output.strip():
         notices.append("The model produced no visible text (it may have ended at once, or produced only special tokens).")
     outcome = "Stopped" if stopped else "Done"
-    yield output, status(f"{outcome}: **{tokens(run.streamer.n_tokens)}** · **{run.tokens_per_second():.1f} tokens/s**{latency}", *notices)
+    yield output, status(f"{outcome}: **{tokens(run.streamer.n_tokens)}** · **{run.tokens_per_second():.1f} tokens/s**"
+                         f"{latency} · {settings.describe()}", *notices)
 
 
 def stop_generation(request: gr.Request = None) -> None:
     """The Stop button: end this session's running generation after its current token."""
-    flag = _stop_flags.get(getattr(request, "session_hash", None))
-    if flag is not None:
-        flag.set()
+    stops.stop(getattr(request, "session_hash", None))
 
 
 def folio_example():
-    return FOLIO_EXAMPLE, analysis().SEQ2SEQ_NAME, "Greedy"
+    """A First Folio line, the encoder-decoder model and greedy decoding."""
+    return FOLIO_EXAMPLE, catalog.seq2seq_model(catalog.discover_checkpoints()) or gr.skip(), "Greedy"
 
 
-@guarded(n_outputs=7)
+def sampling_controls(n: int):
+    """An event handler for a Decoding radio: in Greedy mode its ``n`` sampling controls (temperature, top-k,
+    top-p, seed) are disabled, since greedy decoding takes the most likely token and they do nothing."""
+
+    def toggle(mode):
+        update = gr.update(interactive=not (isinstance(mode, str) and mode.strip().lower().startswith("greedy")))
+        return update if n == 1 else tuple(dict(update) for _ in range(n))
+
+    return toggle
+
+
+@guarded(*[NO_FIGURE] * 6)
 def encoding_plots():
     """The encoding heatmaps, similarity against distance, and the evaluation's extrapolation curves."""
-    A = analysis()
-    catalog = A.discover_checkpoints()
-    figures, notices = A.encoding_figures(catalog)
-    results = A.read_results()
-    experiment = set(A.encoding_models(catalog).values())  # the controlled five, not the larger main model
-    curves = {name: curve for name, curve in results.extrapolation.items() if name in experiment}
+    found = catalog.discover_checkpoints()
+    shown, notices = figures.encoding_figures(found)
+    results = catalog.read_results()
+    family = {name: encoding for encoding, name in catalog.encoding_models(found).items()}
+    curves = {name: results.extrapolation[name] for name in family if name in results.extrapolation}  # the controlled five
     contexts = {results.training_context[name] for name in curves if name in results.training_context}
-    extrapolation = A.extrapolation_figure(curves, contexts.pop() if len(contexts) == 1 else None)
+    extrapolation = figures.extrapolation_figure(curves, family, contexts.pop() if len(contexts) == 1 else None)
     if results.notice:
         notices.append(results.notice)
-    return (figures["sinusoidal"], figures["learned"], figures["rope"], figures["alibi"], figures["similarity"],
+    return (shown["sinusoidal"], shown["learned"], shown["rope"], shown["alibi"], shown["similarity"],
             extrapolation, status(*notices) or "Encodings computed from the checkpoints' configs.")
 
 
-@guarded(n_outputs=2)
-def recompute_extrapolation(text, progress=gr.Progress()):
-    """bits/char against context length of the five encoding models on the user's own text."""
-    A = analysis()
-    text, notices = user_text(text, "some text to score")
-    catalog = A.discover_checkpoints()
-    if not A.encoding_models(catalog):
-        raise InputProblem("No decoder-only checkpoints to score with.")
-    results = A.read_results()
-    lengths = sorted({n for curve in results.extrapolation.values() for n in curve}) or [32, 64, 128, 256, 512]
-    curves, more = A.recompute_extrapolation(catalog, text, lengths, progress=lambda f, d: progress(f, desc=d))
-    figure = A.extrapolation_figure(curves, title=f"Extrapolation on your text ({len(text):,} characters)")
-    return figure, status(f"Scored {len(text):,} characters at context lengths {', '.join(map(str, lengths))}.", *notices, *more)
+@guarded(NO_FIGURE)
+def recompute_extrapolation(text):
+    """bits/char against context length of the encoding models on the user's own text, drawn as it is
+    computed; leaving the page stops it (gradio closes the generator at its next step)."""
+    text, notices = inputs.require_text(text, "some text to score")
+    found = catalog.discover_checkpoints()
+    family = catalog.encoding_models(found)
+    if not family:
+        raise InputProblem("No usable decoder-only checkpoints to score with.")
+    contexts = {found[name].config.context_length for name in family.values()}
+    context = contexts.pop() if len(contexts) == 1 else None
+    title = f"Extrapolation on your text ({len(text):,} characters)"
+    for state in encodings.recompute_extrapolation(found, text):
+        figure = figures.extrapolation_figure(state.curves, state.encodings, context, title)
+        progress = (f"Scored {state.done} of {state.total}" + ("." if state.finished else "…")
+                    + f" Context lengths {', '.join(map(str, state.lengths))} tokens.")
+        yield figure, status(progress, *notices, *state.notices)
 
 
-@guarded(n_outputs=6)
-def compare_encodings(prompt, max_new_tokens):
-    """One prompt, greedily continued by each of the five encoding models; each box fills as its model finishes."""
-    A = analysis()
-    text, notices = user_text(prompt)
-    settings, more = A.sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, max_new_tokens, 0, limit=256)
+@guarded(*[NO_TEXT] * len(POSITION_ENCODINGS))
+def compare_encodings(prompt, max_new_tokens, mode="Sampling", seed=0):
+    """One prompt continued by each encoding model with the same settings; each box fills as its model finishes."""
+    text, notices = inputs.require_text(prompt)
+    settings, more = generation.sanitize_decoding(mode, DEFAULTS.temperature, DEFAULTS.top_k, DEFAULTS.top_p,
+                                                  DEFAULTS.repetition_penalty, max_new_tokens, seed, COMPARE_MAX_NEW_TOKENS)
     notices += more
-    catalog = A.discover_checkpoints()
-    family = A.encoding_models(catalog)
-    outputs = ["(no checkpoint with this encoding yet)"] * 5
-    for i, encoding in enumerate(ENCODINGS):
-        if encoding not in family:
-            continue
-        outputs[i] = "…"
-        yield (*outputs, status(f"Generating with {family[encoding]}…", *notices))
-        model, tokenizer = A.load_checkpoint(catalog[family[encoding]].path)
-        outputs[i], cut = A.generate_text(model, tokenizer, text, settings)
-        notices += [f"{family[encoding]}: {c}" for c in cut]
-    yield (*outputs, status(f"Done: {len(family)} models, greedy, {settings.max_new_tokens} new tokens each.", *notices))
+    found = catalog.discover_checkpoints()
+    family = catalog.encoding_models(found)
+    outputs = {encoding: "(no usable checkpoint with this encoding yet)" for encoding in POSITION_ENCODINGS}
+    for encoding, name in family.items():
+        outputs[encoding] = "…"
+        yield (*outputs.values(), status(f"Generating with {name}…", *notices))
+        info, model, tokenizer = catalog.resolve(name)
+        continuation, cut = generation.generate_text(model, tokenizer, text, settings)
+        outputs[encoding] = text + continuation
+        notices += [f"{name}: {c}" for c in cut]
+    yield (*outputs.values(), status(f"Done: {len(family)} models, {settings.max_new_tokens} new tokens each, "
+                                     f"{settings.describe()}.", *notices))
 
 
-_attention_cache: dict = {}
-_attention_lock = threading.Lock()
+attention_cache = attention.AttentionCache(size=8)
 
 
-def cached_attention(model_name: str, text: str):
-    """Attention maps of (model, text), kept for the head / layer pickers (a few recent inputs)."""
-    info, model, tokenizer = checkpoint(model_name)
-    key = (str(info.path), text)
-    with _attention_lock:
-        if key in _attention_cache:
-            return info, _attention_cache[key]
-    maps = analysis().attention_maps(model, tokenizer, text)
-    with _attention_lock:
-        _attention_cache[key] = maps
-        while len(_attention_cache) > 8:
-            _attention_cache.pop(next(iter(_attention_cache)))
-    return info, maps
+def attention_of(text, model_name, decoding):
+    """(info, maps) of a text, from the cache when the same (checkpoint, text, decoding) was asked before."""
+    text, notices = inputs.require_text(text, "some text")
+    settings, more = decoding_of(decoding)
+    info, model, tokenizer = catalog.resolve(model_name)
+    key = (str(info.path), text, settings if info.is_encoder_decoder else None)
+    maps = attention_cache.get(key, lambda: attention.attention_maps(model, tokenizer, text, settings))
+    return info, maps, notices + (more if info.is_encoder_decoder else [])
 
 
-def picked(info, maps, kind, layer, head) -> tuple[str, int, int | None]:
-    """The attention kind, layer and head (None: the mean over heads) to show, kept to what the model has."""
-    if not info.is_encoder_decoder:
-        kind = "self"
-    elif kind not in ("encoder", "decoder", "cross"):
-        kind = "cross"
-    n_layers, n_heads = maps.weights[kind].shape[:2]
-
-    def index(value, size: int) -> int | None:
-        try:
-            return min(max(int(value), 0), size - 1)
-        except (TypeError, ValueError):
-            return None
-
-    return kind, index(layer, n_layers) or 0, index(head, n_heads)
+def decoder_read(rewrite: str, decoded_with: str) -> str:
+    return f"The decoder read the model's own rewrite ({decoded_with}, set on the Generate tab): «{inputs.echo(rewrite, 300)}»."
 
 
-KIND_CHOICES = {"self": "self-attention", "encoder": "encoder self-attention",
-                "decoder": "decoder masked self-attention", "cross": "cross-attention"}
-
-
-@guarded(n_outputs=6)
-def show_attention(text, model_name, kind, layer, head):
+@guarded(NO_FIGURE, NO_FIGURE, KEPT, KEPT, KEPT)
+def show_attention(text, model_name, kind, layer, head, *decoding):
     """Grid of every layer × head, and one head (or the mean over heads) enlarged with token labels."""
-    A = analysis()
-    text, notices = user_text(text, "some text")
-    info, maps = cached_attention(model_name, text)
-    kind, layer, head_index = picked(info, maps, kind, layer, head)
-    weights = maps.weights[kind]
+    info, maps, notices = attention_of(text, model_name, decoding)
+    view, more = attention.pick_view(maps, kind, layer, head)
+    weights = maps.weights[view.kind]
     n_layers, n_heads = weights.shape[:2]
-    kinds = ["encoder", "decoder", "cross"] if info.is_encoder_decoder else ["self"]
+    kinds = attention.kinds_of(info.is_encoder_decoder)
+    rewrite = decoder_read(maps.rewrite, maps.decoded_with) if info.is_encoder_decoder else ""
     return (
-        A.attention_grid_figure(maps, kind),
-        A.attention_head_figure(maps, kind, layer, head_index),
-        gr.update(choices=[(KIND_CHOICES[k], k) for k in kinds], value=kind),
-        gr.update(choices=[str(i) for i in range(n_layers)], value=str(layer)),
-        gr.update(choices=["average"] + [str(h) for h in range(n_heads)], value="average" if head_index is None else str(head_index)),
-        status(f"{info.name}: {n_layers} layers × {n_heads} heads, {weights.shape[2]} query × {weights.shape[3]} key tokens "
-               f"({KIND_CHOICES[kind]}). Hover a cell for query, key and weight.", *notices, *maps.notices),
+        figures.attention_grid_figure(maps, view.kind),
+        figures.attention_head_figure(maps, view),
+        gr.update(choices=[(attention.ATTENTION_KINDS[k], k) for k in kinds], value=view.kind),
+        gr.update(choices=[str(i) for i in range(n_layers)], value=str(view.layer)),
+        gr.update(choices=["average"] + [str(h) for h in range(n_heads)], value="average" if view.head is None else str(view.head)),
+        status(f"{info.name}: {n_layers} layers × {n_heads} heads, {weights.shape[2]} query × {weights.shape[3]} key "
+               f"tokens ({attention.ATTENTION_KINDS[view.kind]}). Hover a cell for query, key and weight.",
+               rewrite, *notices, *more, *maps.notices),
     )
 
 
-@guarded(n_outputs=2)
-def show_head(text, model_name, kind, layer, head):
-    """Only the enlarged head, for the layer / head / kind pickers (the grid stays)."""
-    A = analysis()
-    text, _ = user_text(text, "some text")
-    info, maps = cached_attention(model_name, text)
-    return A.attention_head_figure(maps, *picked(info, maps, kind, layer, head)), gr.skip()
+@guarded(NO_FIGURE)
+def show_head(text, model_name, kind, layer, head, *decoding):
+    """Only the enlarged head, for the layer and head pickers (the grid stays)."""
+    info, maps, notices = attention_of(text, model_name, decoding)
+    view, more = attention.pick_view(maps, kind, layer, head)
+    return figures.attention_head_figure(maps, view), status(*notices, *more) or gr.skip()
 
 
-@guarded(n_outputs=4)
-def trace_forward(text, model_name):
-    """The real shape of every step of one forward pass over the user's text."""
-    A = analysis()
-    text, notices = user_text(text, "some text")
-    info, model, tokenizer = checkpoint(model_name)
-    trace = A.forward_trace(model, tokenizer, text)
-    c = model.config
-    summary = (
-        f"**{info.name}**: {'encoder-decoder' if c.is_encoder_decoder else 'decoder-only'}, "
-        f"position encoding **{c.position_encoding}**, d_model={c.d_model}, heads={c.n_heads} (d_head={c.d_head}), "
-        f"layers={c.n_layers}" + (f" (+{c.n_encoder_layers} encoder)" if c.is_encoder_decoder else "")
-        + f", d_ff={c.d_ff}, vocab={c.vocab_size}. Logits shape from the model's output: **{trace.logits_shape}**. "
-        "Shapes below were recorded by hooks during this forward pass (layer 0 in detail, then every layer's output)."
-    )
-    return A.trace_table(trace), A.top_tokens_figure(trace.top_next), summary, status(*notices, *trace.notices) or "Forward pass done."
+@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT)
+def trace_forward(text, model_name, *decoding):
+    """The real shape of every step of one forward pass over the user's text, and the next-token chart."""
+    text, notices = inputs.require_text(text, "some text")
+    settings, more = decoding_of(decoding)
+    info, model, tokenizer = catalog.resolve(model_name)
+    steps = trace.forward_trace(model, tokenizer, text, settings)
+    last = steps.decoder_tokens[-1] if steps.decoder_tokens else ""
+    summary = [catalog.config_summary(info.name, model.config),
+               f"Logits from the model's output: **{steps.logits_shape}**. Every shape below is read from the record the "
+               "model returns for this pass (`out = model(..., output_intermediates=True)`): layer 0 in detail, then every "
+               "layer's output. The last column says where: `layers[0] › self_attention › query` is "
+               "`out.intermediates.decoder.layers[0].self_attention.query`."]
+    if info.is_encoder_decoder:
+        summary.append(decoder_read(steps.rewrite, steps.decoded_with))
+        notices += more
+    chart = figures.top_tokens_figure(steps.top_next, f"“{last}” (the last token the decoder read)")
+    return (figures.trace_table(steps), chart, "\n\n".join(summary),
+            status(*notices, *steps.notices) or "Forward pass done.")
 
 
 # ----------------------------------------------------------------------------------------------
-# Layout
+# Layout: one function per tab
 # ----------------------------------------------------------------------------------------------
 
 INTRO = """# A Transformer from scratch
 Four views of the same models: **generate** text, **compare** positional encodings (sinusoidal, learned, RoPE,
-ALiBi, none), look at **attention heads**, and follow the tensor **shapes through one forward pass**."""
+ALiBi, none), look at **attention heads**, and follow the tensors **through one forward pass**."""
 
-TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "read from"]  # analysis.trace_table's columns
-CSS = ".status-line {min-height: 1.5em} .plot-row {gap: 8px}"
+TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "where in the model's output"]  # figures.trace_table's columns
+GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always takes the most likely token, and a small "
+                "model's most likely token soon repeats what it just wrote, so greedy output falls into loops.")
+CSS = "\n".join([
+    ".status-line {min-height: 1.5em}",
+    ".plot-row {gap: 8px}",
+    ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",
+    "#trace-table [role=gridcell], #trace-table [role=gridcell] *, #trace-table [role=columnheader] * {font-family: var(--font)"
+    " !important; font-size: 13px; word-break: normal !important; overflow-wrap: normal !important}",
+    *(f"#compare-{e} textarea {{border-left: 5px solid {c}}} #compare-{e} label span {{color: {c}; font-weight: 600}}"
+      for e, c in figures.ENCODING_COLOURS.items()),
+])
+
+
+@dataclass
+class DecodingControls:
+    """The Generate tab's decoding widgets; the other tabs' encoder-decoder views decode with them too."""
+
+    mode: gr.Radio
+    temperature: gr.Slider
+    top_k: gr.Slider
+    top_p: gr.Slider
+    repetition_penalty: gr.Slider
+    max_new_tokens: gr.Number
+    seed: gr.Number
+
+    def all(self) -> list:
+        return [self.mode, self.temperature, self.top_k, self.top_p, self.repetition_penalty, self.max_new_tokens, self.seed]
+
+
+def model_note(name) -> str:
+    """The chosen model's line in full, under its menu (a menu shows only the start of a long line)."""
+    lines = {value: label for label, value in catalog.menu_choices(catalog.discover_checkpoints(), catalog.read_results())}
+    return lines.get(name, "") if isinstance(name, str) else ""
+
+
+def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
+    """A model menu with its chosen model's line written out beneath it."""
+    menu = gr.Dropdown(choices=choices, value=value, label="Model", elem_id=elem_id)
+    note = gr.Markdown(dict((v, label) for label, v in choices).get(value, ""), elem_id=f"{elem_id}-note",
+                       elem_classes="model-note")
+    menu.change(model_note, menu, note, api_name=f"{elem_id.replace('-', '_')}_note", api_visibility="private", **UNCHECKED)
+    return menu
+
+
+def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
+    with gr.Tab("Generate", id="generate"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio text to rewrite)", lines=4,
+                                    value=PROMPT_EXAMPLE, elem_id="gen-prompt")
+                with gr.Row():
+                    generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
+                    stop_button = gr.Button("Stop", variant="stop", elem_id="gen-stop")
+                    folio_button = gr.Button("Folio example", size="sm", elem_id="gen-folio")
+                gen_status = gr.Markdown(elem_id="gen-status", elem_classes="status-line")
+                output = gr.Textbox(label="Prompt and continuation (streamed token by token)", lines=10, elem_id="gen-output")
+            with gr.Column(scale=2):
+                menu = model_menu("gen-model", choices, value)
+                decoding = DecodingControls(
+                    gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding", elem_id="gen-mode"),
+                    gr.Slider(0.0, 2.0, value=DEFAULTS.temperature, step=0.05, label="Temperature (0 = greedy)", elem_id="gen-temperature"),
+                    gr.Slider(0, 200, value=DEFAULTS.top_k, step=1, label="Top-k (0 = off)", elem_id="gen-top-k"),
+                    gr.Slider(0.0, 1.0, value=DEFAULTS.top_p, step=0.01, label="Top-p (1 = off)", elem_id="gen-top-p"),
+                    gr.Slider(1.0, 2.0, value=DEFAULTS.repetition_penalty, step=0.05, label="Repetition penalty (1 = off)"),
+                    gr.Number(value=DEFAULTS.max_new_tokens, precision=0, minimum=1, maximum=generation.MAX_NEW_TOKENS,
+                              label=f"Max new tokens (1–{generation.MAX_NEW_TOKENS})", elem_id="gen-max-new"),
+                    gr.Number(value=DEFAULTS.seed, precision=0, minimum=inputs.SEED_RANGE[0], maximum=inputs.SEED_RANGE[1],
+                              label=f"Seed (sampling; 0–{inputs.SEED_RANGE[1]:,})", elem_id="gen-seed"),
+                )
+    request = [prompt, menu, *decoding.all()]
+    generate_button.click(generate, request, [output, gen_status], api_name="generate", **INTERACTIVE, **UNCHECKED)
+    prompt.submit(generate, request, [output, gen_status], api_name="generate_submit", **INTERACTIVE, **UNCHECKED)
+    stop_button.click(stop_generation, None, None, api_name="stop_generation")
+    folio_button.click(folio_example, None, [prompt, menu, decoding.mode], api_name="folio_example")
+    decoding.mode.change(sampling_controls(4), decoding.mode, [decoding.temperature, decoding.top_k, decoding.top_p, decoding.seed],
+                         api_name="decoding_mode", api_visibility="private", **UNCHECKED)
+    return menu, decoding
+
+
+def encodings_tab() -> None:
+    with gr.Tab("Compare encodings", id="encodings") as tab:
+        gr.Markdown("Each encoding at the size of the trained models, in its own colour in every plot. Heatmaps: rows "
+                    "are positions, columns are dimensions (RoPE: rotation pairs; ALiBi: heads × distance). Hover for values.")
+        plots_status = gr.Markdown(elem_id="enc-status", elem_classes="status-line")
+        with gr.Row(elem_classes="plot-row"):
+            sinusoidal_plot = gr.Plot(label="Sinusoidal", elem_id="plot-sinusoidal")
+            learned_plot = gr.Plot(label="Learned", elem_id="plot-learned")
+        with gr.Row(elem_classes="plot-row"):
+            rope_plot = gr.Plot(label="RoPE", elem_id="plot-rope")
+            alibi_plot = gr.Plot(label="ALiBi", elem_id="plot-alibi")
+        similarity_plot = gr.Plot(label="Similarity against distance", elem_id="plot-similarity")
+        extrapolation_plot = gr.Plot(label="Extrapolation", elem_id="plot-extrapolation")
+        with gr.Row():
+            own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it (its first "
+                                  f"{encodings.EXTRAPOLATION_MAX_TOKENS:,} tokens are scored)", lines=3, scale=4, elem_id="own-text")
+            with gr.Column(scale=1):
+                recompute_button = gr.Button("Recompute on my text", elem_id="recompute-button")
+                recompute_status = gr.Markdown(elem_id="recompute-status", elem_classes="status-line")
+        gr.Markdown("### One prompt, five encodings\n" + GREEDY_LOOPS)
+        with gr.Row():
+            compare_prompt = gr.Textbox(label="Prompt", value=PROMPT_EXAMPLE, scale=4, elem_id="compare-prompt")
+            compare_tokens = gr.Number(value=40, precision=0, minimum=1, maximum=COMPARE_MAX_NEW_TOKENS,
+                                       label=f"Max new tokens (1–{COMPARE_MAX_NEW_TOKENS})", scale=1)
+            compare_mode = gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding", scale=1, elem_id="compare-mode")
+            compare_seed = gr.Number(value=0, precision=0, minimum=inputs.SEED_RANGE[0], maximum=inputs.SEED_RANGE[1],
+                                     label="Seed", scale=1, elem_id="compare-seed")
+            compare_button = gr.Button("Generate with all five", variant="primary", scale=1, elem_id="compare-button")
+        compare_status = gr.Markdown(elem_id="compare-status", elem_classes="status-line")
+        with gr.Row():
+            compare_outputs = [gr.Textbox(label=e, lines=6, elem_id=f"compare-{e}") for e in POSITION_ENCODINGS]
+    tab.select(encoding_plots, None, [sinusoidal_plot, learned_plot, rope_plot, alibi_plot, similarity_plot,
+                                      extrapolation_plot, plots_status], api_name="encoding_plots", **INTERACTIVE)
+    recompute_button.click(recompute_extrapolation, own_text, [extrapolation_plot, recompute_status],
+                           api_name="recompute_extrapolation", **EXTRAPOLATION, **UNCHECKED)
+    compare_button.click(compare_encodings, [compare_prompt, compare_tokens, compare_mode, compare_seed],
+                         [*compare_outputs, compare_status], api_name="compare_encodings", **COMPARISON, **UNCHECKED)
+    compare_mode.change(sampling_controls(1), compare_mode, compare_seed, api_name="compare_mode", api_visibility="private",
+                        **UNCHECKED)
+
+
+def attention_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    with gr.Tab("Attention heads", id="attention"):
+        with gr.Row():
+            text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="att-text")
+            with gr.Column(scale=2):
+                menu = model_menu("att-model", choices, value)
+                button = gr.Button("Show attention", variant="primary", elem_id="att-button")
+        status_line = gr.Markdown(elem_id="att-status", elem_classes="status-line")
+        with gr.Row():
+            # menus that accept any value: their choices follow the model
+            kind = gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
+                               label="Attention (folio-to-modern: encoder, decoder, cross)", elem_id="att-kind")
+            layer = gr.Dropdown(["0"], value="0", label="Layer", allow_custom_value=True, elem_id="att-layer")
+            head = gr.Dropdown(["average"], value="average", label="Head (or average over heads)", allow_custom_value=True,
+                               elem_id="att-head")
+        gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded with the "
+                    "settings of the Generate tab.")
+        grid_plot = gr.Plot(label="Every layer × head", elem_id="plot-grid")
+        head_plot = gr.Plot(label="One head, enlarged", elem_id="plot-head")
+    request = [text, menu, kind, layer, head, *decoding.all()]
+    everything = [grid_plot, head_plot, kind, layer, head, status_line]
+    button.click(show_attention, request, everything, api_name="attention", **INTERACTIVE, **UNCHECKED)
+    for picker, name in ((layer, "attention_layer"), (head, "attention_head")):
+        picker.input(show_head, request, [head_plot, status_line], api_name=name, **INTERACTIVE, **UNCHECKED)
+    kind.input(show_attention, request, everything, api_name="attention_kind", **INTERACTIVE, **UNCHECKED)
+    return menu
+
+
+def forward_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    with gr.Tab("Inside the forward pass", id="forward"):
+        with gr.Row():
+            text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="trace-text")
+            with gr.Column(scale=2):
+                menu = model_menu("trace-model", choices, value)
+                button = gr.Button("Run one forward pass", variant="primary", elem_id="trace-button")
+        status_line = gr.Markdown(elem_id="trace-status", elem_classes="status-line")
+        summary = gr.Markdown(elem_id="trace-summary")
+        top_plot = gr.Plot(label="Next token", elem_id="plot-top")
+        table = gr.Dataframe(headers=TRACE_HEADERS, label="Tensor shapes, in the order they were computed", wrap=True,
+                             max_height=100_000, column_widths=["8%", "18%", "10%", "20%", "24%", "20%"],
+                             elem_id="trace-table", interactive=False)
+    button.click(trace_forward, [text, menu, *decoding.all()], [table, top_plot, summary, status_line],
+                 api_name="forward_trace", **INTERACTIVE, **UNCHECKED)
+    return menu
 
 
 def build_demo() -> gr.Blocks:
+    choices, value, note = menus_now()
     with gr.Blocks(title="Transformer from scratch") as demo:
         gr.Markdown(INTRO)
-        catalog_status = gr.Markdown("Looking for checkpoints…", elem_id="catalog-status")
-
-        with gr.Tab("Generate", id="generate"):
-            with gr.Row():
-                with gr.Column(scale=3):
-                    prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio text to rewrite)", lines=4,
-                                        value=PROMPT_EXAMPLE, elem_id="gen-prompt")
-                    with gr.Row():
-                        generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
-                        stop_button = gr.Button("Stop", variant="stop", elem_id="gen-stop")
-                        folio_button = gr.Button("Folio example", size="sm")
-                    output = gr.Textbox(label="Output (streamed token by token)", lines=8, elem_id="gen-output")
-                    gen_status = gr.Markdown(elem_id="gen-status", elem_classes="status-line")
-                with gr.Column(scale=2):
-                    gen_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="gen-model")
-                    mode = gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding")
-                    temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)")
-                    top_k = gr.Slider(0, 200, value=40, step=1, label="Top-k (0 = off)")
-                    top_p = gr.Slider(0.0, 1.0, value=0.95, step=0.01, label="Top-p (1 = off)")
-                    repetition_penalty = gr.Slider(1.0, 2.0, value=1.1, step=0.05, label="Repetition penalty (1 = off)")
-                    max_new_tokens = gr.Number(value=80, precision=0, label="Max new tokens (1–512)", elem_id="gen-max-new")
-                    seed = gr.Number(value=0, precision=0, label="Seed (sampling)")
-            generate_button.click(
-                generate, [prompt, gen_model, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed],
-                [output, gen_status], api_name="generate", **HEAVY)
-            prompt.submit(
-                generate, [prompt, gen_model, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed],
-                [output, gen_status], api_name="generate_submit", **HEAVY)
-            stop_button.click(stop_generation, None, None, api_name="stop_generation")
-            folio_button.click(folio_example, None, [prompt, gen_model, mode], api_name="folio_example")
-
-        with gr.Tab("Compare encodings", id="encodings") as encodings_tab:
-            gr.Markdown("Each encoding at the size of the trained models. Heatmaps: rows are positions, columns are "
-                        "dimensions (RoPE: rotation pairs; ALiBi: heads × distance). Hover for values.")
-            enc_status = gr.Markdown(elem_id="enc-status", elem_classes="status-line")
-            with gr.Row(elem_classes="plot-row"):
-                sinusoidal_plot = gr.Plot(label="Sinusoidal", elem_id="plot-sinusoidal")
-                learned_plot = gr.Plot(label="Learned", elem_id="plot-learned")
-            with gr.Row(elem_classes="plot-row"):
-                rope_plot = gr.Plot(label="RoPE", elem_id="plot-rope")
-                alibi_plot = gr.Plot(label="ALiBi", elem_id="plot-alibi")
-            similarity_plot = gr.Plot(label="Similarity against distance", elem_id="plot-similarity")
-            extrapolation_plot = gr.Plot(label="Extrapolation", elem_id="plot-extrapolation")
-            with gr.Row():
-                own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it", lines=3, scale=4,
-                                      elem_id="own-text")
-                recompute_button = gr.Button("Recompute on my text", scale=1, elem_id="recompute-button")
-            gr.Markdown("### One prompt, five encodings (greedy)")
-            with gr.Row():
-                compare_prompt = gr.Textbox(label="Prompt", value=PROMPT_EXAMPLE, scale=4)
-                compare_tokens = gr.Number(value=40, precision=0, label="Max new tokens", scale=1)
-                compare_button = gr.Button("Generate with all five", variant="primary", scale=1, elem_id="compare-button")
-            with gr.Row():
-                compare_outputs = [gr.Textbox(label=e, lines=6, elem_id=f"compare-{e}") for e in ENCODINGS]
-            compare_status = gr.Markdown(elem_id="compare-status", elem_classes="status-line")
-            encodings_tab.select(encoding_plots, None, [sinusoidal_plot, learned_plot, rope_plot, alibi_plot,
-                                                        similarity_plot, extrapolation_plot, enc_status],
-                                 api_name="encoding_plots", **HEAVY)
-            recompute_button.click(recompute_extrapolation, own_text, [extrapolation_plot, enc_status],
-                                   api_name="recompute_extrapolation", **HEAVY)
-            compare_button.click(compare_encodings, [compare_prompt, compare_tokens], [*compare_outputs, compare_status],
-                                 api_name="compare_encodings", **HEAVY)
-
-        with gr.Tab("Attention heads", id="attention"):
-            with gr.Row():
-                attention_text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="att-text")
-                with gr.Column(scale=2):
-                    attention_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="att-model")
-                    attention_button = gr.Button("Show attention", variant="primary", elem_id="att-button")
-            with gr.Row():
-                # menus that accept any value: their choices follow the model, and gradio keeps the narrowed
-                # choices per session, which would otherwise reject the next model's layers
-                kind = gr.Dropdown([(KIND_CHOICES["self"], "self")], value="self", allow_custom_value=True,
-                                   label="Attention (folio-to-modern: encoder, decoder, cross)")
-                layer = gr.Dropdown(["0"], value="0", label="Layer", allow_custom_value=True)
-                head = gr.Dropdown(["average"], value="average", label="Head (or average over heads)", allow_custom_value=True)
-            attention_status = gr.Markdown(elem_id="att-status", elem_classes="status-line")
-            grid_plot = gr.Plot(label="Every layer × head", elem_id="plot-grid")
-            head_plot = gr.Plot(label="One head, enlarged", elem_id="plot-head")
-            attention_inputs = [attention_text, attention_model, kind, layer, head]
-            attention_button.click(show_attention, attention_inputs, [grid_plot, head_plot, kind, layer, head, attention_status],
-                                   api_name="attention", **HEAVY)
-            for picker, name in ((layer, "attention_layer"), (head, "attention_head")):
-                picker.input(show_head, attention_inputs, [head_plot, attention_status], api_name=name, **HEAVY)
-            kind.input(show_attention, attention_inputs, [grid_plot, head_plot, kind, layer, head, attention_status],
-                       api_name="attention_kind", **HEAVY)
-
-        with gr.Tab("Inside the forward pass", id="forward"):
-            with gr.Row():
-                trace_text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="trace-text")
-                with gr.Column(scale=2):
-                    trace_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="trace-model")
-                    trace_button = gr.Button("Run one forward pass", variant="primary", elem_id="trace-button")
-            trace_summary = gr.Markdown(elem_id="trace-summary")
-            trace_status = gr.Markdown(elem_id="trace-status", elem_classes="status-line")
-            trace_table = gr.Dataframe(headers=TRACE_HEADERS, label="Tensor shapes, in the order they were computed",
-                                       wrap=True, max_height=2400, column_widths=["7%", "22%", "10%", "21%", "25%", "15%"],
-                                       elem_id="trace-table", interactive=False)
-            top_plot = gr.Plot(label="Next token", elem_id="plot-top")
-            trace_button.click(trace_forward, [trace_text, trace_model], [trace_table, top_plot, trace_summary, trace_status],
-                               api_name="forward_trace", **HEAVY)
-
-        demo.load(load_catalog, None, [gen_model, attention_model, trace_model, catalog_status], api_name="catalog")
+        catalog_status = gr.Markdown(note, elem_id="catalog-status")
+        generate_menu, decoding = generate_tab(choices, value)
+        encodings_tab()
+        menus = [generate_menu, attention_tab(choices, value, decoding), forward_tab(choices, value, decoding)]
+        demo.load(catalog_event(len(menus)), None, [*menus, catalog_status], api_name="catalog")
     demo.queue(default_concurrency_limit=4)
     return demo
 
 
 demo = build_demo()
+# launch() options: no upload component, so no uploads (0 bytes); Gradio's own errors (e.g. too few
+# arguments in an API call) reach the client with their message
+LAUNCH_OPTIONS = dict(css=CSS, max_file_size=0, show_error=True)
+
+
+def launch(**overrides):
+    """``demo.launch`` with the app's options (tests and ``python app.py`` both start it this way)."""
+    return demo.launch(**{**LAUNCH_OPTIONS, **overrides})
 
 
 def warm_up(threads: int = 1) -> None:
-    """Import torch and load every checkpoint right after launch, so the first request does not wait for them.
+    """Load every usable checkpoint right after launch, so the first request does not wait for it.
 
     One torch thread per request (requests run side by side, two at a time): on a shared 2-core machine two
     OpenMP threads per forward pass wait on each other; measured here, a 128-token forward pass took 0.47 s
@@ -452,17 +528,17 @@ def warm_up(threads: int = 1) -> None:
         import torch
 
         torch.set_num_threads(threads)
-        A = analysis()
-        catalog, main = A.discover_checkpoints(), A.read_results().main_model
-        for info in sorted(catalog.values(), key=lambda info: info.name != main):  # the default model first
-            A.load_checkpoint(info.path)
-        A.heatmap_figure([[0.0]], "", "", "").to_json()  # plotly imports its validators on first use: not in a request
-        A.extrapolation_figure({"": {1: 1.0}}).to_json()
+        found, main = catalog.discover_checkpoints(), catalog.read_results().main_model
+        for info in sorted(found.values(), key=lambda info: info.name != main):  # the default model first
+            if info.usable:
+                catalog.load_model(info)
+        figures.heatmap_figure([[0.0]], "", "", "").to_json()  # plotly imports its validators on first use: not in a request
+        figures.extrapolation_figure({"": {1: 1.0}}, {}).to_json()
     except Exception:  # noqa: BLE001 - a request will show the problem
         logger.exception("warm-up failed")
 
 
 if __name__ == "__main__":
-    demo.launch(prevent_thread_lock=True, css=CSS)
+    launch(prevent_thread_lock=True)
     warm_up(int(os.environ.get("SCRATCH_TORCH_THREADS", "1")))
     demo.block_thread()
