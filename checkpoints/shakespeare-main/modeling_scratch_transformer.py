@@ -1108,7 +1108,7 @@ class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel):
         out = self.model(
             input_ids, attention_mask, position_ids, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
             use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-            head_mask=head_mask, output_intermediates=output_intermediates, **kwargs,
+            head_mask=head_mask, output_intermediates=output_intermediates, return_dict=True, **kwargs,
         )
         logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep,
                                             num_items_in_batch=num_items_in_batch)
@@ -1177,7 +1177,7 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel):
             encoder_outputs=encoder_outputs, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache, output_attentions=output_attentions,
             output_hidden_states=output_hidden_states, head_mask=head_mask, decoder_head_mask=decoder_head_mask,
-            cross_attn_head_mask=cross_attn_head_mask, output_intermediates=output_intermediates, **kwargs,
+            cross_attn_head_mask=cross_attn_head_mask, output_intermediates=output_intermediates, return_dict=True, **kwargs,
         )
         logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep,
                                             num_items_in_batch=num_items_in_batch)
