@@ -199,7 +199,7 @@ class InputEmbedding(nn.Module):
             self.position = LearnedPositionalEncoding(config.max_position_embeddings, config.d_model)
         else:
             self.position = None
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
 
     def forward(
         self,
@@ -211,7 +211,7 @@ class InputEmbedding(nn.Module):
         """``inputs_embeds`` (B, T, D) replaces TokenEmbedding(input_ids): what ``get_input_embeddings()`` returns."""
         token = self.token(input_ids) if inputs_embeds is None else inputs_embeds
         position = self.position(position_ids).to(token.dtype) if self.position is not None else None
-        x = self.dropout(token if position is None else token + position)
+        x = F.dropout(token if position is None else token + position, self.dropout, self.training)
         return x, EmbeddingIntermediates(token, position, x) if output_intermediates else None
 
 
@@ -227,13 +227,13 @@ def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos].
+    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos], which is the complex
+    product (x0 + i x1)(cos + i sin).
 
     Since R(m)^T R(n) = R(n - m), the score q_m . k_n depends on positions only through n - m.
     """
-    x0, x1 = x[..., 0::2].float(), x[..., 1::2].float()
-    rotated = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
-    return rotated.flatten(-2).to(x.dtype)
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # x0 + i x1
+    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).to(x.dtype)  # one complex product
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -473,12 +473,12 @@ class FeedForward(nn.Module):
         self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
         self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
         self.activation = ACTIVATION_FUNCTIONS[config.activation]
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (FFN(x), the hidden activation act(x W1 + b1) of width d_ff)."""
         hidden = self.activation(self.linear1(x))
-        return self.linear2(self.dropout(hidden)), hidden
+        return self.linear2(F.dropout(hidden, self.dropout, self.training)), hidden
 
 
 class AddAndNorm(nn.Module):
@@ -492,13 +492,13 @@ class AddAndNorm(nn.Module):
         super().__init__()
         self.norm_first = config.norm_first
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
 
     def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(x) if self.norm_first else x
 
     def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        x = x + self.dropout(sublayer_output)
+        x = x + F.dropout(sublayer_output, self.dropout, self.training)
         return x if self.norm_first else self.norm(x)
 
 
