@@ -1066,7 +1066,7 @@ class ScratchTransformerLanguageModel(ScratchTransformerPreTrainedModel, Generat
         self, hidden: torch.Tensor, labels: torch.Tensor | None, logits_to_keep: int | torch.Tensor, **kwargs
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Logits of the kept positions (``logits_to_keep``: 0 keeps all, n the last n, or the positions);
-        the loss through ``self.loss_function``, which takes the Trainer's ``num_items_in_batch``."""
+        the loss through ``self.loss_function``, with the Trainer's ``num_items_in_batch`` or ``shift_labels``."""
         logits = self.lm_head(slice_logits_to_keep(hidden, logits_to_keep))
         loss = None
         if labels is not None:
@@ -1104,14 +1104,12 @@ class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel):
         """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t.
         ``head_mask`` (layers, heads) and ``output_intermediates``: see ``ScratchTransformerModel.forward``."""
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         out = self.model(
             input_ids, attention_mask, position_ids, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
             use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
             head_mask=head_mask, output_intermediates=output_intermediates, return_dict=True, **kwargs,
         )
-        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep,
-                                            num_items_in_batch=num_items_in_batch)
+        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
         output = ScratchCausalLMOutput(
             loss=loss, logits=logits, past_key_values=out.past_key_values, hidden_states=out.hidden_states,
             attentions=out.attentions,
@@ -1166,7 +1164,6 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel):
         """labels: the target ids (-100 to ignore); the decoder reads them shifted right.
         Head masks and ``output_intermediates``: see ``ScratchTransformerModel.forward``."""
         return_dict = return_dict if return_dict is not None else self.config.return_dict
-        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
         if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
             if self.config.pad_token_id is None or self.config.decoder_start_token_id is None:
                 raise ValueError("training from labels needs config.pad_token_id and config.decoder_start_token_id")
@@ -1179,8 +1176,7 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel):
             output_hidden_states=output_hidden_states, head_mask=head_mask, decoder_head_mask=decoder_head_mask,
             cross_attn_head_mask=cross_attn_head_mask, output_intermediates=output_intermediates, return_dict=True, **kwargs,
         )
-        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep,
-                                            num_items_in_batch=num_items_in_batch)
+        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
         output = ScratchSeq2SeqLMOutput(
             loss=loss, logits=logits, past_key_values=out.past_key_values, intermediates=out.intermediates,
             decoder_hidden_states=out.decoder_hidden_states, decoder_attentions=out.decoder_attentions,
