@@ -1,70 +1,114 @@
-"""Greedy generation speed: our ScratchTransformerForCausalLM against transformers' GPT2LMHeadModel
-holding the same weights (converted with modeling.convert.causal_lm_from_gpt2), batch 1.
+"""Generation speed: our ScratchTransformerForCausalLM against transformers' GPT2LMHeadModel holding the same weights
+(converted with modeling.convert.causal_lm_from_gpt2), at the dimensions of the shipped ``shakespeare-main``
+(read from its config.json; GPT-2 gets a learned position table long enough for prompt + new tokens).
 
-    python -m benchmarks.generation               # 256 new tokens, both sizes
-    python -m benchmarks.generation --size gpt2-small --new-tokens 256 --repeats 3
+    python -m benchmarks.generation                       # all measures below, 256 new tokens, best of 3
+    python -m benchmarks.generation --only greedy --repeats 5
 
-Prints tokens/s for GPT-2, ours, their ratio, and ours with the KV cache off. Takes the best of
-``--repeats`` runs of each (after one warm-up), alternating the models so that neither gets a
-quieter machine.
+Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens tokens):
+- greedy: batch 1, a 16-token prompt, dynamic cache, both models eager;
+- compiled: ours with the static cache and its decode step compiled (torch.compile, fullgraph), against GPT-2 eager;
+- batched: 8 left-padded prompts of 4..32 tokens, dynamic cache, both models eager.
+Each figure is the best of --repeats runs after a warm-up, the models alternating so that neither gets a quieter
+machine; the load average is printed with it (timings on a shared machine are noisy: compare ratios from one run).
 """
 
 import argparse
+import os
 import time
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import CompileConfig
 
+from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
+from modeling import ScratchTransformerConfig
 from modeling.convert import causal_lm_from_gpt2
 
-SIZES = {
-    # the size of our shipped Shakespeare models
-    "shakespeare": dict(vocab_size=4096, n_embd=256, n_head=8, n_layer=4, n_positions=1024),
-    # GPT-2 small (124M parameters), randomly initialised
-    "gpt2-small": dict(vocab_size=50257, n_embd=768, n_head=12, n_layer=12, n_positions=1024),
-}
+MEASURES = ("greedy", "compiled", "batched")
 
 
-def tokens_per_second(model, prompt: torch.Tensor, new_tokens: int, use_cache: bool = True) -> float:
+def prompts(batch: int, lengths: list[int], vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Left-padded random prompts (pad id 0) and their attention mask."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.zeros(batch, max(lengths), dtype=torch.long)
+    mask = torch.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, -length:] = torch.randint(1, vocab_size, (length,), generator=generator)
+        mask[row, -length:] = 1
+    return ids, mask
+
+
+def tokens_per_second(model, ids, mask, new_tokens: int, **kwargs) -> float:
     start = time.perf_counter()
     with torch.inference_mode():
-        out = model.generate(prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens,
-                             min_new_tokens=new_tokens, do_sample=False, use_cache=use_cache, pad_token_id=0)
+        out = model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False, eos_token_id=None,
+                             pad_token_id=0, **kwargs)
     elapsed = time.perf_counter() - start
-    assert out.shape[1] == prompt.shape[1] + new_tokens
-    return new_tokens / elapsed
+    if out.shape[1] != ids.shape[1] + new_tokens:
+        raise RuntimeError(f"expected {new_tokens} new tokens, got {out.shape[1] - ids.shape[1]}")
+    return ids.shape[0] * new_tokens / elapsed
+
+
+def best_of(runs: dict, repeats: int, ids, mask, new_tokens: int) -> dict[str, float]:
+    """{name: (model, generate kwargs)} -> {name: best tokens/s}, one warm-up each, the models alternating."""
+    for model, kwargs in runs.values():
+        tokens_per_second(model, ids, mask, new_tokens, **kwargs)
+    best = dict.fromkeys(runs, 0.0)
+    for _ in range(repeats):
+        for name, (model, kwargs) in runs.items():
+            best[name] = max(best[name], tokens_per_second(model, ids, mask, new_tokens, **kwargs))
+    return best
+
+
+def report(title: str, best: dict[str, float], reference: str = "GPT2LMHeadModel") -> None:
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{title}  [load average {load}]")
+    for name, speed in best.items():
+        ratio = "" if name == reference else f"   {speed / best[reference]:.2f}x GPT-2"
+        print(f"  {name:<44} {speed:9.1f} tokens/s{ratio}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", choices=[*SIZES, "all"], default="all")
+    parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN))
+    parser.add_argument("--only", choices=MEASURES, nargs="*", default=list(MEASURES))
     parser.add_argument("--new-tokens", type=int, default=256)
-    parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)
     torch.manual_seed(0)
-    for size in SIZES if args.size == "all" else [args.size]:
-        gpt2 = GPT2LMHeadModel(GPT2Config(**SIZES[size], bos_token_id=0, eos_token_id=0)).eval()
-        ours = causal_lm_from_gpt2(gpt2).eval()
-        prompt = torch.randint(1, gpt2.config.vocab_size, (1, args.prompt_tokens))
-        with torch.inference_mode():
-            assert torch.equal(gpt2.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0),
-                               ours.generate(prompt, max_new_tokens=8, do_sample=False, pad_token_id=0))
-        for model in (gpt2, ours):  # warm-up
-            tokens_per_second(model, prompt, 16)
-        best = {"gpt2": 0.0, "ours": 0.0}
-        for _ in range(args.repeats):
-            best["gpt2"] = max(best["gpt2"], tokens_per_second(gpt2, prompt, args.new_tokens))
-            best["ours"] = max(best["ours"], tokens_per_second(ours, prompt, args.new_tokens))
-        no_cache = tokens_per_second(ours, prompt, args.new_tokens, use_cache=False)
-        params = sum(p.numel() for p in ours.parameters()) / 1e6
-        print(f"[{size}: {params:.1f}M parameters, batch 1, {args.prompt_tokens}-token prompt, "
-              f"{args.new_tokens} new tokens, greedy, {args.threads} threads, best of {args.repeats}]")
-        print(f"  GPT2LMHeadModel        {best['gpt2']:8.1f} tokens/s")
-        print(f"  ScratchTransformer     {best['ours']:8.1f} tokens/s   ratio ours/gpt2 = {best['ours'] / best['gpt2']:.2f}")
-        print(f"  ScratchTransformer, no KV cache {no_cache:8.1f} tokens/s")
+
+    config = ScratchTransformerConfig.from_pretrained(args.checkpoint)
+    gpt2 = gpt2_like(config, positions=32 + args.new_tokens).eval()
+    ours = causal_lm_from_gpt2(gpt2).eval()
+    params = sum(p.numel() for p in ours.parameters()) / 1e6
+    print(f"{os.path.basename(args.checkpoint)} dimensions: d_model {config.d_model}, {config.n_heads} heads, "
+          f"{config.n_layers} layers, d_ff {config.d_ff}, vocab {config.vocab_size} ({params:.2f}M parameters); "
+          f"{args.new_tokens} new tokens, greedy, {args.threads} threads, best of {args.repeats}")
+    ids, mask = prompts(1, [16], config.vocab_size)
+    with torch.inference_mode():  # the same weights give the same tokens
+        if not torch.equal(gpt2.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0),
+                           ours.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)):
+            raise RuntimeError("GPT-2 and the converted model generate different tokens")
+
+    if "greedy" in args.only:
+        best = best_of({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer": (ours, {})},
+                       args.repeats, ids, mask, args.new_tokens)
+        report("greedy, batch 1, dynamic cache", best)
+    if "compiled" in args.only:
+        compile_config = CompileConfig(fullgraph=True, mode="default")
+        compile_config._compile_all_devices = True  # generate compiles on GPUs only unless told
+        compiled = dict(cache_implementation="static", compile_config=compile_config)
+        best = best_of({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer, static cache + torch.compile": (ours, compiled)},
+                       args.repeats, ids, mask, args.new_tokens)
+        report("greedy, batch 1: ours compiled against GPT-2 eager", best)
+    if "batched" in args.only:
+        ids, mask = prompts(8, [4, 32, 9, 17, 25, 12, 6, 20], config.vocab_size)
+        best = best_of({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer": (ours, {})},
+                       args.repeats, ids, mask, args.new_tokens)
+        report("greedy, batch 8, left-padded prompts of 4..32 tokens, dynamic cache", best)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ split in thirds. GPT-2's ``Conv1D`` stores weights as (in, out), the transpose o
 import torch
 import torch.nn.functional as F
 from torch import nn
+from transformers import GPT2LMHeadModel
 
 from .configuration_scratch_transformer import ScratchTransformerConfig
 from .modeling_scratch_transformer import ScratchTransformerForCausalLM, Transformer
@@ -40,7 +41,7 @@ def _torch_attention(out: dict, target: str, source: dict, name: str) -> None:
 def transformer_from_torch(m: nn.Transformer) -> Transformer:
     """Build a ``modeling.Transformer`` holding the weights of a ``torch.nn.Transformer(batch_first=True)``."""
     if not isinstance(m, nn.Transformer):
-        raise TypeError(f"expected torch.nn.Transformer, got {type(m).__name__}")
+        raise ValueError(f"m must be a torch.nn.Transformer, got {type(m).__name__}")
     if not m.batch_first:
         raise ValueError("only batch_first=True transformers are supported")
     enc_layer, dec_layer = m.encoder.layers[0], m.decoder.layers[0]
@@ -87,6 +88,8 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     GPT-2 is our decoder-only model with: learned positions, unscaled embeddings, pre-norm with a
     final LayerNorm, gelu_new, biases everywhere, tied LM head.
     """
+    if not isinstance(m, GPT2LMHeadModel):
+        raise ValueError(f"m must be a transformers GPT2LMHeadModel, got {type(m).__name__}")
     c = m.config
     if getattr(c, "scale_attn_by_inverse_layer_idx", False) or getattr(c, "reorder_and_upcast_attn", False):
         raise ValueError("GPT-2 variants with scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported")

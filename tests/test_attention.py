@@ -85,7 +85,8 @@ def test_fused_and_explicit_attention_paths_agree(position_encoding):
     with torch.no_grad():
         fused = model(ids, attention_mask=mask).logits
         explicit = model(ids, attention_mask=mask, output_attentions=True)
-    assert (fused - explicit.logits).abs().max().item() <= 1e-5
+    # padding queries see no key: their rows are undefined (SDPA writes zeros, the explicit softmax a mean)
+    assert (fused - explicit.logits)[mask.bool()].abs().max().item() <= 1e-5
     for weights in explicit.attentions:
         assert weights.shape == (2, 4, 13, 13)
         assert torch.allclose(weights.sum(-1), torch.ones(2, 4, 13), atol=1e-5)

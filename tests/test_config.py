@@ -6,7 +6,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoModelF
 
 import modeling
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerModel
-from tiny_models import tiny_causal_lm, tiny_config
+from tiny_models import tiny_causal_lm, tiny_config, tiny_seq2seq
 
 
 def test_standard_hugging_face_names_are_aliases():
@@ -38,7 +38,15 @@ def test_importing_modeling_registers_the_auto_classes():
         (dict(d_ff=0), r"d_ff must be a positive integer"),
         (dict(max_position_embeddings=0), r"max_position_embeddings must be a positive integer"),
         (dict(activation="swish"), r"activation must be one of relu, gelu, gelu_new"),
-        (dict(dropout=1.5), r"dropout must be in \[0, 1\)"),
+        (dict(dropout=1.5), r"dropout must be a number in \[0, 1\), got 1.5"),
+        (dict(dropout="0.1"), r"dropout must be a number in \[0, 1\), got '0.1'"),
+        (dict(attention_dropout=None), r"attention_dropout must be a number in \[0, 1\), got None"),
+        (dict(rope_theta=float("nan")), r"rope_theta must be a finite positive number, got nan"),
+        (dict(rope_theta=0), r"rope_theta must be a finite positive number, got 0"),
+        (dict(layer_norm_eps=-1), r"layer_norm_eps must be a finite positive number, got -1"),
+        (dict(layer_norm_eps=float("inf")), r"layer_norm_eps must be a finite positive number, got inf"),
+        (dict(norm_first="yes"), r"norm_first must be True or False, got 'yes'"),
+        (dict(n_heads=True), r"n_heads must be a positive integer, got True"),
     ],
 )
 def test_impossible_configs_raise_value_error_naming_the_field(overrides, message):
@@ -73,5 +81,41 @@ def test_torch_style_transformer_validates_its_arguments():
     with pytest.raises(ValueError, match="divisible"):
         modeling.Transformer(d_model=18, nhead=4)
     model = modeling.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, dim_feedforward=32)
-    with pytest.raises(ValueError, match="must equal d_model=16"):
+    with pytest.raises(ValueError, match=r"src must be \(batch, length, d_model=16\); got \(1, 3, 8\)"):
         model(torch.randn(1, 3, 8), torch.randn(1, 2, 8))
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("n_heads", 5, r"d_model \(hidden_size\) must be divisible by n_heads \(num_attention_heads\): 32 % 5 = 2"),
+        ("position_encoding", "bogus", r"position_encoding must be one of sinusoidal, learned, rope, alibi, none; got 'bogus'"),
+        ("layer_norm_eps", -1.0, r"layer_norm_eps must be a finite positive number, got -1.0"),
+    ],
+)
+@pytest.mark.parametrize("build", [ScratchTransformerModel, ScratchTransformerForCausalLM, modeling.ScratchTransformerForSeq2SeqLM,
+                                   lambda config: modeling.Transformer(config=config)])
+def test_a_config_changed_after_creation_is_checked_when_a_model_is_built(build, field, value, message):
+    config = tiny_config(seq2seq=build not in (ScratchTransformerModel, ScratchTransformerForCausalLM))
+    setattr(config, field, value)
+    with pytest.raises(ValueError, match=message):
+        build(config)
+
+
+@pytest.mark.parametrize(("shape", "shown"), [((1, 0), r"\(1, 0\)"), ((5,), r"\(5,\)"), ((1, 2, 3), r"\(1, 2, 3\)")])
+def test_input_ids_of_the_wrong_shape_say_which_shape_is_allowed(shape, shown):
+    ids = torch.full(shape, 3, dtype=torch.long)
+    with pytest.raises(ValueError, match=r"input_ids must be \(batch, length\) with length >= 1; got shape " + shown):
+        tiny_causal_lm()(ids)
+    with pytest.raises(ValueError, match=r"decoder_input_ids must be \(batch, length\) with length >= 1; got shape " + shown):
+        tiny_seq2seq()(torch.tensor([[3, 4]]), decoder_input_ids=ids)
+
+
+def test_token_ids_and_embeddings_are_either_or():
+    model, ids = tiny_causal_lm(), torch.tensor([[3, 4, 5]])
+    embeds = model.get_input_embeddings()(ids)
+    for kwargs in (dict(), dict(input_ids=ids, inputs_embeds=embeds)):
+        with pytest.raises(ValueError, match=r"pass exactly one of input_ids \(batch, length\) or inputs_embeds"):
+            model(**kwargs)
+    with pytest.raises(ValueError, match=r"inputs_embeds must be \(batch, length, d_model=32\) with length >= 1; got shape \(1, 3, 8\)"):
+        model(inputs_embeds=embeds[..., :8])

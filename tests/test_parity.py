@@ -79,3 +79,10 @@ def test_causal_lm_from_gpt2_logits_and_greedy_match():
 def test_gpt2_conversion_ties_the_lm_head():
     ours = causal_lm_from_gpt2(_tiny_gpt2())
     assert ours.lm_head.weight.data_ptr() == ours.model.decoder.embed.token.weight.data_ptr()
+
+
+def test_converters_refuse_other_models_naming_what_they_take():
+    with pytest.raises(ValueError, match="m must be a torch.nn.Transformer, got GPT2LMHeadModel"):
+        transformer_from_torch(_tiny_gpt2())
+    with pytest.raises(ValueError, match="m must be a transformers GPT2LMHeadModel, got Transformer"):
+        causal_lm_from_gpt2(nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, batch_first=True))

@@ -5,6 +5,8 @@ Our own names follow the paper (d_model, n_heads, d_ff, ...); the standard Huggi
 ``attribute_map``, so the rest of the ecosystem (generate, caches, pipelines) reads them as usual.
 """
 
+import math
+
 from transformers import PretrainedConfig
 
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
@@ -132,12 +134,14 @@ class ScratchTransformerConfig(PretrainedConfig):
         return self.training_context_length or self.max_position_embeddings
 
     def validate_architecture(self) -> None:
-        """Raise ValueError naming the field and what is allowed when the config cannot work."""
+        """Raise ValueError naming the field and what is allowed when the config cannot work.
+
+        Runs when a config is made and again when a model is built from it (fields may change between)."""
         for name in ("vocab_size", "d_model", "n_heads", "n_layers", "d_ff", "max_position_embeddings"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.n_encoder_layers, int) or self.n_encoder_layers < 0:
+        if not isinstance(self.n_encoder_layers, int) or isinstance(self.n_encoder_layers, bool) or self.n_encoder_layers < 0:
             raise ValueError(f"n_encoder_layers must be a non-negative integer, got {self.n_encoder_layers!r}")
         if self.is_encoder_decoder and self.n_encoder_layers == 0:
             raise ValueError("n_encoder_layers must be positive for an encoder-decoder model, got 0")
@@ -161,7 +165,17 @@ class ScratchTransformerConfig(PretrainedConfig):
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {self.activation!r}")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"{name} must be in [0, 1), got {value!r}")
-        if self.rope_theta <= 0:
-            raise ValueError(f"rope_theta must be positive, got {self.rope_theta!r}")
+            if not _is_number(value) or not 0.0 <= value < 1.0:
+                raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")
+        for name in ("rope_theta", "layer_norm_eps"):
+            value = getattr(self, name)
+            if not _is_number(value) or not 0.0 < value < math.inf:
+                raise ValueError(f"{name} must be a finite positive number, got {value!r}")
+        for name in ("norm_first", "final_layer_norm", "scale_embeddings", "bias"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
+
+
+def _is_number(value) -> bool:
+    """An int or float (bool is an int in Python, but not a number here)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

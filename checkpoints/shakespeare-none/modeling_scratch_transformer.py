@@ -7,6 +7,8 @@ Reading order follows the data through the model:
 
 ``Transformer`` is a plain ``nn.Module`` with the API of ``torch.nn.Transformer(batch_first=True)``.
 ``ScratchTransformerModel`` / ``...ForCausalLM`` / ``...ForSeq2SeqLM`` are the Hugging Face models.
+Attention runs through transformers' attention interface: ``config._attn_implementation`` picks
+"eager" (the explicit softmax below), "sdpa" (the default) or any registered backend.
 Shapes: B batch, T query length, S key length, H heads, D d_model, Dh = D / H per head.
 """
 
@@ -17,8 +19,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention.flex_attention import BlockMask, create_mask
 from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
     BaseModelOutputWithPastAndCrossAttentions,
@@ -26,6 +31,8 @@ from transformers.modeling_outputs import (
     Seq2SeqLMOutput,
     Seq2SeqModelOutput,
 )
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
+from transformers.utils.import_utils import is_tracing
 
 from .configuration_scratch_transformer import ScratchTransformerConfig
 
@@ -134,11 +141,13 @@ class TokenEmbedding(nn.Embedding):
         self.scale = math.sqrt(d_model) if scale else 1.0
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        if input_ids.numel() and (bool((input_ids < 0).any()) or bool((input_ids >= self.num_embeddings).any())):
-            raise ValueError(
-                f"token ids must be in [0, {self.num_embeddings - 1}] (vocab_size={self.num_embeddings}); "
-                f"got ids from {int(input_ids.min())} to {int(input_ids.max())}"
-            )
+        if not is_tracing(input_ids) and input_ids.numel():  # a compiled graph cannot branch on values
+            low, high = torch.aminmax(input_ids)
+            if low < 0 or high >= self.num_embeddings:
+                raise ValueError(
+                    f"token ids must be in [0, {self.num_embeddings - 1}] (vocab_size={self.num_embeddings}); "
+                    f"got ids from {int(low)} to {int(high)}"
+                )
         return super().forward(input_ids) * self.scale
 
 
@@ -168,7 +177,7 @@ class LearnedPositionalEncoding(nn.Embedding):
     """A trained table P[pos] (GPT-2); it has no rows past max_position_embeddings."""
 
     def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        if position_ids.numel() and int(position_ids.max()) >= self.num_embeddings:
+        if not is_tracing(position_ids) and position_ids.numel() and int(position_ids.max()) >= self.num_embeddings:
             raise ValueError(
                 f"position {int(position_ids.max())} is past the learned position table "
                 f"(max_position_embeddings={self.num_embeddings}); use at most {self.num_embeddings} tokens "
@@ -190,14 +199,19 @@ class InputEmbedding(nn.Module):
             self.position = LearnedPositionalEncoding(config.max_position_embeddings, config.d_model)
         else:
             self.position = None
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
 
     def forward(
-        self, input_ids: torch.Tensor, position_ids: torch.Tensor, output_intermediates: bool = False
+        self,
+        input_ids: torch.Tensor | None,
+        position_ids: torch.Tensor,
+        inputs_embeds: torch.Tensor | None = None,
+        output_intermediates: bool = False,
     ) -> tuple[torch.Tensor, EmbeddingIntermediates | None]:
-        token = self.token(input_ids)
+        """``inputs_embeds`` (B, T, D) replaces TokenEmbedding(input_ids): what ``get_input_embeddings()`` returns."""
+        token = self.token(input_ids) if inputs_embeds is None else inputs_embeds
         position = self.position(position_ids).to(token.dtype) if self.position is not None else None
-        x = self.dropout(token if position is None else token + position)
+        x = F.dropout(token if position is None else token + position, self.dropout, self.training)
         return x, EmbeddingIntermediates(token, position, x) if output_intermediates else None
 
 
@@ -213,13 +227,13 @@ def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos].
+    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos], which is the complex
+    product (x0 + i x1)(cos + i sin).
 
     Since R(m)^T R(n) = R(n - m), the score q_m . k_n depends on positions only through n - m.
     """
-    x0, x1 = x[..., 0::2].float(), x[..., 1::2].float()
-    rotated = torch.stack((x0 * cos - x1 * sin, x0 * sin + x1 * cos), dim=-1)
-    return rotated.flatten(-2).to(x.dtype)
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # x0 + i x1
+    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).to(x.dtype)  # one complex product
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -238,7 +252,10 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
 
 
 def alibi_bias(query_positions: torch.Tensor, key_positions: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """ALiBi: score(i, j) gets -slope_h * |pos_i - pos_j|. (B, T), (B, S) -> (B, H, T, S)."""
+    """ALiBi: score(i, j) gets -slope_h * |pos_i - pos_j|. (B, T), (B, S) -> (B, H, T, S).
+
+    Only distances matter, so the model passes cache slots (0..S-1) for positions: padding sits at one
+    end of a row, and within a row slot distance equals position distance for every real token pair."""
     slopes = alibi_slopes(n_heads).to(query_positions.device)
     distance = (query_positions[:, None, :, None] - key_positions[:, None, None, :]).abs().float()
     return -slopes[None, :, None, None] * distance
@@ -253,47 +270,96 @@ def build_attention_bias(
     query_length: int,
     key_length: int,
     *,
-    causal: bool = False,
     key_padding_mask: torch.Tensor | None = None,
     attn_mask: torch.Tensor | None = None,
-    position_bias: torch.Tensor | None = None,
     n_heads: int = 1,
     dtype: torch.dtype = torch.float32,
-    device: torch.device | None = None,
 ) -> torch.Tensor | None:
-    """One additive bias for softmax(QK^T / sqrt(d_k) + bias), broadcastable to (B, H, T, S).
+    """torch.nn.Transformer's masks as one additive bias, broadcastable to (B, H, T, S); None when none is given.
 
-    - causal: query t (the last T of S positions) may not see keys after it;
     - key_padding_mask (B, S): True (or -inf) where the key is padding;
-    - attn_mask, as torch.nn.Transformer takes it: (T, S) or (B*H, T, S), bool True = blocked, or float added;
-    - position_bias: e.g. ALiBi's (B, H, T, S) distance penalty.
+    - attn_mask: (T, S) or (B*H, T, S), bool True = blocked, or float added.
     Blocked entries get the dtype's most negative finite value, not -inf, so a row with every key
-    blocked (a padding query) yields uniform weights instead of NaN. Returns None when nothing applies.
+    blocked (a padding query) yields uniform weights instead of NaN.
     """
-    blocked, bias = None, position_bias
-
-    def merge_bool(mask: torch.Tensor) -> None:
-        nonlocal blocked
-        blocked = mask if blocked is None else blocked | mask
-
-    def merge_float(values: torch.Tensor) -> None:
-        nonlocal bias
-        bias = values if bias is None else bias + values
-
-    if causal and query_length > 1:
-        offset = key_length - query_length + 1  # cached keys before the first query are all visible
-        merge_bool(torch.ones(query_length, key_length, dtype=torch.bool, device=device).triu(offset))
-    if key_padding_mask is not None:
-        padding = key_padding_mask[:, None, None, :]
-        merge_bool(padding) if padding.dtype == torch.bool else merge_float(padding.to(dtype))
-    if attn_mask is not None:
-        if attn_mask.dim() == 3:  # (B*H, T, S) -> (B, H, T, S)
-            attn_mask = attn_mask.view(-1, n_heads, query_length, key_length)
-        merge_bool(attn_mask) if attn_mask.dtype == torch.bool else merge_float(attn_mask.to(dtype))
+    blocked, bias = None, None
+    for mask in (
+        None if key_padding_mask is None else key_padding_mask[:, None, None, :],
+        None if attn_mask is None or attn_mask.dim() == 2 else attn_mask.view(-1, n_heads, query_length, key_length),
+        attn_mask if attn_mask is not None and attn_mask.dim() == 2 else None,
+    ):
+        if mask is None:
+            continue
+        if mask.dtype == torch.bool:
+            blocked = mask if blocked is None else blocked | mask
+        else:
+            bias = mask.to(dtype) if bias is None else bias + mask.to(dtype)
     if blocked is None:
         return bias
-    base = torch.zeros((), dtype=dtype, device=device) if bias is None else bias.to(dtype)
+    base = torch.zeros((), dtype=dtype, device=blocked.device) if bias is None else bias
     return torch.where(blocked, torch.finfo(dtype).min, base)
+
+
+def score_bias(
+    attention_mask: torch.Tensor | BlockMask | None,
+    position_bias: torch.Tensor | None,
+    is_causal: bool,
+    query_length: int,
+    key_length: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> torch.Tensor | None:
+    """Any mask an attention backend takes, as the one additive bias the explicit softmax adds to its scores.
+
+    attention_mask as ``transformers.masking_utils`` builds it for the configured backend: None (no mask;
+    with ``is_causal`` query t sees keys 0..t, as SDPA's ``is_causal``), bool (True = attend), float
+    (added), or flex attention's BlockMask. ``position_bias`` (ALiBi) is added on top.
+    """
+    if isinstance(attention_mask, BlockMask):
+        attention_mask = create_mask(attention_mask.mask_mod, *attention_mask.shape, device=device)
+    if attention_mask is None and is_causal and query_length > 1:
+        attention_mask = torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril()
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attention_mask = torch.where(attention_mask, torch.zeros((), dtype=dtype, device=device), torch.finfo(dtype).min)
+    if attention_mask is None or position_bias is None:
+        return attention_mask if position_bias is None else position_bias
+    return attention_mask + position_bias
+
+
+def explicit_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    bias: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    training: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """softmax(Q K^T / sqrt(d_k) + bias) V, every step materialised -> (heads (B, H, T, Dh), weights, scores)."""
+    scores = query @ key.transpose(-2, -1) * scaling
+    if bias is not None:
+        scores = scores + bias
+    weights = scores.softmax(dim=-1, dtype=torch.float32).to(query.dtype)
+    return F.dropout(weights, dropout, training) @ value, weights, scores
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | BlockMask | None,
+    scaling: float,
+    dropout: float = 0.0,
+    position_bias: torch.Tensor | None = None,
+    is_causal: bool = False,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The "eager" backend: the explicit softmax, in the attention interface's signature.
+    (B, H, T, Dh) q, (B, H, S, Dh) k, v -> (output (B, T, H, Dh), weights (B, H, T, S))."""
+    bias = score_bias(attention_mask, position_bias, is_causal, query.shape[-2], key.shape[-2], query.dtype, query.device)
+    heads, weights, _ = explicit_attention(query, key, value, bias, scaling, dropout, module.training)
+    return heads.transpose(1, 2), weights
 
 
 class MultiHeadAttention(nn.Module):
@@ -301,15 +367,17 @@ class MultiHeadAttention(nn.Module):
     head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k) + bias) V W_i^V,  d_k = d_model / h.
 
     Self-attention reads Q, K, V from the same sequence; cross-attention reads K, V from the encoder
-    memory. With ``output_attentions`` the weights are computed explicitly and returned; otherwise the
-    fused ``F.scaled_dot_product_attention`` computes the same thing without materialising them.
+    memory. The softmax itself is the configured backend (``config._attn_implementation``); when the
+    weights or the intermediates are asked for, it is the explicit one, whichever backend is set.
     """
 
-    def __init__(self, config: ScratchTransformerConfig, layer_idx: int, is_cross_attention: bool = False):
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int, is_cross_attention: bool = False,
+                 is_causal: bool = False):
         super().__init__()
-        self.config = config  # config._attn_implementation: "eager" always takes the explicit softmax
+        self.config = config
         self.n_heads, self.d_head = config.n_heads, config.d_head
-        self.layer_idx, self.is_cross_attention = layer_idx, is_cross_attention
+        self.scaling = config.d_head**-0.5
+        self.layer_idx, self.is_cross_attention, self.is_causal = layer_idx, is_cross_attention, is_causal
         self.dropout = config.attention_dropout
         d = config.d_model
         self.q_proj = nn.Linear(d, d, bias=config.bias)
@@ -325,17 +393,21 @@ class MultiHeadAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
-        attn_bias: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | BlockMask | None = None,
+        position_bias: torch.Tensor | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
         head_mask: torch.Tensor | None = None,
         output_intermediates: bool = False,
+        **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, AttentionIntermediates | None]:
         """-> (output (B, T, D), weights (B, H, T, S) if ``output_attentions``, intermediates if asked).
 
-        ``head_mask`` (H,) multiplies each head's output before the heads are concatenated: 0 removes
-        head h (its slice of the input of W_O is zero), 1 keeps it exactly."""
+        ``attention_mask``: the mask ``transformers.masking_utils`` builds for the backend;
+        ``position_bias`` (B, H, T, S): added to the scores (ALiBi). ``head_mask`` (H,) multiplies each
+        head's output before the heads are concatenated: 0 removes head h (its slice of the input of
+        W_O is zero), 1 keeps it exactly. ``kwargs`` go to the attention backend."""
         q = self.split_heads(self.q_proj(hidden_states))
         q_plain = k_plain = None
         cache = past_key_values
@@ -358,26 +430,26 @@ class MultiHeadAttention(nn.Module):
                     past_key_values.is_updated[self.layer_idx] = True
 
         dropout = self.dropout if self.training else 0.0
-        scores = None
-        if output_attentions or output_intermediates or self.config._attn_implementation == "eager":
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
-            if attn_bias is not None:
-                scores = scores + attn_bias
-            weights = scores.softmax(dim=-1)
-            heads = F.dropout(weights, dropout, self.training) @ v
+        scores = bias = None
+        if output_attentions or output_intermediates:
+            bias = score_bias(attention_mask, position_bias, self.is_causal, q.shape[2], k.shape[2], q.dtype, q.device)
+            heads, weights, scores = explicit_attention(q, k, v, bias, self.scaling, dropout, self.training)
+            heads = heads.transpose(1, 2)
         else:
-            weights = None
-            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, dropout_p=dropout)
-        if head_mask is not None:
-            heads = heads * head_mask.to(heads.dtype)[None, :, None, None]
-        concatenated = heads.transpose(1, 2).reshape(*hidden_states.shape[:2], -1)
+            attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
+            heads, weights = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=dropout,
+                                       position_bias=position_bias, is_causal=self.is_causal, **kwargs)
+        if head_mask is not None:  # heads: (B, T, H, Dh)
+            heads = heads * head_mask.to(heads.dtype)[:, None]
+        concatenated = heads.reshape(*hidden_states.shape[:2], -1)
         out = self.out_proj(concatenated)
         record = None
         if output_intermediates:
             record = AttentionIntermediates(
                 input=hidden_states, query=q if q_plain is None else q_plain, key=k if k_plain is None else k_plain,
                 value=v, query_rotated=None if q_plain is None else q, key_rotated=None if k_plain is None else k,
-                bias=attn_bias, scores=scores, weights=weights, heads=heads, concatenated=concatenated, output=out,
+                bias=bias, scores=scores, weights=weights, heads=heads.transpose(1, 2), concatenated=concatenated,
+                output=out,
             )
         return out, weights if output_attentions else None, record
 
@@ -401,12 +473,12 @@ class FeedForward(nn.Module):
         self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
         self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
         self.activation = ACTIVATION_FUNCTIONS[config.activation]
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (FFN(x), the hidden activation act(x W1 + b1) of width d_ff)."""
         hidden = self.activation(self.linear1(x))
-        return self.linear2(self.dropout(hidden)), hidden
+        return self.linear2(F.dropout(hidden, self.dropout, self.training)), hidden
 
 
 class AddAndNorm(nn.Module):
@@ -420,26 +492,27 @@ class AddAndNorm(nn.Module):
         super().__init__()
         self.norm_first = config.norm_first
         self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
-        self.dropout = nn.Dropout(config.dropout)
+        self.dropout = config.dropout
 
     def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(x) if self.norm_first else x
 
     def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        x = x + self.dropout(sublayer_output)
+        x = x + F.dropout(sublayer_output, self.dropout, self.training)
         return x if self.norm_first else self.norm(x)
 
 
-class TransformerLayer(nn.Module):
+class TransformerLayer(GradientCheckpointingLayer):
     """An encoder layer: self-attention, then feed-forward.
 
     With ``cross_attention`` a decoder layer: masked self-attention, then cross-attention over the
     encoder memory, then feed-forward. Each sublayer sits inside its own Add & Norm.
     """
 
-    def __init__(self, config: ScratchTransformerConfig, layer_idx: int, cross_attention: bool = False):
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int, cross_attention: bool = False,
+                 causal: bool = False):
         super().__init__()
-        self.self_attn = MultiHeadAttention(config, layer_idx)
+        self.self_attn = MultiHeadAttention(config, layer_idx, is_causal=causal)
         self.self_attn_norm = AddAndNorm(config)
         if cross_attention:
             self.cross_attn = MultiHeadAttention(config, layer_idx, is_cross_attention=True)
@@ -452,22 +525,24 @@ class TransformerLayer(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        self_attn_bias: torch.Tensor | None = None,
+        position_bias: torch.Tensor | None = None,
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         memory: torch.Tensor | None = None,
-        memory_bias: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | BlockMask | None = None,
+        memory_mask: torch.Tensor | BlockMask | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
         head_mask: torch.Tensor | None = None,
         cross_head_mask: torch.Tensor | None = None,
         output_intermediates: bool = False,
+        **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, LayerIntermediates | None]:
         """-> (output, self-attention weights, cross-attention weights, intermediates if asked)."""
         layer_input = x
         h, self_weights, self_record = self.self_attn(
-            self.self_attn_norm.sublayer_input(x), attn_bias=self_attn_bias, rotary=rotary,
-            past_key_values=past_key_values, output_attentions=output_attentions, head_mask=head_mask,
-            output_intermediates=output_intermediates,
+            self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask, position_bias=position_bias,
+            rotary=rotary, past_key_values=past_key_values, output_attentions=output_attentions, head_mask=head_mask,
+            output_intermediates=output_intermediates, **kwargs,
         )
         x = after_self = self.self_attn_norm(x, h)
         cross_weights = cross_record = after_cross = None
@@ -475,9 +550,9 @@ class TransformerLayer(nn.Module):
             if memory is None:
                 raise ValueError("a decoder layer with cross-attention needs the encoder memory")
             h, cross_weights, cross_record = self.cross_attn(
-                self.cross_attn_norm.sublayer_input(x), key_value_states=memory, attn_bias=memory_bias,
+                self.cross_attn_norm.sublayer_input(x), key_value_states=memory, attention_mask=memory_mask,
                 past_key_values=past_key_values, output_attentions=output_attentions, head_mask=cross_head_mask,
-                output_intermediates=output_intermediates,
+                output_intermediates=output_intermediates, **kwargs,
             )
             x = after_cross = self.cross_attn_norm(x, h)
         h, hidden = self.feed_forward(self.feed_forward_norm.sublayer_input(x))
@@ -491,15 +566,16 @@ class TransformerLayer(nn.Module):
 class TransformerStack(nn.Module):
     """N layers (an encoder, or a decoder when ``cross_attention``), then an optional final LayerNorm.
 
-    The stack turns positions and masks into what each layer needs: RoPE angles for self-attention
-    and one additive bias per attention kind (causal / padding / user masks, plus ALiBi's penalty).
+    The stack turns positions into what each self-attention needs: RoPE's angles, or ALiBi's bias.
+    Masks come in ready for the backend (``transformers.masking_utils``, or ``Transformer``'s own).
     """
 
-    def __init__(self, config: ScratchTransformerConfig, n_layers: int, cross_attention: bool = False):
+    def __init__(self, config: ScratchTransformerConfig, n_layers: int, cross_attention: bool = False,
+                 causal: bool = False):
         super().__init__()
         self.n_heads, self.d_head = config.n_heads, config.d_head
         self.position_encoding, self.rope_theta = config.position_encoding, config.rope_theta
-        self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention) for i in range(n_layers))
+        self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal) for i in range(n_layers))
         self.norm = (
             nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias) if config.final_layer_norm else None
         )
@@ -508,45 +584,36 @@ class TransformerStack(nn.Module):
         self,
         x: torch.Tensor,
         *,
-        causal: bool = False,
-        query_positions: torch.Tensor | None = None,
-        key_positions: torch.Tensor | None = None,
-        attn_mask: torch.Tensor | None = None,
-        key_padding_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor | BlockMask | None = None,
+        query_offset: int | torch.Tensor = 0,
+        key_length: int | None = None,
         memory: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-        memory_key_padding_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | BlockMask | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         head_mask: torch.Tensor | None = None,
         cross_head_mask: torch.Tensor | None = None,
         output_intermediates: bool = False,
+        **kwargs,
     ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None, StackIntermediates | None]:
         """x (B, T, D) -> (output, hidden states, self-attention weights, cross-attention weights, intermediates).
 
-        Positions default to 0..T-1; with a cache, ``key_positions`` cover past and current tokens.
+        ``position_ids`` (B, T): the queries' positions (RoPE). ALiBi counts distance in cache slots: the
+        queries fill slots ``query_offset`` .. + T - 1 of ``key_length`` (default T).
         ``head_mask`` / ``cross_head_mask`` (layers, heads): see ``MultiHeadAttention.forward``.
         """
         head_mask = self.check_head_mask(head_mask, "head_mask")
         cross_head_mask = self.check_head_mask(cross_head_mask, "cross_attn_head_mask")
         batch, length = x.shape[:2]
-        if query_positions is None:
-            query_positions = torch.arange(length, device=x.device).expand(batch, length)
-        if key_positions is None:
-            key_positions = query_positions
-        rotary = rope_angles(query_positions, self.d_head, self.rope_theta) if self.position_encoding == "rope" else None
-        alibi = alibi_bias(query_positions, key_positions, self.n_heads) if self.position_encoding == "alibi" else None
-        common = dict(n_heads=self.n_heads, dtype=x.dtype, device=x.device)
-        self_bias = build_attention_bias(
-            length, key_positions.shape[1], causal=causal, key_padding_mask=key_padding_mask,
-            attn_mask=attn_mask, position_bias=alibi, **common,
-        )
-        memory_bias = None
-        if memory is not None:
-            memory_bias = build_attention_bias(
-                length, memory.shape[1], key_padding_mask=memory_key_padding_mask, attn_mask=memory_mask, **common
-            )
+        rotary = rope_angles(position_ids, self.d_head, self.rope_theta) if self.position_encoding == "rope" else None
+        position_bias = None
+        if self.position_encoding == "alibi":
+            key_slots = torch.arange(length if key_length is None else key_length, device=x.device)
+            query_slots = torch.arange(length, device=x.device) + query_offset
+            # the full (B, H, T, S): flex attention indexes it by batch and head
+            position_bias = alibi_bias(query_slots[None], key_slots[None], self.n_heads).to(x.dtype).expand(batch, -1, -1, -1)
 
         hidden_states = (x,) if output_hidden_states else None
         self_weights = () if output_attentions else None
@@ -554,10 +621,11 @@ class TransformerStack(nn.Module):
         records = []
         for i, layer in enumerate(self.layers):
             x, sw, cw, record = layer(
-                x, self_bias, rotary, memory, memory_bias, past_key_values, output_attentions,
-                head_mask=None if head_mask is None else head_mask[i],
+                x, position_bias, rotary, memory, attention_mask=attention_mask, memory_mask=memory_mask,
+                past_key_values=past_key_values,
+                output_attentions=output_attentions, head_mask=None if head_mask is None else head_mask[i],
                 cross_head_mask=None if cross_head_mask is None else cross_head_mask[i],
-                output_intermediates=output_intermediates,
+                output_intermediates=output_intermediates, **kwargs,
             )
             records.append(record)
             if self.norm is not None and i == len(self.layers) - 1:
@@ -593,8 +661,11 @@ class Transformer(nn.Module):
     Same constructor and forward arguments; masks follow torch's conventions (bool True = blocked,
     or float added to the scores; key padding masks (B, S) True at padding). Beyond torch:
     ``position_encoding="rope"`` or ``"alibi"`` applies that encoding inside self-attention, and a
-    ``ScratchTransformerConfig`` may be passed as ``config`` instead of the separate sizes.
+    ``ScratchTransformerConfig`` may be passed as ``config`` instead of the separate sizes. Attention
+    runs on ``config._attn_implementation``: "sdpa" (the default) or "eager".
     """
+
+    ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")  # torch's masks are float tensors, per head: what these take
 
     def __init__(
         self,
@@ -637,6 +708,12 @@ class Transformer(nn.Module):
                 norm_first=norm_first, final_layer_norm=True, bias=bias, position_encoding=position_encoding,
                 is_encoder_decoder=True,
             )
+        config.validate_architecture()
+        if config._attn_implementation is None:
+            config._attn_implementation = "sdpa"
+        if config._attn_implementation not in self.ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"Transformer runs attention with {' or '.join(self.ATTENTION_IMPLEMENTATIONS)}; "
+                             f"got config._attn_implementation={config._attn_implementation!r}")
         self.config = config
         self.d_model, self.nhead, self.batch_first = config.d_model, config.n_heads, True
         self.encoder = TransformerStack(config, config.n_encoder_layers)
@@ -660,12 +737,11 @@ class Transformer(nn.Module):
     ) -> torch.Tensor:
         """src (B, S, D), tgt (B, T, D) -> (B, T, D). The ``*_is_causal`` flags are hints, as in torch:
         causality comes from the masks you pass (``generate_square_subsequent_mask``)."""
+        for name, x in (("src", src), ("tgt", tgt)):
+            if x.dim() != 3 or x.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must be (batch, length, d_model={self.d_model}); got {tuple(x.shape)}")
         if src.shape[0] != tgt.shape[0]:
             raise ValueError(f"src and tgt must have the same batch size; got {src.shape[0]} and {tgt.shape[0]}")
-        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
-            raise ValueError(
-                f"the feature size of src and tgt must equal d_model={self.d_model}; got {src.shape[-1]}, {tgt.shape[-1]}"
-            )
         memory = self.encode(src, src_mask, src_key_padding_mask)
         return self.decode(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
 
@@ -673,7 +749,10 @@ class Transformer(nn.Module):
         self, src: torch.Tensor, src_mask: torch.Tensor | None = None, src_key_padding_mask: torch.Tensor | None = None
     ) -> torch.Tensor:
         """src (B, S, D) -> memory (B, S, D)."""
-        return self.encoder(src, attn_mask=src_mask, key_padding_mask=src_key_padding_mask)[0]
+        length = src.shape[1]
+        mask = build_attention_bias(length, length, key_padding_mask=src_key_padding_mask, attn_mask=src_mask,
+                                    n_heads=self.nhead, dtype=src.dtype)
+        return self.encoder(src, position_ids=self.positions(src), attention_mask=mask)[0]
 
     def decode(
         self,
@@ -685,10 +764,18 @@ class Transformer(nn.Module):
         memory_key_padding_mask: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """tgt (B, T, D) attending to memory (B, S, D) -> (B, T, D)."""
-        return self.decoder(
-            tgt, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask, memory=memory,
-            memory_mask=memory_mask, memory_key_padding_mask=memory_key_padding_mask,
-        )[0]
+        length, memory_length = tgt.shape[1], memory.shape[1]
+        common = dict(n_heads=self.nhead, dtype=tgt.dtype)
+        mask = build_attention_bias(length, length, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask, **common)
+        cross_mask = build_attention_bias(length, memory_length, key_padding_mask=memory_key_padding_mask,
+                                          attn_mask=memory_mask, **common)
+        return self.decoder(tgt, position_ids=self.positions(tgt), attention_mask=mask, memory=memory,
+                            memory_mask=cross_mask)[0]
+
+    @staticmethod
+    def positions(x: torch.Tensor) -> torch.Tensor:
+        """0 .. length-1 for every row of x (B, length, D)."""
+        return torch.arange(x.shape[1], device=x.device).expand(x.shape[0], -1)
 
     @staticmethod
     def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> torch.Tensor:
@@ -714,15 +801,39 @@ def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
     return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
 
 
+def check_inputs(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, d_model: int,
+                 names: tuple[str, str] = ("input_ids", "inputs_embeds")) -> tuple[int, int]:
+    """Exactly one of token ids (B, T) or embeddings (B, T, D), T >= 1 -> (B, T); else a ValueError naming it."""
+    ids_name, embeds_name = names
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(f"pass exactly one of {ids_name} (batch, length) or {embeds_name} (batch, length, d_model)")
+    if input_ids is not None:
+        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+            raise ValueError(f"{ids_name} must be (batch, length) with length >= 1; got shape {tuple(input_ids.shape)}")
+        return tuple(input_ids.shape)
+    if inputs_embeds.dim() != 3 or inputs_embeds.shape[1] == 0 or inputs_embeds.shape[2] != d_model:
+        raise ValueError(f"{embeds_name} must be (batch, length, d_model={d_model}) with length >= 1; "
+                         f"got shape {tuple(inputs_embeds.shape)}")
+    return tuple(inputs_embeds.shape[:2])
+
+
 class ScratchTransformerPreTrainedModel(PreTrainedModel):
     config_class = ScratchTransformerConfig
     base_model_prefix = "model"
     main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
     _no_split_modules = ["TransformerLayer"]
+    _skip_keys_device_placement = ["past_key_values"]
+    # attention backends: eager, sdpa, flex attention (inference on CPU; torch has no flex backward there),
+    # and any function registered with AttentionInterface; flash attention cannot add ALiBi's bias
     _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
 
-    def _init_weights(self, module):
-        super()._init_weights(module)  # normal(0, initializer_range) linears/embeddings, unit LayerNorms
+    def __init__(self, config: ScratchTransformerConfig, *inputs, **kwargs):
+        config.validate_architecture()  # again: the config may have changed since it was made
+        super().__init__(config, *inputs, **kwargs)
 
 
 class Encoder(nn.Module):
@@ -730,32 +841,37 @@ class Encoder(nn.Module):
 
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__()
+        self.config = config
         self.embed = InputEmbedding(config)
         self.stack = TransformerStack(config, config.n_encoder_layers)
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         head_mask: torch.Tensor | None = None,
         output_intermediates: bool = False,
         return_dict: bool | None = None,
+        **kwargs,
     ) -> ScratchEncoderOutput | tuple:
-        if attention_mask is not None and attention_mask.dim() != 2:
-            raise ValueError(f"attention_mask must be (batch, length) with 1 for tokens and 0 for padding; got {tuple(attention_mask.shape)}")
+        batch, length = check_inputs(input_ids, inputs_embeds, self.config.d_model)
+        if attention_mask is not None and attention_mask.shape != (batch, length):
+            raise ValueError(f"attention_mask must be (batch, length) = ({batch}, {length}) with 1 for tokens and 0 "
+                             f"for padding; got {tuple(attention_mask.shape)}")
+        device = (input_ids if input_ids is not None else inputs_embeds).device
         if position_ids is None:
-            position_ids = (
-                positions_from_mask(attention_mask) if attention_mask is not None
-                else torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
-            )
-        padding = None if attention_mask is None or bool(attention_mask.all()) else attention_mask == 0
-        x, embeddings = self.embed(input_ids, position_ids, output_intermediates)
+            position_ids = (positions_from_mask(attention_mask) if attention_mask is not None
+                            else torch.arange(length, device=device).expand(batch, -1))
+        x, embeddings = self.embed(input_ids, position_ids, inputs_embeds, output_intermediates)
+        mask = create_bidirectional_mask(self.config, x, attention_mask)
         x, hidden, weights, _, intermediates = self.stack(
-            x, query_positions=position_ids, key_padding_mask=padding, output_attentions=output_attentions,
+            x, position_ids=position_ids, attention_mask=mask, output_attentions=output_attentions,
             output_hidden_states=output_hidden_states, head_mask=head_mask, output_intermediates=output_intermediates,
+            **kwargs,
         )
         if intermediates is not None:
             intermediates.embeddings = embeddings
@@ -771,54 +887,62 @@ class Decoder(nn.Module):
         super().__init__()
         self.config = config
         self.embed = InputEmbedding(config)
-        self.stack = TransformerStack(config, config.n_layers, cross_attention=config.is_encoder_decoder)
+        self.stack = TransformerStack(config, config.n_layers, cross_attention=config.is_encoder_decoder, causal=True)
 
     def forward(
         self,
-        input_ids: torch.Tensor,
+        input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         use_cache: bool = False,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
         head_mask: torch.Tensor | None = None,
         cross_attn_head_mask: torch.Tensor | None = None,
         output_intermediates: bool = False,
+        input_names: tuple[str, str] = ("input_ids", "inputs_embeds"),
+        **kwargs,
     ) -> ScratchDecoderOutput:
+        """``attention_mask``: (B, past + T) with 1 for tokens and 0 for padding, or a 4D mask already built
+        for the backend (``generate`` builds one for a static cache). Without ``position_ids`` a 2D mask
+        gives the positions (left padding shifts nothing), else they continue the cache."""
         cross = self.config.is_encoder_decoder
+        batch, length = check_inputs(input_ids, inputs_embeds, self.config.d_model, input_names)
+        device = (input_ids if input_ids is not None else inputs_embeds).device
         if use_cache and past_key_values is None:
             past_key_values = (
                 EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
                 if cross else DynamicCache(config=self.config)
             )
-        past = past_key_values.get_seq_length() if past_key_values is not None else 0
-        batch, length = input_ids.shape
-        if attention_mask is not None:
-            if attention_mask.dim() != 2 or attention_mask.shape[1] != past + length:
-                raise ValueError(
-                    f"attention_mask must be (batch, past + new tokens) = ({batch}, {past + length}) "
-                    f"with 1 for tokens and 0 for padding; got {tuple(attention_mask.shape)}"
-                )
-            key_positions = positions_from_mask(attention_mask)
-            padding = None if bool(attention_mask.all()) else attention_mask == 0
-        else:
-            key_positions = torch.arange(past + length, device=input_ids.device).expand(batch, -1)
-            padding = None
+        past, key_length = 0, length
+        if past_key_values is not None:
+            past = past_key_values.get_seq_length()
+            key_length = past_key_values.get_mask_sizes(length, 0)[0]
+        flat_mask = attention_mask is not None and attention_mask.dim() == 2
+        if flat_mask and not is_tracing(attention_mask) and attention_mask.shape != (batch, int(past) + length):
+            raise ValueError(
+                f"attention_mask must be (batch, past + new tokens) = ({batch}, {int(past) + length}) "
+                f"with 1 for tokens and 0 for padding; got {tuple(attention_mask.shape)}"
+            )
+        given_positions = position_ids
         if position_ids is None:
-            position_ids = key_positions[:, past:]
-        memory_padding = None
-        if encoder_attention_mask is not None and not bool(encoder_attention_mask.all()):
-            memory_padding = encoder_attention_mask == 0
-        x, embeddings = self.embed(input_ids, position_ids, output_intermediates)
+            position_ids = (positions_from_mask(attention_mask)[:, -length:] if flat_mask
+                            else (torch.arange(length, device=device) + past).expand(batch, -1))
+        x, embeddings = self.embed(input_ids, position_ids, inputs_embeds, output_intermediates)
+        mask = create_causal_mask(self.config, x, attention_mask, past_key_values, position_ids=given_positions)
+        memory_mask = None
+        if cross:
+            memory_mask = create_bidirectional_mask(self.config, x, encoder_attention_mask,
+                                                    encoder_hidden_states=encoder_hidden_states)
         x, hidden, self_weights, cross_weights, intermediates = self.stack(
-            x, causal=True, query_positions=position_ids, key_positions=key_positions, key_padding_mask=padding,
-            memory=encoder_hidden_states if cross else None, memory_key_padding_mask=memory_padding,
-            past_key_values=past_key_values, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, head_mask=head_mask, cross_head_mask=cross_attn_head_mask,
-            output_intermediates=output_intermediates,
+            x, position_ids=position_ids, attention_mask=mask, query_offset=past, key_length=key_length,
+            memory=encoder_hidden_states if cross else None, memory_mask=memory_mask, past_key_values=past_key_values,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, head_mask=head_mask,
+            cross_head_mask=cross_attn_head_mask, output_intermediates=output_intermediates, **kwargs,
         )
         if intermediates is not None:
             intermediates.embeddings = embeddings
@@ -861,6 +985,8 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         decoder_position_ids: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
@@ -870,45 +996,43 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         cross_attn_head_mask: torch.Tensor | None = None,
         output_intermediates: bool = False,
         **kwargs,
-    ) -> ScratchModelOutput | ScratchDecoderOutput:
+    ) -> ScratchModelOutput | ScratchDecoderOutput | tuple:
         """Decoder-only: the decoder's output, ``head_mask`` (layers, heads) masking its self-attention.
         Encoder-decoder: ``head_mask`` masks the encoder, ``decoder_head_mask`` the decoder's
         self-attention, ``cross_attn_head_mask`` its cross-attention (BART's names). With
-        ``output_intermediates`` the output carries ``intermediates``: every step's tensors."""
-        output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
-        use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
+        ``output_intermediates`` the output carries ``intermediates``: every step's tensors.
+        ``return_dict=False`` gives the output's fields as a tuple, in transformers' order."""
+        config = self.config
+        output_attentions = output_attentions if output_attentions is not None else config.output_attentions
+        output_hidden_states = output_hidden_states if output_hidden_states is not None else config.output_hidden_states
+        use_cache = use_cache if use_cache is not None else (config.use_cache and not self.training)
+        return_dict = return_dict if return_dict is not None else config.return_dict
         flags = dict(output_attentions=output_attentions, output_hidden_states=output_hidden_states,
                      output_intermediates=output_intermediates)
-        if not self.config.is_encoder_decoder:
-            if input_ids is None:
-                raise ValueError("input_ids are required")
-            return self.decoder(
-                input_ids, attention_mask, position_ids, past_key_values=past_key_values, use_cache=use_cache,
-                head_mask=head_mask, **flags,
+        if not config.is_encoder_decoder:
+            out = self.decoder(
+                input_ids, attention_mask, position_ids, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
+                use_cache=use_cache, head_mask=head_mask, **flags, **kwargs,
             )
+            return out if return_dict else out.to_tuple()
         if encoder_outputs is None:
-            if input_ids is None:
-                raise ValueError("an encoder-decoder model needs input_ids (or encoder_outputs)")
-            encoder_outputs = self.encoder(input_ids, attention_mask, position_ids, head_mask=head_mask, **flags)
+            encoder_outputs = self.encoder(input_ids, attention_mask, position_ids, inputs_embeds=inputs_embeds,
+                                           head_mask=head_mask, **flags, **kwargs)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
         if output_intermediates and getattr(encoder_outputs, "intermediates", None) is None:
             raise ValueError("output_intermediates records the encoder too: pass input_ids, not encoder_outputs")
-        if decoder_input_ids is None:
-            raise ValueError("decoder_input_ids are required (or labels, for the LM model, which shifts them right)")
         decoder_outputs = self.decoder(
             decoder_input_ids, decoder_attention_mask, decoder_position_ids,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values, use_cache=use_cache, head_mask=decoder_head_mask,
-            cross_attn_head_mask=cross_attn_head_mask, **flags,
+            past_key_values=past_key_values, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
+            head_mask=decoder_head_mask, cross_attn_head_mask=cross_attn_head_mask,
+            input_names=("decoder_input_ids", "decoder_inputs_embeds"), **flags, **kwargs,
         )
         intermediates = None
         if output_intermediates:
             intermediates = ModelIntermediates(decoder=decoder_outputs.intermediates, encoder=encoder_outputs.intermediates)
-        return ScratchModelOutput(
+        out = ScratchModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
             past_key_values=decoder_outputs.past_key_values,
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -919,16 +1043,14 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
             encoder_attentions=encoder_outputs.attentions,
             intermediates=intermediates,
         )
+        return out if return_dict else out.to_tuple()
 
 
-class ScratchTransformerForCausalLM(ScratchTransformerPreTrainedModel, GenerationMixin):
-    """Decoder-only language model: logits = h W_E^T (the LM head shares the token embedding)."""
-
-    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed.token.weight"}
+class ScratchTransformerLanguageModel(ScratchTransformerPreTrainedModel, GenerationMixin):
+    """What both language models share: the bare model, and the LM head logits = h W_E^T, whose
+    weight is the token embedding's (``_tied_weights_keys``)."""
 
     def __init__(self, config: ScratchTransformerConfig):
-        if config.is_encoder_decoder:
-            raise ValueError("ScratchTransformerForCausalLM needs is_encoder_decoder=False; use ScratchTransformerForSeq2SeqLM")
         super().__init__(config)
         self.model = ScratchTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
@@ -940,42 +1062,63 @@ class ScratchTransformerForCausalLM(ScratchTransformerPreTrainedModel, Generatio
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
 
+    def logits_and_loss(
+        self, hidden: torch.Tensor, labels: torch.Tensor | None, logits_to_keep: int | torch.Tensor, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits of the kept positions (``logits_to_keep``: 0 keeps all, n the last n, or the positions);
+        the loss through ``self.loss_function``, with the Trainer's ``num_items_in_batch`` or ``shift_labels``."""
+        logits = self.lm_head(slice_logits_to_keep(hidden, logits_to_keep))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return logits, loss
+
+
+class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel):
+    """Decoder-only language model: logits = h W_E^T (the LM head shares the token embedding)."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed.token.weight"}
+
+    def __init__(self, config: ScratchTransformerConfig):
+        if config.is_encoder_decoder:
+            raise ValueError("ScratchTransformerForCausalLM needs is_encoder_decoder=False; use ScratchTransformerForSeq2SeqLM")
+        super().__init__(config)
+
     def forward(
         self,
         input_ids: torch.Tensor | None = None,
         attention_mask: torch.Tensor | None = None,
         position_ids: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        logits_to_keep: int = 0,
+        logits_to_keep: int | torch.Tensor = 0,
         head_mask: torch.Tensor | None = None,
         output_intermediates: bool = False,
         **kwargs,
-    ) -> ScratchCausalLMOutput:
+    ) -> ScratchCausalLMOutput | tuple:
         """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t.
         ``head_mask`` (layers, heads) and ``output_intermediates``: see ``ScratchTransformerModel.forward``."""
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
         out = self.model(
-            input_ids, attention_mask, position_ids, past_key_values=past_key_values, use_cache=use_cache,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, head_mask=head_mask,
-            output_intermediates=output_intermediates,
+            input_ids, attention_mask, position_ids, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
+            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            head_mask=head_mask, output_intermediates=output_intermediates, return_dict=True, **kwargs,
         )
-        hidden = out.last_hidden_state if not logits_to_keep else out.last_hidden_state[:, -logits_to_keep:]
-        logits = self.lm_head(hidden)
-        loss = None
-        if labels is not None:
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        return ScratchCausalLMOutput(
+        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
+        output = ScratchCausalLMOutput(
             loss=loss, logits=logits, past_key_values=out.past_key_values, hidden_states=out.hidden_states,
             attentions=out.attentions,
             intermediates=ModelIntermediates(decoder=out.intermediates) if output_intermediates else None,
         )
+        return output if return_dict else output.to_tuple()
 
 
-class ScratchTransformerForSeq2SeqLM(ScratchTransformerPreTrainedModel, GenerationMixin):
+class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel):
     """Encoder-decoder model: the encoder reads the source, the decoder writes the target one token
     at a time attending to the encoder memory (cross-attention)."""
 
@@ -986,15 +1129,8 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerPreTrainedModel, Generati
         if not config.is_encoder_decoder:
             raise ValueError("ScratchTransformerForSeq2SeqLM needs is_encoder_decoder=True; use ScratchTransformerForCausalLM")
         super().__init__(config)
-        self.model = ScratchTransformerModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.post_init()
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.model.get_input_embeddings()
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
+        # logits at t already predict labels at t (the decoder reads them shifted right): no shift in the loss
+        self.loss_type = "ForMaskedLM"
 
     def get_encoder(self, modality: str | None = None):
         return self.model.encoder
@@ -1011,40 +1147,40 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerPreTrainedModel, Generati
         decoder_position_ids: torch.Tensor | None = None,
         encoder_outputs: BaseModelOutput | tuple | None = None,
         past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        logits_to_keep: int = 0,
+        logits_to_keep: int | torch.Tensor = 0,
         head_mask: torch.Tensor | None = None,
         decoder_head_mask: torch.Tensor | None = None,
         cross_attn_head_mask: torch.Tensor | None = None,
         output_intermediates: bool = False,
         **kwargs,
-    ) -> ScratchSeq2SeqLMOutput:
+    ) -> ScratchSeq2SeqLMOutput | tuple:
         """labels: the target ids (-100 to ignore); the decoder reads them shifted right.
         Head masks and ``output_intermediates``: see ``ScratchTransformerModel.forward``."""
-        if labels is not None and decoder_input_ids is None:
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
             if self.config.pad_token_id is None or self.config.decoder_start_token_id is None:
                 raise ValueError("training from labels needs config.pad_token_id and config.decoder_start_token_id")
             decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
         out = self.model(
             input_ids, attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, decoder_position_ids=decoder_position_ids,
-            encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, head_mask=head_mask,
-            decoder_head_mask=decoder_head_mask, cross_attn_head_mask=cross_attn_head_mask,
-            output_intermediates=output_intermediates,
+            encoder_outputs=encoder_outputs, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, head_mask=head_mask, decoder_head_mask=decoder_head_mask,
+            cross_attn_head_mask=cross_attn_head_mask, output_intermediates=output_intermediates, return_dict=True, **kwargs,
         )
-        hidden = out.last_hidden_state if not logits_to_keep else out.last_hidden_state[:, -logits_to_keep:]
-        logits = self.lm_head(hidden)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
-        return ScratchSeq2SeqLMOutput(
+        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
+        output = ScratchSeq2SeqLMOutput(
             loss=loss, logits=logits, past_key_values=out.past_key_values, intermediates=out.intermediates,
             decoder_hidden_states=out.decoder_hidden_states, decoder_attentions=out.decoder_attentions,
             cross_attentions=out.cross_attentions, encoder_last_hidden_state=out.encoder_last_hidden_state,
             encoder_hidden_states=out.encoder_hidden_states, encoder_attentions=out.encoder_attentions,
         )
+        return output if return_dict else output.to_tuple()
