@@ -682,7 +682,8 @@ def forward_trace(model, tokenizer, text: str, max_tokens: int = ATTENTION_MAX_T
             on_output(part.embed.position, stack, f"positional encodings ({config.position_encoding})", dims,
                       "one vector per position, added to the token embedding")
         on_output(part.embed, stack, "embeddings + positions", dims,
-                  "the sum, the input of layer 0" if part.embed.position is not None else "no position added here: the input of layer 0")
+                  "the sum, the input of layer 0" if part.embed.position is not None else "no position added here: the input of layer 0",
+                  pick=lambda out: out[0])
         first = part.stack.layers[0]
         if config.position_encoding == "rope":
             on_input(first, stack, "RoPE rotation (cos, sin)", ("batch", "broadcast over heads", tokens, "d_head/2 pairs"),
@@ -697,7 +698,8 @@ def forward_trace(model, tokenizer, text: str, max_tokens: int = ATTENTION_MAX_T
         on_output(first.self_attn_norm, stack, "layer 0: after Add & Norm", dims, "residual stream after the attention sublayer")
         on_output(first.feed_forward.linear1, stack, "layer 0: feed-forward hidden", ("batch", tokens, "d_ff"),
                   f"x W_1 + b_1, widened to d_ff (then {config.activation})")
-        on_output(first.feed_forward, stack, "layer 0: feed-forward output", dims, "act(x W_1 + b_1) W_2 + b_2, back to d_model")
+        on_output(first.feed_forward, stack, "layer 0: feed-forward output", dims, "act(x W_1 + b_1) W_2 + b_2, back to d_model",
+                  pick=lambda out: out[0])
         for i, layer in enumerate(part.stack.layers):
             on_output(layer, stack, f"layer {i} output", dims, "residual stream after the layer", pick=lambda out: out[0])
         if part.stack.norm is not None:

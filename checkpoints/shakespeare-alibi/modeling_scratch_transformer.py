@@ -12,6 +12,7 @@ Shapes: B batch, T query length, S key length, H heads, D d_model, Dh = D / H pe
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,94 @@ from transformers.modeling_outputs import (
 )
 
 from .configuration_scratch_transformer import ScratchTransformerConfig
+
+# ----------------------------------------------------------------------------------------------
+# Intermediates: what one forward pass computed, returned when asked (output_intermediates=True)
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EmbeddingIntermediates:
+    """The input of layer 0, in parts: (B, T, D) each."""
+
+    token: torch.Tensor  # E[x] * sqrt(d_model) (or E[x] unscaled)
+    position: torch.Tensor | None  # PE(pos) added to it (sinusoidal, learned); None where positions act in attention
+    sum: torch.Tensor  # Dropout(token + position): what layer 0 reads
+
+
+@dataclass
+class AttentionIntermediates:
+    """One attention sublayer, step by step; B batch, H heads, T queries, S keys, Dh = D / H."""
+
+    input: torch.Tensor  # (B, T, D) the sublayer input: LayerNorm(x) in a pre-norm model, x in post-norm
+    query: torch.Tensor  # (B, H, T, Dh) x W_Q, split into heads (before RoPE)
+    key: torch.Tensor  # (B, H, S, Dh) source W_K (the encoder memory for cross-attention)
+    value: torch.Tensor  # (B, H, S, Dh) source W_V
+    query_rotated: torch.Tensor | None  # RoPE: R(m) q, what the scores use; None without RoPE
+    key_rotated: torch.Tensor | None  # RoPE: R(n) k
+    bias: torch.Tensor | None  # added to the scores, broadcastable to (B, H, T, S): masks, ALiBi's penalty
+    scores: torch.Tensor  # (B, H, T, S) q . k / sqrt(d_k) + bias
+    weights: torch.Tensor  # (B, H, T, S) softmax over keys
+    heads: torch.Tensor  # (B, H, T, Dh) weights @ v, times the head mask when one is given
+    concatenated: torch.Tensor  # (B, T, D) Concat(head_1, ..., head_H)
+    output: torch.Tensor  # (B, T, D) concatenated W_O + b_O
+
+
+@dataclass
+class LayerIntermediates:
+    """One TransformerLayer: each sublayer and the residual stream after its Add & Norm, (B, T, D) unless noted."""
+
+    input: torch.Tensor  # the residual stream coming in
+    self_attention: AttentionIntermediates
+    after_self_attention: torch.Tensor
+    cross_attention: AttentionIntermediates | None
+    after_cross_attention: torch.Tensor | None
+    feed_forward_hidden: torch.Tensor  # (B, T, d_ff) act(x W_1 + b_1)
+    feed_forward_output: torch.Tensor  # act(x W_1 + b_1) W_2 + b_2
+    output: torch.Tensor  # the residual stream going out (before any final LayerNorm)
+
+
+@dataclass
+class StackIntermediates:
+    """An encoder or decoder: its embeddings (None for ``Transformer``, which takes embeddings), layers, output."""
+
+    embeddings: EmbeddingIntermediates | None
+    rotary: tuple[torch.Tensor, torch.Tensor] | None  # RoPE (cos, sin), each (B, 1, T, Dh / 2)
+    layers: tuple[LayerIntermediates, ...]
+    output: torch.Tensor  # after the final LayerNorm, when the stack has one: what the LM head reads
+
+
+@dataclass
+class ModelIntermediates:
+    decoder: StackIntermediates
+    encoder: StackIntermediates | None = None
+
+
+@dataclass
+class ScratchEncoderOutput(BaseModelOutput):
+    intermediates: StackIntermediates | None = None
+
+
+@dataclass
+class ScratchDecoderOutput(BaseModelOutputWithPastAndCrossAttentions):
+    intermediates: StackIntermediates | None = None
+
+
+@dataclass
+class ScratchModelOutput(Seq2SeqModelOutput):
+    """The bare model's output (a decoder-only model fills the decoder's fields), plus ``intermediates``."""
+
+    intermediates: ModelIntermediates | None = None
+
+
+@dataclass
+class ScratchCausalLMOutput(CausalLMOutputWithPast):
+    intermediates: ModelIntermediates | None = None
+
+
+@dataclass
+class ScratchSeq2SeqLMOutput(Seq2SeqLMOutput):
+    intermediates: ModelIntermediates | None = None
 
 # ----------------------------------------------------------------------------------------------
 # Embeddings and positional encodings
@@ -103,11 +192,13 @@ class InputEmbedding(nn.Module):
             self.position = None
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
-        x = self.token(input_ids)
-        if self.position is not None:
-            x = x + self.position(position_ids).to(x.dtype)
-        return self.dropout(x)
+    def forward(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, output_intermediates: bool = False
+    ) -> tuple[torch.Tensor, EmbeddingIntermediates | None]:
+        token = self.token(input_ids)
+        position = self.position(position_ids).to(token.dtype) if self.position is not None else None
+        x = self.dropout(token if position is None else token + position)
+        return x, EmbeddingIntermediates(token, position, x) if output_intermediates else None
 
 
 def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -237,11 +328,20 @@ class MultiHeadAttention(nn.Module):
         rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        head_mask: torch.Tensor | None = None,
+        output_intermediates: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, AttentionIntermediates | None]:
+        """-> (output (B, T, D), weights (B, H, T, S) if ``output_attentions``, intermediates if asked).
+
+        ``head_mask`` (H,) multiplies each head's output before the heads are concatenated: 0 removes
+        head h (its slice of the input of W_O is zero), 1 keeps it exactly."""
         q = self.split_heads(self.q_proj(hidden_states))
+        q_plain = k_plain = None
         cache = past_key_values
         if isinstance(cache, EncoderDecoderCache):
             cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if output_intermediates and cache is not None and cache.get_seq_length(self.layer_idx) > 0:
+            raise ValueError("output_intermediates records one whole forward pass: call it without past_key_values")
         if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
             # the memory does not change while decoding: reuse its projected keys and values
             k, v = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
@@ -249,6 +349,7 @@ class MultiHeadAttention(nn.Module):
             source = key_value_states if self.is_cross_attention else hidden_states
             k, v = self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
             if rotary is not None:
+                q_plain, k_plain = q, k
                 q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
             if cache is not None:
                 k, v = cache.update(k, v, self.layer_idx)
@@ -256,17 +357,28 @@ class MultiHeadAttention(nn.Module):
                     past_key_values.is_updated[self.layer_idx] = True
 
         dropout = self.dropout if self.training else 0.0
-        if output_attentions:
+        scores = None
+        if output_attentions or output_intermediates:
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
             if attn_bias is not None:
                 scores = scores + attn_bias
             weights = scores.softmax(dim=-1)
-            out = F.dropout(weights, dropout, self.training) @ v
+            heads = F.dropout(weights, dropout, self.training) @ v
         else:
             weights = None
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, dropout_p=dropout)
-        out = out.transpose(1, 2).reshape(*hidden_states.shape[:2], -1)  # concatenate heads
-        return self.out_proj(out), weights
+            heads = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_bias, dropout_p=dropout)
+        if head_mask is not None:
+            heads = heads * head_mask.to(heads.dtype)[None, :, None, None]
+        concatenated = heads.transpose(1, 2).reshape(*hidden_states.shape[:2], -1)
+        out = self.out_proj(concatenated)
+        record = None
+        if output_intermediates:
+            record = AttentionIntermediates(
+                input=hidden_states, query=q if q_plain is None else q_plain, key=k if k_plain is None else k_plain,
+                value=v, query_rotated=None if q_plain is None else q, key_rotated=None if k_plain is None else k,
+                bias=attn_bias, scores=scores, weights=weights, heads=heads, concatenated=concatenated, output=out,
+            )
+        return out, weights if output_attentions else None, record
 
 
 # ----------------------------------------------------------------------------------------------
@@ -290,8 +402,10 @@ class FeedForward(nn.Module):
         self.activation = ACTIVATION_FUNCTIONS[config.activation]
         self.dropout = nn.Dropout(config.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear2(self.dropout(self.activation(self.linear1(x))))
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """-> (FFN(x), the hidden activation act(x W1 + b1) of width d_ff)."""
+        hidden = self.activation(self.linear1(x))
+        return self.linear2(self.dropout(hidden)), hidden
 
 
 class AddAndNorm(nn.Module):
@@ -343,23 +457,34 @@ class TransformerLayer(nn.Module):
         memory_bias: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        h, self_weights = self.self_attn(
+        head_mask: torch.Tensor | None = None,
+        cross_head_mask: torch.Tensor | None = None,
+        output_intermediates: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, LayerIntermediates | None]:
+        """-> (output, self-attention weights, cross-attention weights, intermediates if asked)."""
+        layer_input = x
+        h, self_weights, self_record = self.self_attn(
             self.self_attn_norm.sublayer_input(x), attn_bias=self_attn_bias, rotary=rotary,
-            past_key_values=past_key_values, output_attentions=output_attentions,
+            past_key_values=past_key_values, output_attentions=output_attentions, head_mask=head_mask,
+            output_intermediates=output_intermediates,
         )
-        x = self.self_attn_norm(x, h)
-        cross_weights = None
+        x = after_self = self.self_attn_norm(x, h)
+        cross_weights = cross_record = after_cross = None
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("a decoder layer with cross-attention needs the encoder memory")
-            h, cross_weights = self.cross_attn(
+            h, cross_weights, cross_record = self.cross_attn(
                 self.cross_attn_norm.sublayer_input(x), key_value_states=memory, attn_bias=memory_bias,
-                past_key_values=past_key_values, output_attentions=output_attentions,
+                past_key_values=past_key_values, output_attentions=output_attentions, head_mask=cross_head_mask,
+                output_intermediates=output_intermediates,
             )
-            x = self.cross_attn_norm(x, h)
-        x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(x)))
-        return x, self_weights, cross_weights
+            x = after_cross = self.cross_attn_norm(x, h)
+        h, hidden = self.feed_forward(self.feed_forward_norm.sublayer_input(x))
+        x = self.feed_forward_norm(x, h)
+        record = None
+        if output_intermediates:
+            record = LayerIntermediates(layer_input, self_record, after_self, cross_record, after_cross, hidden, h, x)
+        return x, self_weights, cross_weights, record
 
 
 class TransformerStack(nn.Module):
@@ -393,11 +518,17 @@ class TransformerStack(nn.Module):
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-    ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None]:
-        """x (B, T, D) -> (output, hidden states, self-attention weights, cross-attention weights).
+        head_mask: torch.Tensor | None = None,
+        cross_head_mask: torch.Tensor | None = None,
+        output_intermediates: bool = False,
+    ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None, StackIntermediates | None]:
+        """x (B, T, D) -> (output, hidden states, self-attention weights, cross-attention weights, intermediates).
 
         Positions default to 0..T-1; with a cache, ``key_positions`` cover past and current tokens.
+        ``head_mask`` / ``cross_head_mask`` (layers, heads): see ``MultiHeadAttention.forward``.
         """
+        head_mask = self.check_head_mask(head_mask, "head_mask")
+        cross_head_mask = self.check_head_mask(cross_head_mask, "cross_attn_head_mask")
         batch, length = x.shape[:2]
         if query_positions is None:
             query_positions = torch.arange(length, device=x.device).expand(batch, length)
@@ -419,8 +550,15 @@ class TransformerStack(nn.Module):
         hidden_states = (x,) if output_hidden_states else None
         self_weights = () if output_attentions else None
         cross_weights = () if output_attentions and memory is not None else None
+        records = []
         for i, layer in enumerate(self.layers):
-            x, sw, cw = layer(x, self_bias, rotary, memory, memory_bias, past_key_values, output_attentions)
+            x, sw, cw, record = layer(
+                x, self_bias, rotary, memory, memory_bias, past_key_values, output_attentions,
+                head_mask=None if head_mask is None else head_mask[i],
+                cross_head_mask=None if cross_head_mask is None else cross_head_mask[i],
+                output_intermediates=output_intermediates,
+            )
+            records.append(record)
             if self.norm is not None and i == len(self.layers) - 1:
                 x = self.norm(x)
             if output_hidden_states:
@@ -429,7 +567,18 @@ class TransformerStack(nn.Module):
                 self_weights += (sw,)
                 if cross_weights is not None:
                     cross_weights += (cw,)
-        return x, hidden_states, self_weights, cross_weights
+        intermediates = StackIntermediates(None, rotary, tuple(records), x) if output_intermediates else None
+        return x, hidden_states, self_weights, cross_weights, intermediates
+
+    def check_head_mask(self, mask, name: str) -> torch.Tensor | None:
+        """A (layers, heads) mask as a tensor, or a ValueError saying which shape was expected."""
+        if mask is None:
+            return None
+        mask = torch.as_tensor(mask, dtype=torch.float32)
+        if mask.shape != (len(self.layers), self.n_heads):
+            raise ValueError(f"{name} must have shape (layers, heads) = ({len(self.layers)}, {self.n_heads}), "
+                             f"one value per head (1 keeps it, 0 removes it); got {tuple(mask.shape)}")
+        return mask
 
 
 # ----------------------------------------------------------------------------------------------
@@ -590,8 +739,10 @@ class Encoder(nn.Module):
         position_ids: torch.Tensor | None = None,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-        return_dict: bool = True,
-    ) -> BaseModelOutput:
+        head_mask: torch.Tensor | None = None,
+        output_intermediates: bool = False,
+        return_dict: bool | None = None,
+    ) -> ScratchEncoderOutput | tuple:
         if attention_mask is not None and attention_mask.dim() != 2:
             raise ValueError(f"attention_mask must be (batch, length) with 1 for tokens and 0 for padding; got {tuple(attention_mask.shape)}")
         if position_ids is None:
@@ -600,11 +751,15 @@ class Encoder(nn.Module):
                 else torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
             )
         padding = None if attention_mask is None or bool(attention_mask.all()) else attention_mask == 0
-        x, hidden, weights, _ = self.stack(
-            self.embed(input_ids, position_ids), query_positions=position_ids, key_padding_mask=padding,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        x, embeddings = self.embed(input_ids, position_ids, output_intermediates)
+        x, hidden, weights, _, intermediates = self.stack(
+            x, query_positions=position_ids, key_padding_mask=padding, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, head_mask=head_mask, output_intermediates=output_intermediates,
         )
-        return BaseModelOutput(last_hidden_state=x, hidden_states=hidden, attentions=weights)
+        if intermediates is not None:
+            intermediates.embeddings = embeddings
+        out = ScratchEncoderOutput(last_hidden_state=x, hidden_states=hidden, attentions=weights, intermediates=intermediates)
+        return out if return_dict is not False else out.to_tuple()
 
 
 class Decoder(nn.Module):
@@ -628,7 +783,10 @@ class Decoder(nn.Module):
         use_cache: bool = False,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        head_mask: torch.Tensor | None = None,
+        cross_attn_head_mask: torch.Tensor | None = None,
+        output_intermediates: bool = False,
+    ) -> ScratchDecoderOutput:
         cross = self.config.is_encoder_decoder
         if use_cache and past_key_values is None:
             past_key_values = (
@@ -653,15 +811,19 @@ class Decoder(nn.Module):
         memory_padding = None
         if encoder_attention_mask is not None and not bool(encoder_attention_mask.all()):
             memory_padding = encoder_attention_mask == 0
-        x, hidden, self_weights, cross_weights = self.stack(
-            self.embed(input_ids, position_ids), causal=True, query_positions=position_ids,
-            key_positions=key_positions, key_padding_mask=padding, memory=encoder_hidden_states if cross else None,
-            memory_key_padding_mask=memory_padding, past_key_values=past_key_values,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+        x, embeddings = self.embed(input_ids, position_ids, output_intermediates)
+        x, hidden, self_weights, cross_weights, intermediates = self.stack(
+            x, causal=True, query_positions=position_ids, key_positions=key_positions, key_padding_mask=padding,
+            memory=encoder_hidden_states if cross else None, memory_key_padding_mask=memory_padding,
+            past_key_values=past_key_values, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, head_mask=head_mask, cross_head_mask=cross_attn_head_mask,
+            output_intermediates=output_intermediates,
         )
-        return BaseModelOutputWithPastAndCrossAttentions(
+        if intermediates is not None:
+            intermediates.embeddings = embeddings
+        return ScratchDecoderOutput(
             last_hidden_state=x, past_key_values=past_key_values if use_cache else None,
-            hidden_states=hidden, attentions=self_weights, cross_attentions=cross_weights,
+            hidden_states=hidden, attentions=self_weights, cross_attentions=cross_weights, intermediates=intermediates,
         )
 
 
@@ -702,34 +864,50 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        head_mask: torch.Tensor | None = None,
+        decoder_head_mask: torch.Tensor | None = None,
+        cross_attn_head_mask: torch.Tensor | None = None,
+        output_intermediates: bool = False,
         **kwargs,
-    ):
+    ) -> ScratchModelOutput | ScratchDecoderOutput:
+        """Decoder-only: the decoder's output, ``head_mask`` (layers, heads) masking its self-attention.
+        Encoder-decoder: ``head_mask`` masks the encoder, ``decoder_head_mask`` the decoder's
+        self-attention, ``cross_attn_head_mask`` its cross-attention (BART's names). With
+        ``output_intermediates`` the output carries ``intermediates``: every step's tensors."""
         output_attentions = output_attentions if output_attentions is not None else self.config.output_attentions
         output_hidden_states = (
             output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
         )
         use_cache = use_cache if use_cache is not None else (self.config.use_cache and not self.training)
-        flags = dict(output_attentions=output_attentions, output_hidden_states=output_hidden_states)
+        flags = dict(output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+                     output_intermediates=output_intermediates)
         if not self.config.is_encoder_decoder:
             if input_ids is None:
                 raise ValueError("input_ids are required")
             return self.decoder(
-                input_ids, attention_mask, position_ids, past_key_values=past_key_values, use_cache=use_cache, **flags
+                input_ids, attention_mask, position_ids, past_key_values=past_key_values, use_cache=use_cache,
+                head_mask=head_mask, **flags,
             )
         if encoder_outputs is None:
             if input_ids is None:
                 raise ValueError("an encoder-decoder model needs input_ids (or encoder_outputs)")
-            encoder_outputs = self.encoder(input_ids, attention_mask, position_ids, **flags)
+            encoder_outputs = self.encoder(input_ids, attention_mask, position_ids, head_mask=head_mask, **flags)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
+        if output_intermediates and getattr(encoder_outputs, "intermediates", None) is None:
+            raise ValueError("output_intermediates records the encoder too: pass input_ids, not encoder_outputs")
         if decoder_input_ids is None:
             raise ValueError("decoder_input_ids are required (or labels, for the LM model, which shifts them right)")
         decoder_outputs = self.decoder(
             decoder_input_ids, decoder_attention_mask, decoder_position_ids,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values, use_cache=use_cache, **flags,
+            past_key_values=past_key_values, use_cache=use_cache, head_mask=decoder_head_mask,
+            cross_attn_head_mask=cross_attn_head_mask, **flags,
         )
-        return Seq2SeqModelOutput(
+        intermediates = None
+        if output_intermediates:
+            intermediates = ModelIntermediates(decoder=decoder_outputs.intermediates, encoder=encoder_outputs.intermediates)
+        return ScratchModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
             past_key_values=decoder_outputs.past_key_values,
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -738,6 +916,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
+            intermediates=intermediates,
         )
 
 
@@ -772,21 +951,26 @@ class ScratchTransformerForCausalLM(ScratchTransformerPreTrainedModel, Generatio
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int = 0,
+        head_mask: torch.Tensor | None = None,
+        output_intermediates: bool = False,
         **kwargs,
-    ) -> CausalLMOutputWithPast:
-        """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t."""
+    ) -> ScratchCausalLMOutput:
+        """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t.
+        ``head_mask`` (layers, heads) and ``output_intermediates``: see ``ScratchTransformerModel.forward``."""
         out = self.model(
             input_ids, attention_mask, position_ids, past_key_values=past_key_values, use_cache=use_cache,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, head_mask=head_mask,
+            output_intermediates=output_intermediates,
         )
         hidden = out.last_hidden_state if not logits_to_keep else out.last_hidden_state[:, -logits_to_keep:]
         logits = self.lm_head(hidden)
         loss = None
         if labels is not None:
             loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        return CausalLMOutputWithPast(
-            loss=loss, logits=logits, past_key_values=out.past_key_values,
-            hidden_states=out.hidden_states, attentions=out.attentions,
+        return ScratchCausalLMOutput(
+            loss=loss, logits=logits, past_key_values=out.past_key_values, hidden_states=out.hidden_states,
+            attentions=out.attentions,
+            intermediates=ModelIntermediates(decoder=out.intermediates) if output_intermediates else None,
         )
 
 
@@ -832,9 +1016,14 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerPreTrainedModel, Generati
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int = 0,
+        head_mask: torch.Tensor | None = None,
+        decoder_head_mask: torch.Tensor | None = None,
+        cross_attn_head_mask: torch.Tensor | None = None,
+        output_intermediates: bool = False,
         **kwargs,
-    ) -> Seq2SeqLMOutput:
-        """labels: the target ids (-100 to ignore); the decoder reads them shifted right."""
+    ) -> ScratchSeq2SeqLMOutput:
+        """labels: the target ids (-100 to ignore); the decoder reads them shifted right.
+        Head masks and ``output_intermediates``: see ``ScratchTransformerModel.forward``."""
         if labels is not None and decoder_input_ids is None:
             if self.config.pad_token_id is None or self.config.decoder_start_token_id is None:
                 raise ValueError("training from labels needs config.pad_token_id and config.decoder_start_token_id")
@@ -843,15 +1032,17 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerPreTrainedModel, Generati
             input_ids, attention_mask, decoder_input_ids=decoder_input_ids,
             decoder_attention_mask=decoder_attention_mask, decoder_position_ids=decoder_position_ids,
             encoder_outputs=encoder_outputs, past_key_values=past_key_values, use_cache=use_cache,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, head_mask=head_mask,
+            decoder_head_mask=decoder_head_mask, cross_attn_head_mask=cross_attn_head_mask,
+            output_intermediates=output_intermediates,
         )
         hidden = out.last_hidden_state if not logits_to_keep else out.last_hidden_state[:, -logits_to_keep:]
         logits = self.lm_head(hidden)
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(), ignore_index=-100)
-        return Seq2SeqLMOutput(
-            loss=loss, logits=logits, past_key_values=out.past_key_values,
+        return ScratchSeq2SeqLMOutput(
+            loss=loss, logits=logits, past_key_values=out.past_key_values, intermediates=out.intermediates,
             decoder_hidden_states=out.decoder_hidden_states, decoder_attentions=out.decoder_attentions,
             cross_attentions=out.cross_attentions, encoder_last_hidden_state=out.encoder_last_hidden_state,
             encoder_hidden_states=out.encoder_hidden_states, encoder_attentions=out.encoder_attentions,
