@@ -10,7 +10,9 @@ load in the background right after launch (or on the first request when imported
 Checkpoints are discovered when a page loads, so a checkpoint trained while the app runs shows up on reload.
 """
 
+import contextlib
 import functools
+import html
 import inspect
 import logging
 import os
@@ -318,6 +320,235 @@ def trace_forward(text, model_name):
 
 
 # ----------------------------------------------------------------------------------------------
+# Teaching views (issue 11): attention step by step, logit lens, head ablation, sampling
+# ----------------------------------------------------------------------------------------------
+
+STEPS_EXAMPLE = "To be, or not to be, that is the question"
+SAMPLING_EXAMPLE = "Shall I compare thee to a summer's"
+RAW = dict(preprocess=False)  # the explorer checks raw inputs and says what is wrong (issue 12)
+TEACH_KINDS = [("self-attention (decoder-only models)", "self"), ("encoder self-attention", "encoder"),
+               ("decoder masked self-attention", "decoder"), ("cross-attention", "cross")]
+
+
+@contextlib.contextmanager
+def user_error():
+    """A ValueError from the explorer names what was wrong and what is allowed: show it as such (escaped)."""
+    try:
+        yield
+    except ValueError as error:
+        raise InputProblem(html.escape(str(error), quote=False)) from None
+
+
+def clicked(field: str):
+    """The handler of a click on a clickable gr.HTML (explorer.teach_html.CLICK_JS): the clicked item's number."""
+    def pick(evt: gr.EventData):
+        return int(getattr(evt, field))
+    pick.__name__ = f"clicked_{field}"
+    return pick
+
+
+def worked_example():
+    """The notes' Hello World example, computed with the model's own functions (no model needed)."""
+    from explorer import teach_html
+    from explorer.worked_example import worked_example as compute
+
+    steps, where_wrong = compute()
+    return where_wrong, teach_html.steps_html(steps)
+
+
+@guarded(n_outputs=3)
+def attention_steps(text, model_name, kind, layer, head, query, full_precision):
+    """One head, one query token: every step of the attention computation with the model's numbers."""
+    from explorer import steps, teach_html
+
+    text, notices = user_text(text, "some text")
+    info, model, tokenizer = checkpoint(model_name)
+    with user_error():
+        view = steps.attention_steps(model, tokenizer, text, kind, layer, head, query)
+    return (teach_html.token_strip_html(view.query_tokens, view.query),
+            teach_html.steps_html(view.steps, full=bool(full_precision)),
+            status(f"**{info.name}**, {dict((v, k) for k, v in TEACH_KINDS)[view.kind]}, layer {view.layer}, head {view.head}, "
+                   f"query token {html.escape(view.query_tokens[view.query])}: {len(view.steps)} steps; every number the model "
+                   f"also computed matches it within {view.max_difference:.1e}. Click a token above to follow another query.",
+                   *notices, *view.notices))
+
+
+@guarded(n_outputs=4)
+def logit_lens(text, model_name, position):
+    """Top 5 next tokens per layer at one position; the probability of the actual next token everywhere."""
+    from explorer import lens, teach_figures, teach_html
+
+    text, notices = user_text(text, "some text")
+    info, model, tokenizer = checkpoint(model_name)
+    with user_error():
+        result = lens.logit_lens(model, tokenizer, text, position)
+    labels = [f"{i}:{t}" for i, t in enumerate(result.tokens)]
+    return (teach_html.token_strip_html(labels, result.position), teach_html.lens_table_html(result),
+            teach_figures.lens_heatmap(result),
+            status(f"**{info.name}**: {len(result.rows)} read-outs (embeddings and {len(result.rows) - 1} layers) of "
+                   f"{len(result.tokens)} tokens. The last row is the model's own prediction. Click a token to read after it.",
+                   *notices, *result.notices))
+
+
+@guarded(n_outputs=3)
+def ablate_heads(text, model_name, kind, heads):
+    """The loss and next-token probabilities with the chosen heads removed."""
+    from explorer import ablation, teach_figures
+
+    text, notices = user_text(text, "some text")
+    info, model, tokenizer = checkpoint(model_name)
+    with user_error():
+        result = ablation.ablate_heads(model, tokenizer, text, heads, kind)
+    removed = ", ".join(f"L{l}.H{h}" for l, h in result.removed) or "none"
+    change = result.loss_after - result.loss_before
+    return (teach_figures.ablation_figure(result), teach_figures.token_loss_figure(result),
+            status(f"**{info.name}**, heads removed: {removed}. Loss on the text {result.loss_before:.4f} → "
+                   f"{result.loss_after:.4f} nats ({change:+.4f}).", *notices, *result.notices))
+
+
+@guarded(n_outputs=2)
+def rank_heads(text, model_name, kind, progress=gr.Progress()):
+    """Every head removed alone: the rise in loss, as a layer × head map."""
+    from explorer import ablation, teach_figures
+
+    text, notices = user_text(text, "some text")
+    info, model, tokenizer = checkpoint(model_name)
+    with user_error():
+        ranking = ablation.rank_heads(model, tokenizer, text, kind, progress=lambda f, d: progress(f, desc=d))
+    top = ", ".join(f"L{l}.H{h} ({teach_figures.signed(v)})" for l, h, v in ranking.order()[:3])
+    return teach_figures.ranking_figure(ranking), status(
+        f"**{info.name}**: {ranking.increase.size} heads, each removed alone. Costliest: {top}.", *notices, *ranking.notices)
+
+
+@guarded(n_outputs=2)
+def next_token_distribution(prompt, model_name, temperature, top_k, top_p, repetition_penalty):
+    """The next-token distribution after temperature, top-k and top-p, as generate samples from it."""
+    from explorer import sampling, teach_figures
+
+    text, notices = user_text(prompt)
+    info, model, tokenizer = checkpoint(model_name)
+    with user_error():
+        settings = sampling.SamplingSettings.checked(temperature, top_k, top_p, repetition_penalty)
+        d = sampling.next_token_distribution(model, tokenizer, text, settings)
+    first = "the first token of the rewrite" if model.config.is_encoder_decoder else "the next token"
+    return teach_figures.distribution_figure(d), status(
+        f"**{info.name}**: {first} is drawn from {d.n_kept:,} of {d.vocab_size:,} tokens "
+        f"({d.kept_mass:.1%} of the probability after temperature, renormalised to 100%).", *notices, *d.notices)
+
+
+def teach_catalog():
+    """The teaching tabs' model menus (decoder-only models first, the main model selected)."""
+    A = analysis()
+    catalog, results = A.discover_checkpoints(), A.read_results()
+    names = list(catalog)
+    causal = [n for n in names if not catalog[n].is_encoder_decoder]
+    main = results.main_model if results.main_model in causal else (causal[0] if causal else None)
+    return tuple(gr.update(choices=choices, value=main) for choices in (names, causal, names, causal))
+
+
+def build_teaching_tabs(demo: gr.Blocks) -> None:
+    """The four teaching tabs; called inside build_demo's Blocks."""
+    from explorer import teaching
+    from explorer.teach_html import CLICK_JS, CSS as TEACH_CSS
+
+    def clickable(elem_id: str) -> gr.HTML:
+        return gr.HTML(elem_id=elem_id, js_on_load=CLICK_JS, css_template=TEACH_CSS)
+
+    with gr.Tab("Attention, step by step", id="steps") as steps_tab:
+        gr.Markdown(teaching.STEPS.split("\n\n")[0])
+        with gr.Accordion("The notes' worked example, done right (no model needed)", open=True) as example_box:
+            gr.Markdown(teaching.WORKED_EXAMPLE)
+            example_wrong = gr.Markdown(elem_id="example-wrong")
+            example_steps = gr.HTML(elem_id="example-steps", css_template=TEACH_CSS)
+        with gr.Row():
+            steps_text = gr.Textbox(label="Text", value=STEPS_EXAMPLE, lines=2, scale=4, elem_id="steps-text")
+            with gr.Column(scale=2):
+                steps_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="steps-model")
+                steps_kind = gr.Dropdown(TEACH_KINDS, value="self", label="Attention", elem_id="steps-kind")
+        with gr.Row():
+            steps_layer = gr.Number(value=0, precision=0, label="Layer (−1: last)", elem_id="steps-layer", min_width=100)
+            steps_head = gr.Number(value=0, precision=0, label="Head", elem_id="steps-head", min_width=100)
+            steps_query = gr.Number(value=-1, precision=0, label="Query token (−1: last)", elem_id="steps-query", min_width=100)
+            steps_full = gr.Checkbox(label="Every digit (float32)", value=False, elem_id="steps-full")
+            steps_button = gr.Button("Show the steps", variant="primary", elem_id="steps-button")
+        steps_tokens = clickable("steps-tokens")
+        steps_status = gr.Markdown(elem_id="steps-status", elem_classes="status-line")
+        steps_body = gr.HTML(elem_id="steps-body", css_template=TEACH_CSS)
+        with gr.Accordion("The concepts behind these steps", open=False):
+            gr.Markdown("\n\n".join(teaching.CONCEPTS))
+        steps_inputs = [steps_text, steps_model, steps_kind, steps_layer, steps_head, steps_query, steps_full]
+        steps_outputs = [steps_tokens, steps_body, steps_status]
+        steps_tab.select(worked_example, None, [example_wrong, example_steps], api_name="worked_example")
+        steps_button.click(lambda: gr.Accordion(open=False), None, example_box, api_name="steps_fold_example",
+                           api_visibility="private")  # the model's steps come next: out of their way
+        gr.on([steps_button.click, steps_full.input], attention_steps, steps_inputs, steps_outputs,
+              api_name="attention_steps", **HEAVY, **RAW)
+        steps_tokens.click(clicked("index"), None, steps_query, api_name="steps_pick_query", api_visibility="private").then(
+            attention_steps, steps_inputs, steps_outputs, api_name="attention_steps_query", **HEAVY, **RAW)
+
+    with gr.Tab("Logit lens", id="lens"):
+        gr.Markdown(teaching.LENS)
+        with gr.Row():
+            lens_text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="lens-text")
+            with gr.Column(scale=2):
+                lens_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="lens-model")
+                lens_position = gr.Number(value=-1, precision=0, label="Position (−1: last)", elem_id="lens-position")
+                lens_button = gr.Button("Read every layer", variant="primary", elem_id="lens-button")
+        lens_tokens = clickable("lens-tokens")
+        lens_status = gr.Markdown(elem_id="lens-status", elem_classes="status-line")
+        lens_table = gr.HTML(elem_id="lens-table", css_template=TEACH_CSS)
+        lens_plot = gr.Plot(label="Probability of the actual next token", elem_id="plot-lens")
+        lens_inputs, lens_outputs = [lens_text, lens_model, lens_position], [lens_tokens, lens_table, lens_plot, lens_status]
+        lens_button.click(logit_lens, lens_inputs, lens_outputs, api_name="logit_lens", **HEAVY, **RAW)
+        lens_tokens.click(clicked("index"), None, lens_position, api_name="lens_pick_position", api_visibility="private").then(
+            logit_lens, lens_inputs, lens_outputs, api_name="logit_lens_position", **HEAVY, **RAW)
+
+    with gr.Tab("Head ablation", id="ablation"):
+        gr.Markdown(teaching.ABLATION)
+        with gr.Row():
+            ablation_text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="ablation-text")
+            with gr.Column(scale=2):
+                ablation_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="ablation-model")
+                ablation_kind = gr.Dropdown(TEACH_KINDS, value="self", label="Attention", elem_id="ablation-kind")
+        with gr.Row():
+            ablation_heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads",
+                                        value="0.0, 1.2", scale=3, elem_id="ablation-heads")
+            ablation_button = gr.Button("Remove these heads", variant="primary", elem_id="ablation-button")
+            rank_button = gr.Button("Rank every head", elem_id="rank-button")
+        ablation_status = gr.Markdown(elem_id="ablation-status", elem_classes="status-line")
+        with gr.Row():  # side by side when there is room for both, one above the other on narrow pages
+            ablation_plot = gr.Plot(label="Next token", elem_id="plot-ablation", min_width=480)
+            token_loss_plot = gr.Plot(label="Loss per token", elem_id="plot-token-loss", min_width=480)
+        rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank")
+        ablation_inputs = [ablation_text, ablation_model, ablation_kind]
+        ablation_button.click(ablate_heads, [*ablation_inputs, ablation_heads], [ablation_plot, token_loss_plot, ablation_status],
+                              api_name="ablate_heads", **HEAVY, **RAW)
+        rank_button.click(rank_heads, ablation_inputs, [rank_plot, ablation_status], api_name="rank_heads", **HEAVY, **RAW)
+
+    with gr.Tab("Sampling, seen", id="sampling"):
+        gr.Markdown(teaching.SAMPLING)
+        with gr.Row():
+            with gr.Column(scale=3, min_width=520):
+                sampling_prompt = gr.Textbox(label="Prompt", value=SAMPLING_EXAMPLE, lines=2, elem_id="sampling-prompt")
+                sampling_plot = gr.Plot(label="Next-token distribution", elem_id="plot-sampling")
+                sampling_status = gr.Markdown(elem_id="sampling-status", elem_classes="status-line")
+            with gr.Column(scale=2):
+                sampling_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="sampling-model")
+                sampling_temperature = gr.Slider(0.05, 5.0, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature")
+                sampling_top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k (0 = off)", elem_id="sampling-top-k")
+                sampling_top_p = gr.Slider(0.01, 1.0, value=1.0, step=0.01, label="Top-p (1 = off)", elem_id="sampling-top-p")
+                sampling_penalty = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Repetition penalty (1 = off)",
+                                             elem_id="sampling-penalty")
+                sampling_button = gr.Button("Show the distribution", variant="primary", elem_id="sampling-button")
+        sampling_inputs = [sampling_prompt, sampling_model, sampling_temperature, sampling_top_k, sampling_top_p, sampling_penalty]
+        gr.on([sampling_button.click, sampling_prompt.submit, sampling_temperature.input, sampling_top_k.input,
+               sampling_top_p.input, sampling_penalty.input], next_token_distribution, sampling_inputs,
+              [sampling_plot, sampling_status], api_name="next_token_distribution", trigger_mode="always_last", **HEAVY, **RAW)
+
+    demo.load(teach_catalog, None, [steps_model, lens_model, ablation_model, sampling_model], api_name="teach_catalog")
+
+
+# ----------------------------------------------------------------------------------------------
 # Layout
 # ----------------------------------------------------------------------------------------------
 
@@ -434,6 +665,7 @@ def build_demo() -> gr.Blocks:
             trace_button.click(trace_forward, [trace_text, trace_model], [trace_table, top_plot, trace_summary, trace_status],
                                api_name="forward_trace", **HEAVY)
 
+        build_teaching_tabs(demo)
         demo.load(load_catalog, None, [gen_model, attention_model, trace_model, catalog_status], api_name="catalog")
     demo.queue(default_concurrency_limit=4)
     return demo

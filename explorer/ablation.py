@@ -134,13 +134,16 @@ class HeadRanking:
         return sorted(flat, key=lambda item: -item[2])
 
 
-def rank_heads(model, tokenizer, text: str, kind: str = "self") -> HeadRanking:
-    """Every head removed alone, one forward pass each: how much the loss on the text rises."""
+def rank_heads(model, tokenizer, text: str, kind: str = "self", progress=None) -> HeadRanking:
+    """Every head removed alone, one forward pass each: how much the loss on the text rises.
+    ``progress(fraction, description)`` is called before each layer."""
     kind, inputs, notices = prepare(model, tokenizer, text, kind)
     n_layers, n_heads = layers_of(model, kind), model.config.n_heads
     base = float(run_masked(model, inputs, kind, None)[1].mean())
     increase = np.zeros((n_layers, n_heads))
     for layer in range(n_layers):
+        if progress is not None:
+            progress(layer / n_layers, f"removing the heads of layer {layer}, one at a time")
         for head in range(n_heads):
             increase[layer, head] = float(run_masked(model, inputs, kind, head_mask(n_layers, n_heads, [(layer, head)]))[1].mean()) - base
     return HeadRanking(kind, base, increase, notices)

@@ -26,6 +26,11 @@ def _unique(labels: list[str]) -> list[str]:
     return out
 
 
+def signed(value: float) -> str:
+    """+0.123, or +4.6e-05 when three decimals would show nothing."""
+    return f"{value:+.3f}" if value == 0 or abs(value) >= 5e-4 else f"{value:+.1e}"
+
+
 def distribution_figure(d: NextTokenDistribution) -> go.Figure:
     """Bars: probability after temperature (grey where top-k / top-p cut the token), the renormalised
     probability written on each kept bar; diamonds: the model's own probability (T = 1)."""
@@ -41,8 +46,8 @@ def distribution_figure(d: NextTokenDistribution) -> go.Figure:
                     name="model's own (T = 1)", hoverinfo="skip")
     s = d.settings
     cuts = [f"top-k {s.top_k}" if s.top_k else "", f"top-p {s.top_p:g}" if s.top_p < 1 else ""]
-    kept = f"{d.n_kept:,} of {d.vocab_size:,} tokens kept ({d.kept_mass:.1%} of the probability)" if any(cuts) else "nothing cut"
-    fig.update_layout(title=f"Next token: T = {s.temperature:g}{''.join(', ' + c for c in cuts if c)} · {kept}",
+    kept = f"{d.n_kept:,} of {d.vocab_size:,} tokens kept" if any(cuts) else "nothing cut"
+    fig.update_layout(title=f"T = {s.temperature:g}{''.join(', ' + c for c in cuts if c)}: {kept}",
                       yaxis_title="probability", height=430, legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
                       **{**LAYOUT, "margin": dict(l=60, r=20, t=80, b=90)})
     fig.update_xaxes(type="category", tickangle=-45)
@@ -60,7 +65,7 @@ def lens_heatmap(lens: LogitLens) -> go.Figure:
                                customdata=hover, colorbar=dict(title="p(next)"),
                                hovertemplate="%{y}<br>%{customdata}<br>p = %{z:.3f}<extra></extra>"))
     fig.update_layout(title="Probability of the token that actually came next, by layer", xaxis_title="position (token read)",
-                      height=120 + 34 * len(lens.rows), **{**LAYOUT, "margin": dict(l=90, r=20, t=50, b=110)})
+                      height=max(330, 160 + 30 * len(lens.rows)), **{**LAYOUT, "margin": dict(l=90, r=20, t=50, b=110)})
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
     fig.update_yaxes(type="category", autorange="reversed")
     return fig
@@ -89,7 +94,7 @@ def token_loss_figure(a: Ablation) -> go.Figure:
                            customdata=np.stack([a.token_loss_before, a.token_loss_after], 1),
                            hovertemplate="predicting %{x}<br>−log p: %{customdata[0]:.3f} → %{customdata[1]:.3f}"
                                          "<br>change %{y:+.3f}<extra></extra>"))
-    fig.update_layout(title=f"Loss per token: {a.loss_before:.4f} → {a.loss_after:.4f} nats on average",
+    fig.update_layout(title=f"Loss per token (mean {a.loss_before:.4f} → {a.loss_after:.4f})",
                       yaxis_title="change in −log p (nats)", height=360, **{**LAYOUT, "margin": dict(l=60, r=20, t=50, b=110)})
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
     return fig
@@ -101,10 +106,10 @@ def ranking_figure(r: HeadRanking) -> go.Figure:
     limit = float(np.abs(r.increase).max()) or 1.0
     fig = go.Figure(go.Heatmap(
         z=r.increase, x=[f"H{h}" for h in range(n_heads)], y=[f"L{l}" for l in range(n_layers)], colorscale="RdBu_r",
-        zmid=0, zmin=-limit, zmax=limit, text=[[f"{v:+.3f}" for v in row] for row in r.increase], texttemplate="%{text}",
+        zmid=0, zmin=-limit, zmax=limit, text=[[signed(v) for v in row] for row in r.increase], texttemplate="%{text}",
         colorbar=dict(title="Δ loss"), hovertemplate="layer %{y}, head %{x}<br>loss %{z:+.4f} nats<extra></extra>"))
-    fig.update_layout(title=f"Rise in loss when one head is removed (full model: {r.loss:.4f} nats)",
-                      xaxis_title="head", yaxis_title="layer", height=140 + 46 * n_layers, **LAYOUT)
+    fig.update_layout(title=f"Rise in loss, each head removed alone (full model {r.loss:.4f})",
+                      xaxis_title="head", yaxis_title="layer", height=max(300, 140 + 46 * n_layers), **LAYOUT)
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -122,7 +127,7 @@ def token_centred_figure(weights: np.ndarray, query_label: str, key_labels: list
     fig = go.Figure(go.Heatmap(z=weights, x=keys, y=rows, colorscale="Blues", zmin=0, zmax=1, colorbar=dict(title="weight"),
                                hovertemplate="%{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     fig.update_layout(title=f"Layer {layer}: what {plotly_text([query_label])[0]} attends to, in every head",
-                      xaxis_title="key token", height=140 + 34 * len(rows), **{**LAYOUT, "margin": dict(l=150, r=20, t=50, b=110)})
+                      xaxis_title="key token", height=max(330, 160 + 30 * len(rows)), **{**LAYOUT, "margin": dict(l=150, r=20, t=50, b=110)})
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
     fig.update_yaxes(type="category", autorange="reversed")
     return fig

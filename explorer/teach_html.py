@@ -26,7 +26,8 @@ element.addEventListener('click', (event) => {
 """
 
 CSS = """
-.teach-step { margin: 0 0 14px 0; }
+.teach-steps { display: flex; flex-wrap: wrap; gap: 6px 28px; align-items: flex-start; }
+.teach-step { margin: 0 0 10px 0; flex: 0 1 auto; max-width: 100%; min-width: 0; }
 .teach-step h4 { margin: 0 0 2px 0; font-size: 15px; }
 .teach-step .formula { font-family: ui-monospace, monospace; font-size: 13px; background: var(--background-fill-secondary); padding: 1px 6px; border-radius: 4px; }
 .teach-step .shape, .teach-step .match { font-size: 12px; color: var(--body-text-color-subdued); margin-left: 8px; }
@@ -49,11 +50,12 @@ table.teach-values td.masked { color: var(--body-text-color-subdued); }
 .head-grid img { width: 100%; aspect-ratio: 1; image-rendering: pixelated; border: 1px solid var(--border-color-primary); display: block; }
 .head-grid .name { display: block; font-size: 11px; }
 .head-grid .badge { display: inline-block; font-size: 10px; background: #ebf8ff; color: #2c5282; border-radius: 3px; padding: 0 3px; margin: 1px; }
-.token-strip { line-height: 2; font-size: 14px; }
-.token-strip span { border: 1px solid var(--border-color-primary); border-radius: 4px; padding: 1px 3px; margin: 1px; cursor: pointer; white-space: pre; }
+.token-strip { display: flex; flex-wrap: wrap; gap: 3px; font-size: 14px; padding: 4px 0; }
+.token-strip span { border: 1px solid var(--border-color-primary); border-radius: 4px; padding: 1px 4px; cursor: pointer; white-space: pre; }
 .token-strip span.selected { background: #2b6cb0; color: white; }
 .token-strip span:hover { border-color: #2b6cb0; }
-table.lens td.p { color: var(--body-text-color-subdued); text-align: left; }
+table.lens td { text-align: left; }
+table.lens td.p { text-align: right; color: #4a5568; }
 """
 
 
@@ -64,7 +66,8 @@ def number(value: float, full: bool) -> str:
     if full:
         return np.format_float_positional(value, unique=True, trim="-")
     if value != 0 and abs(value) < 1e-3:
-        return f"{value:.1e}"
+        mantissa, exponent = f"{value:.1e}".split("e")
+        return f"{mantissa}e{int(exponent)}"
     return f"{value:.3f}"
 
 
@@ -94,7 +97,7 @@ def steps_html(steps: list[Step], full: bool = False) -> str:
         parts.append(f'<div class="teach-step"><h4>{i}. {html.escape(step.title)}</h4>'
                      f'<span class="formula">{html.escape(step.formula)}</span><span class="shape">shape {shape}</span>{match}'
                      f"{note}{values_table(step, full)}</div>")
-    return "".join(parts)
+    return f'<div class="teach-steps">{"".join(parts)}</div>'
 
 
 def _png(weights: np.ndarray) -> str:

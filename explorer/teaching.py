@@ -61,12 +61,12 @@ self-attention, the queries come from the decoder's stream and the keys and valu
 source token. This is how folio-to-modern reads the Folio spelling while it writes the modern one."""
 
 STEPS = f"""### Attention, step by step
-**What you see:** one head of one layer computing the output for one query token, with the real numbers of
-the model. Every line was recomputed here from the layer's input and weights and compared with the number the
-model itself computed in the same forward pass: "matches" gives the largest difference (float32; anything below
-1e-5 is rounding).
-**How to read it:** vectors of d_model numbers are shown d_k per row; tables list one row per token, the
-query's own row highlighted. Masked keys show "masked" and get weight exactly 0.
+- **What you see:** one head of one layer computing the output for one query token, with the real numbers of
+  the model. Every line was recomputed here from the layer's input and weights and compared with the number
+  the model itself computed in the same forward pass: "matches" gives the largest difference (float32;
+  anything below 1e-5 is rounding).
+- **How to read it:** vectors of d_model numbers are shown d_k per row; tables list one row per token, the
+  query's own row highlighted. Masked keys show "masked" and get weight exactly 0. Click a token to follow it.
 
 {ATTENTION}
 
@@ -82,43 +82,43 @@ encoder), no W_O (the notes stop at the concatenation). The position encoding is
 {EMBEDDING}"""
 
 LENS = """### Logit lens: what the model would say if it stopped after each layer
-**What you see:** for each layer, the 5 most likely next tokens after the chosen position, and (heatmap) the
-probability each layer gives to the token that really comes next, at every position.
-**How it works:** the stream after layer l is read out the way the model reads its last one:
-p_l = softmax(LayerNorm_final(h_l) · E^T), with the final LayerNorm and the tied LM head (the embedding matrix
-E). The last row IS the model's prediction (a test holds it equal, bit for bit). The *embeddings* row reads
-the stream before any layer: with a tied head it mostly predicts the current token itself.
-**How to read it:** a prediction that forms early appears in the lower rows; the heatmap's columns are
-positions (the token read → the token that came next)."""
+- **What you see:** for each layer, the 5 most likely next tokens after the chosen position (click a token),
+  and a heatmap of the probability each layer gives to the token that really came next, at every position.
+- **How it works:** the stream after layer l is read out the way the model reads its last one:
+  p_l = softmax(LayerNorm_final(h_l) · E^T), with the final LayerNorm and the tied LM head (the embedding
+  matrix E). The last row IS the model's prediction (a test holds it equal, bit for bit). The *embeddings* row
+  reads the stream before any layer: with a tied head it mostly predicts the current token itself.
+- **How to read it:** top to bottom, the prediction forming layer by layer; in the heatmap, a column turns
+  dark at the layer where the model "knows" the next token."""
 
 ABLATION = """### Head ablation: switch heads off
-**What you see:** the loss on your text (mean −log p of each next token, in nats) and the next-token
-probabilities, with and without the heads you remove; per token, how much harder the text became.
-**How it works:** removing head h multiplies its output softmax(q k^T/√d_k + bias) v by 0 before the heads are
-concatenated, so its slice of the input of W_O is zero (the model's own `head_mask`). **Rank every head**
-removes each head alone, one forward pass each, and draws the rise in loss as a layer × head map.
-**How to read it:** red cells are heads the model needs on this text; near-zero ones it can do without here.
-A removal can also lower the loss: a head is not tuned to one text."""
+- **What you see:** the loss on your text (mean −log p of each next token, in nats) and the next-token
+  probabilities, with and without the heads you remove; per token, how much harder the text became.
+- **How it works:** removing head h multiplies its output softmax(q k^T/√d_k + bias) v by 0 before the heads
+  are concatenated, so its slice of the input of W_O is zero (the model's own `head_mask`). *Rank every head*
+  removes each head alone, one forward pass each, and draws the rise in loss as a layer × head map.
+- **How to read it:** red cells are heads the model needs on this text; near-zero ones it can do without
+  here. A removal can also lower the loss: no head is tuned to one text."""
 
 SAMPLING = """### Sampling, seen
-**What you see:** the distribution of the next token after your prompt, redrawn as you move the controls.
-Bars: the probability after temperature; grey bars are the tokens top-k or top-p cut; the number on a kept
-bar is its renormalised probability, the one the next token is actually drawn from. Diamonds: the model's own
-probability at temperature 1.
-**The formula:** p_i = exp(z_i / T) / Σ_j exp(z_j / T). T < 1 sharpens (T → 0 is greedy), T > 1 flattens.
-Then, in this order (transformers' own processors, as `generate` applies them): the repetition penalty (before
-temperature), *top-k* keeps the k most likely, *top-p* keeps the most likely tokens until their probability
-reaches p (on what top-k kept), and the kept ones are renormalised to sum to 1."""
+- **What you see:** the distribution of the next token after your prompt, redrawn as you move the controls.
+  Bars: the probability after temperature; grey bars are the tokens top-k or top-p cut; the number on a kept
+  bar is its renormalised probability, the one the next token is actually drawn from. Diamonds: the model's
+  own probability at temperature 1.
+- **The formula:** p_i = exp(z_i / T) / Σ_j exp(z_j / T) for the logits z. T < 1 sharpens (T → 0 is greedy),
+  T > 1 flattens. In this order (transformers' own processors, as `generate` applies them): the repetition
+  penalty, temperature, *top-k* keeps the k most likely, *top-p* keeps the most likely tokens until their
+  probability reaches p (of what top-k kept), and the kept ones are renormalised to sum to 1."""
 
 HEADS = """### What each head does
-**Grid:** every layer (rows) × head (columns) of the attention on your text; each thumbnail is coloured from 0
-(white) to its own largest weight (dark); click one to enlarge it. **Token view:** click a token to see what it
-attends to in every head of the layer.
-**Head types**, where the evidence is clear: the score is the average weight the head puts, over the queries
-(from the third token on), where its type says it looks: the *previous token* (t−1), the *first token*
-(a "sink" that holds weight a head does not need elsewhere), the *same token* (t), or, for *induction*, the
-token that followed the earlier occurrence of the current token, on random tokens repeated twice. A label
-appears when the score reaches the threshold; the baseline is what a head spreading its weight evenly would
-score."""
+- **Grid:** every layer (rows) × head (columns) of the attention on your text; each thumbnail is coloured from
+  0 (white) to its own largest weight (dark). Click one to enlarge it.
+- **Token view:** click a token to see what it attends to in every head of the layer.
+- **Head types**, where the evidence is clear: the score is the average weight the head puts, over the
+  queries (from the third token on), where its type says it looks: the *previous token* (t−1), the *first
+  token* (a "sink" that holds weight a head does not need elsewhere), the *same token* (t), or, for
+  *induction*, the token that followed the earlier occurrence of the current token, on random tokens repeated
+  twice. A label appears when the score reaches the threshold; the baseline is what a head spreading its
+  weight evenly would score."""
 
 CONCEPTS = (EMBEDDING, ENCODINGS, ATTENTION, MASKS, ADD_NORM, FEED_FORWARD, SHIFTED_RIGHT, CROSS_ATTENTION)

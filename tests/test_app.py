@@ -35,8 +35,11 @@ def test_every_event_is_named_and_the_named_ones_are_callable(client):
     public = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     expected = {"/catalog", "/generate", "/generate_submit", "/stop_generation", "/folio_example", "/encoding_plots",
                 "/recompute_extrapolation", "/compare_encodings", "/attention", "/attention_layer", "/attention_head",
-                "/attention_kind", "/forward_trace"}
-    assert public == expected and names == {n.lstrip("/") for n in public}
+                "/attention_kind", "/forward_trace", "/worked_example", "/attention_steps", "/attention_steps_query",
+                "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution",
+                "/teach_catalog"}
+    private = {"steps_pick_query", "lens_pick_position", "steps_fold_example"}  # a click's data, then the public event with it
+    assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
 def test_heavy_events_share_the_cores(client):

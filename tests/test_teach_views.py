@@ -26,7 +26,7 @@ def test_steps_show_values_rounded_or_in_full_and_escape_labels():
     values = np.array([[0.123456789, -2.5], [np.finfo(np.float32).min, 0.00001234]], dtype=np.float32)
     step = Step("Scores", "s = q·k", values, [HOSTILE, "b"], ["x", "y"], "a <note>", 3e-7, highlight=1)
     rounded, full = steps_html([step]), steps_html([step], full=True)
-    assert "<td>0.123</td>" in rounded and "<td>-2.500</td>" in rounded and "<td>1.2e-05</td>" in rounded
+    assert "<td>0.123</td>" in rounded and "<td>-2.500</td>" in rounded and "<td>1.2e-5</td>" in rounded
     assert "<td>0.12345679</td>" in full and "<td>0.00001234</td>" in full  # float32's every digit
     assert rounded.count(">masked<") == 1 and "<img" not in rounded and "&lt;img src=x" in rounded
     assert "a &lt;note&gt;" in rounded and "✓ matches the model's own number (max difference 3.0e-07)" in rounded
