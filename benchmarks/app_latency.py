@@ -8,7 +8,10 @@ Measures, against the targets of the issue:
 - readiness: from starting `python app.py` to the page answering HTTP 200 (target < 10 s), median of --starts,
   next to the time `python -c "import gradio"` takes at the same moment (the floor: the machine's load moves both);
 - first streamed token: from submitting /generate to the first output holding generated text (target < 1 s);
-- attention tab: /attention on a 128-token text, request to figures received (target < 2 s).
+- attention tab: /attention on a 128-token text, request to figures received (target < 2 s);
+- teaching views on the same 128 tokens (target <= 1 s each): /attention_steps (last layer, last head, last
+  query), /logit_lens, /ablate_heads (two heads), /next_token_distribution (T 0.8, top-k 40, top-p 0.95), and
+  /rank_heads (one forward pass per head: layers x heads passes).
 Writes the figures to artifacts/bench_app.json as well.
 """
 
@@ -79,6 +82,29 @@ def attention_latency(client, model: str, text: str) -> float:
     return elapsed
 
 
+TEACHING = {  # endpoint -> the arguments after (text, model)
+    "attention_steps": ("self", -1, -1, -1, False),
+    "logit_lens": (-1,),
+    "ablate_heads": ("self", "0.1, 2.3"),
+    "next_token_distribution": (0.8, 40, 0.95, 1.0),
+    "rank_heads": ("self",),
+}
+
+
+def teaching_latencies(client, model: str, texts: list[str]) -> dict[str, list[float]]:
+    """Seconds from request to answer of each teaching endpoint, once per text (after one call to warm up)."""
+    seconds = {}
+    for name, args in TEACHING.items():
+        client.predict(texts[0], model, *args, api_name=f"/{name}")
+        seconds[name] = []
+        for text in texts:
+            start = time.perf_counter()
+            *_, note = client.predict(text, model, *args, api_name=f"/{name}")
+            seconds[name].append(time.perf_counter() - start)
+            assert not note.startswith("⚠️"), (name, note)
+    return seconds
+
+
 def text_of_tokens(root: Path, model: str, n_tokens: int, variant: int) -> str:
     from transformers import AutoTokenizer
 
@@ -136,6 +162,7 @@ def main() -> None:
         warm = [first_token_latency(client, model, seed=s) for s in range(1, args.repeats + 1)]
         attention_latency(client, model, text_of_tokens(root, model, 128, -1))  # first use of the tab
         attention = [attention_latency(client, model, text_of_tokens(root, model, 128, i)) for i in range(args.repeats)]
+        teaching = teaching_latencies(client, model, [text_of_tokens(root, model, 128, i) for i in range(args.repeats)])
     finally:
         process.terminate()
         process.wait(10)
@@ -153,6 +180,8 @@ def main() -> None:
         "tokens_per_s_median": statistics.median(r for _, r in warm),
         "attention_128_tokens_median_s": statistics.median(attention),
         "attention_128_tokens_s": attention,
+        **{f"{name}_128_tokens_s": values for name, values in teaching.items()},
+        **{f"{name}_128_tokens_median_s": statistics.median(values) for name, values in teaching.items()},
     }
     print(f"python app.py ready (HTTP 200):     median {figures['ready_median_s']:.2f} s  "
           f"({', '.join(f'{s:.2f}' for s in ready)})   target < 10 s")
@@ -163,6 +192,9 @@ def main() -> None:
           f"({figures['tokens_per_s_median']:.0f} tokens/s)")
     print(f"a request doing nothing (/folio_example), for scale: median {figures['empty_request_round_trip_median_s']:.3f} s")
     print(f"attention tab, 128 tokens:         median {figures['attention_128_tokens_median_s']:.3f} s   target < 2 s")
+    for name, values in teaching.items():
+        print(f"{'/' + name + ', 128 tokens:':42}median {statistics.median(values):.3f} s   target <= 1 s "
+              f"({', '.join(f'{v:.3f}' for v in values)})")
     out = REPO / "artifacts" / "bench_app.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(figures, indent=2))

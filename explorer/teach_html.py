@@ -55,6 +55,7 @@ table.teach-values td.masked { color: var(--body-text-color-subdued); }
 .token-strip span.selected { background: #2b6cb0; color: white; }
 .token-strip span:hover { border-color: #2b6cb0; }
 table.lens td { text-align: left; }
+.head-types { font-size: 13px; } .head-types ul { margin: 2px 0 6px 18px; } .head-types .base { color: var(--body-text-color-subdued); }
 table.lens td.p { text-align: right; color: #4a5568; }
 """
 
@@ -132,6 +133,24 @@ def head_grid_html(weights: np.ndarray, types: HeadTypes | None, selected: tuple
                          f'<span class="name">L{layer} H{head}</span>{badges}</button>')
     style = f"grid-template-columns: 2.2em repeat({n_heads}, minmax(0, 1fr));"
     return f'<div class="head-grid" style="{style}">{"".join(cells)}</div>'
+
+
+def head_types_html(types: HeadTypes) -> str:
+    """One line per head type: the heads that reach the threshold with their scores, or the strongest head
+    when none does, and the uniform baseline for scale."""
+    lines = []
+    for kind, scores in types.scores.items():
+        found = sorted(((float(scores[l, h]), l, h) for l in range(scores.shape[0]) for h in range(scores.shape[1])
+                        if scores[l, h] >= types.threshold), reverse=True)
+        if found:
+            heads = ", ".join(f"L{l}.H{h} {s:.2f}" for s, l, h in found)
+        else:
+            layer, head, score = types.strongest(kind)
+            heads = f"none reaches it (strongest: L{layer}.H{head} {score:.2f})"
+        lines.append(f"<li><b>{html.escape(kind)}</b>: {heads} <span class=base>(even spread: {types.baseline[kind]:.2f})</span></li>")
+    for kind, why in types.unmeasured.items():
+        lines.append(f"<li><b>{html.escape(kind)}</b>: not measured ({html.escape(why)})</li>")
+    return f'<div class="head-types">Head types, threshold {types.threshold:g}:<ul>{"".join(lines)}</ul></div>'
 
 
 def token_strip_html(labels: list[str], selected: int | None = None) -> str:

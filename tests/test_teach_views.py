@@ -15,7 +15,7 @@ from explorer.heads import HeadTypes
 from explorer.sampling import SamplingSettings, next_token_distribution
 from explorer.steps import Step
 from explorer.teach_figures import distribution_figure, lens_heatmap, ranking_figure, token_centred_figure
-from explorer.teach_html import head_grid_html, lens_table_html, number, steps_html, token_strip_html
+from explorer.teach_html import head_grid_html, head_types_html, lens_table_html, number, steps_html, token_strip_html
 from explorer.lens import logit_lens
 from training.paths import checkpoints_dir
 
@@ -113,3 +113,12 @@ def test_the_explanations_cover_every_concept_of_the_notes():
     for concept in ("√d_model", "pair index", "multi-head", "causal", "padding", "add & norm", "pre-norm", "post-norm",
                     "feed-forward", "shifted right", "cross-attention"):
         assert concept in text, concept
+
+
+def test_head_types_summary_names_the_heads_over_the_threshold_or_the_strongest():
+    types = HeadTypes({"previous token": np.array([[0.1, 0.7], [0.5, 0.2]]), "same token": np.array([[0.1, 0.3], [0.0, 0.2]])},
+                      {"previous token": 0.08, "same token": 0.08}, 0.4, {"induction": "decoder-only models"})
+    summary = head_types_html(types)
+    assert "<b>previous token</b>: L0.H1 0.70, L1.H0 0.50" in summary
+    assert "<b>same token</b>: none reaches it (strongest: L0.H1 0.30)" in summary
+    assert "<b>induction</b>: not measured (decoder-only models)" in summary and "threshold 0.4" in summary
