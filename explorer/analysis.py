@@ -255,7 +255,7 @@ def encode_prompt(model, tokenizer, text: str, max_new_tokens: int) -> tuple[tor
     a seq2seq model keeps the beginning of its source. Notices say what was cut."""
     notices = []
     ids = tokenizer(text, return_tensors="pt").input_ids
-    context, hard_limit = evaluate.training_context(model), max_positions(model)
+    context, hard_limit = model.config.context_length, max_positions(model)
     if model.config.is_encoder_decoder:
         budget = hard_limit or context
         if ids.shape[1] > budget:

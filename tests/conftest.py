@@ -33,6 +33,6 @@ def app_server(tiny_checkpoints):
 @pytest.fixture(scope="session")
 def corpus():
     """The prepared corpus in data/ (downloaded, verified and aligned once; reused afterwards)."""
-    from training.corpus import DATA_DIR, prepare
+    from training.corpus import prepare
 
-    return prepare(DATA_DIR, verbose=False)
+    return prepare(verbose=False)

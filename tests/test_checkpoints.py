@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
 from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
@@ -27,8 +28,10 @@ def test_every_checkpoint_is_shipped_with_results_and_a_model_card():
         folder = ROOT / name
         assert (folder / "model.safetensors").exists(), name
         assert name in RESULTS["models"], name
-        card = (folder / "README.md").read_text()
-        assert card.startswith("---\nlicense: mit\nlibrary_name: transformers\npipeline_tag: ")
+        card = ModelCard.load(folder / "README.md")  # the Hub's own parser
+        assert card.data.license == "mit" and card.data.library_name == "transformers"
+        assert card.data.pipeline_tag in ("text-generation", "text2text-generation")
+        assert card.data.eval_results and card.data.eval_results[0].dataset_type == "shakespeare-gutenberg"
     assert RESULTS["main_model"] == min(CAUSAL, key=lambda name: RESULTS["models"][name]["bits_per_char"])
     total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     assert total <= 80 * 10**6  # "at most 80 MB", read strictly: decimal megabytes

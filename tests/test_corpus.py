@@ -65,3 +65,16 @@ def test_a_corrupted_download_is_refused(tmp_path):
 
 def test_cleaning_normalises_layout_only():
     assert C.clean("\r\n\r\nLine one  \r\n\n\n\n\n\nLine two\t\n\n") == "Line one\n\n\nLine two\n"
+
+
+@pytest.mark.parametrize("folio, modern, plausible", [
+    ("Stand & vnfold your selfe", "Stand, and unfold yourself", True),
+    ("Vpon a labouring day, without the signe", "Upon a labouring day without the sign", True),
+    ("And when I haue stolne vpon these Son", "And when I have stol'n upon these sons-in-law,", True),
+    ("harke, I will tell you what our sport shall be Hast", "Hark, I will tell you what our sport shall be. [They converse apart.]", False),
+    ("Beare free and patient thoughts. Enter Lear. But who comes heere?", "Bear free and patient thoughts.--But who comes here?", False),
+    ("I heard not of it before I would it were not notorious. Was this Gentlewoman the", "I would it were not notorious.--Was this gentlewoman the", False),
+    ("What wills Lord Talbot, pleaseth Burgonie", "Welcome, brave captain and victorious lord!", False),
+])
+def test_implausible_pairs_are_told_apart(folio, modern, plausible):
+    assert C.plausible_pair({"folio": folio, "modern": modern}) is plausible

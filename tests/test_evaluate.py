@@ -6,7 +6,15 @@ import pytest
 import torch
 
 from training import train
-from training.evaluate import bits_per_character, character_error_rate
+from training.evaluate import (
+    bits_per_character,
+    character_error_rate,
+    insensitive_cer,
+    plain_words,
+    position_losses,
+    window_losses,
+    within_one_word,
+)
 from training.tokenization import train_tokenizer
 
 
@@ -14,7 +22,7 @@ from training.tokenization import train_tokenizer
 def tiny_lm(corpus):
     tokenizer = train_tokenizer()
     torch.manual_seed(0)
-    return train.build_model(train.PRESETS["tiny"]["model"], tokenizer, 32).eval(), tokenizer
+    return train.build_model(train.PRESETS["tiny"].model, tokenizer, 32).eval(), tokenizer
 
 
 @pytest.mark.parametrize("text", [
@@ -36,3 +44,34 @@ def test_character_error_rate_is_edit_distance_over_reference_length():
     assert character_error_rate(["sitting"], ["kitten"]) == pytest.approx(3 / 6)
     assert character_error_rate(["abc", "x"], ["abc", "y"]) == pytest.approx(1 / 4)  # summed, not averaged
     assert character_error_rate(["same line"], ["same line"]) == 0.0
+
+
+def test_the_per_position_curve_averages_each_position_over_the_windows(tiny_lm):
+    model, tokenizer = tiny_lm
+    text = "To be, or not to be: that is the question: whether 'tis nobler in the mind to suffer\n" * 6
+    window = window_losses(model, tokenizer, text, 16)
+    curve = position_losses(window)
+    assert len(curve) == 15  # positions 1..15 of a 16-token window
+    ids = torch.tensor(tokenizer(text)["input_ids"])
+    with torch.no_grad():  # the first window by hand: loss of token p given tokens 0..p-1
+        logits = model(ids[None, :16]).logits[0]
+    first = torch.nn.functional.cross_entropy(logits[:-1], ids[1:16], reduction="none")
+    torch.testing.assert_close(window["nll"][0], first, rtol=0, atol=1e-5)
+    full = window["scored"].all(1)  # windows without a ragged end: every position counted in each
+    expected = window["nll"][full].mean(0)
+    counts = window["scored"].sum(0)
+    assert torch.allclose(torch.tensor(curve)[counts == full.sum()], expected[counts == full.sum()], atol=1e-4)
+    result = bits_per_character(model, tokenizer, text, 16)
+    assert result["loss"] == pytest.approx(float(window["nll"].sum()) / int(window["scored"].sum()))
+
+
+def test_insensitive_cer_ignores_case_and_punctuation_only():
+    assert plain_words("Hence: home, you idle Creatures!") == "hence home you idle creatures"
+    assert insensitive_cer(["Hence: home you idle Creatures"], ["Hence! home, you idle creatures!"]) == 0.0
+    assert insensitive_cer(["vnfold"], ["unfold"]) == pytest.approx(1 / 6)
+
+
+def test_within_one_word_counts_dropped_words():
+    references = ["I come to bury Caesar, not to praise him.", "Stand, and unfold yourself"]
+    assert within_one_word(["I come to bury not", "Stand and unfold yourself"], references) == 0.5
+    assert within_one_word(references, references) == 1.0

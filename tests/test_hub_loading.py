@@ -1,49 +1,20 @@
 """Loading the way Hub users load: by repo id from a Hugging Face cache on disk (offline), and as
 remote code in a fresh process that cannot import our package."""
 
-import hashlib
 import json
 import os
-import shutil
-import subprocess
 import sys
-import textwrap
 
 import torch
 
+from offline_hub import lay_out_cache, run_isolated
 from tiny_models import random_ids, tiny_causal_lm, tiny_seq2seq
-
-REVISION = "0123456789abcdef0123456789abcdef01234567"
-
-
-def _run_isolated(code: str, cwd, env_extra: dict) -> dict:
-    """Run python code in a fresh process whose sys.path does NOT contain the repository."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(env_extra)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env,
-                            capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
-
-
-def _lay_out_cache(saved, cache, repo_id: str) -> None:
-    """models--org--name/{blobs, refs/main, snapshots/REV}: blobs named by sha256, snapshot links to them."""
-    repo = cache / ("models--" + repo_id.replace("/", "--"))
-    (repo / "blobs").mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(REVISION)
-    snapshot = repo / "snapshots" / REVISION
-    snapshot.mkdir(parents=True)
-    for file in saved.iterdir():
-        digest = hashlib.sha256(file.read_bytes()).hexdigest()
-        shutil.copy(file, repo / "blobs" / digest)
-        (snapshot / file.name).symlink_to(os.path.relpath(repo / "blobs" / digest, snapshot))
 
 
 def test_loads_by_repo_id_from_an_offline_hub_cache(tmp_path):
     model = tiny_causal_lm("alibi")
     model.save_pretrained(tmp_path / "saved")
-    _lay_out_cache(tmp_path / "saved", tmp_path / "cache", "scratch-transformer/tiny-alibi")
+    lay_out_cache(tmp_path / "saved", tmp_path / "cache", "scratch-transformer/tiny-alibi")
     ids = random_ids(1, 8)
     with torch.no_grad():
         expected = model(ids).logits[0, -1].tolist()
@@ -57,7 +28,7 @@ def test_loads_by_repo_id_from_an_offline_hub_cache(tmp_path):
             logits = model(torch.tensor({ids.tolist()})).logits[0, -1].tolist()
         print(json.dumps({{"logits": logits, "class": type(model).__name__}}))
     """
-    out = _run_isolated(code, tmp_path, {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "cache"),
+    out = run_isolated(code, tmp_path, {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "cache"),
                                          "HF_HOME": str(tmp_path / "home")})
     assert out["class"] == "ScratchTransformerForCausalLM"
     assert torch.equal(torch.tensor(out["logits"]), torch.tensor(expected))
@@ -88,7 +59,7 @@ def test_remote_code_loads_where_our_package_cannot_be_imported(tmp_path):
         print(json.dumps({{"importable": importable, "causal": a, "seq2seq": b,
                           "module": type(causal).__module__}}))
     """
-    out = _run_isolated(code, tmp_path, {"HF_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"})
+    out = run_isolated(code, tmp_path, {"HF_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"})
     assert out["importable"] is False  # the code really came from the checkpoint folder
     assert out["module"].startswith("transformers_modules.")
     assert (torch.tensor(out["causal"]) - expected_causal).abs().max().item() <= 1e-6

@@ -10,7 +10,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from training import train
+from training import checkpoints, train
 from training.corpus import read_split
 from training.tokenization import train_tokenizer
 
@@ -34,15 +34,15 @@ def _validation_loss(model, tokenizer, blocks: int = 8, length: int = 32) -> flo
 def test_a_tiny_training_run_lowers_the_validation_loss(corpus, tmp_path):
     tokenizer = train_tokenizer()
     torch.manual_seed(1234)
-    untrained = train.build_model(train.PRESETS["tiny"]["model"], tokenizer, 32).eval()
+    untrained = train.build_model(train.PRESETS["tiny"].model, tokenizer, 32).eval()
     before = _validation_loss(untrained, tokenizer)
     _train(["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
-            "--max-steps", "60", "--eval-steps", "30", "--eval-blocks", "8", "--train-limit", "2000"])
+            "--max-steps", "60", "--eval-steps", "30", "--eval-examples", "8", "--train-limit", "2000"])
     trained = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
     after = _validation_loss(trained, AutoTokenizer.from_pretrained(tmp_path / "out"))
     assert after < before - 1.0, (before, after)
     summary = json.loads((tmp_path / "out" / "training_summary.json").read_text())
-    assert summary["steps"] == 60 and summary["final_validation_loss"] < before
+    assert summary["steps"] == 60 and summary["validation_loss"] < before
     files = {p.name for p in (tmp_path / "out").iterdir()}
     assert {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json"} <= files
     assert not any(name.endswith(".bin") for name in files)
@@ -50,7 +50,7 @@ def test_a_tiny_training_run_lowers_the_validation_loss(corpus, tmp_path):
 
 def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
     args = ["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
-            "--eval-steps", "10", "--eval-blocks", "4", "--train-limit", "400"]
+            "--eval-steps", "10", "--eval-examples", "4", "--train-limit", "400"]
     _train(args + ["--max-steps", "10"])
     assert (tmp_path / "work" / "checkpoint-10").exists()
     _train(args + ["--max-steps", "20", "--resume"])
@@ -64,7 +64,7 @@ def test_torchrun_two_processes_on_cpu_write_one_checkpoint(corpus, tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "training.train",
          "--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
-         "--max-steps", "4", "--eval-steps", "4", "--eval-blocks", "8", "--train-limit", "256"],
+         "--max-steps", "4", "--eval-steps", "4", "--eval-examples", "8", "--train-limit", "256"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     try:
@@ -97,7 +97,7 @@ def test_weights_stored_as_float16_load_back_as_float32_with_the_same_outputs(tm
     model = ScratchTransformerForCausalLM(config).eval()
     model.save_pretrained(tmp_path)
     fp32_bytes = (tmp_path / "model.safetensors").stat().st_size
-    train.store_weights_as(tmp_path, "float16")
+    checkpoints.store_weights_as(tmp_path, "float16")
     with safe_open(tmp_path / "model.safetensors", framework="pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
     assert (tmp_path / "model.safetensors").stat().st_size < 0.55 * fp32_bytes
@@ -116,5 +116,5 @@ def test_weights_that_do_not_fit_in_float16_are_refused(tmp_path):
     save_file({"w": torch.tensor([1.0, 1e6])}, tmp_path / "model.safetensors", {"format": "pt"})
     before = (tmp_path / "model.safetensors").read_bytes()
     with pytest.raises(ValueError, match="does not fit in float16"):
-        train.store_weights_as(tmp_path, "float16")
+        checkpoints.store_weights_as(tmp_path, "float16")
     assert (tmp_path / "model.safetensors").read_bytes() == before  # the checkpoint is untouched

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 import modeling
@@ -145,6 +146,23 @@ def load_checkpoint(folder: Path):
     if reported:
         raise CheckpointError(f"checkpoint {folder.name} did not load cleanly: {reported}")
     return model.eval(), AutoTokenizer.from_pretrained(folder)
+
+
+def store_weights_as(output_dir: Path, dtype: str) -> None:
+    """Rewrite ``output_dir/model.safetensors`` with its floating-point tensors in ``dtype``.
+
+    config.json keeps ``"dtype": "float32"``, so ``from_pretrained`` upcasts on load and the model
+    computes in float32 as trained; only the storage is rounded. float16 keeps 11 significant bits
+    (relative rounding error <= 2**-11); weights here lie far inside its range (|w| < 65504).
+    """
+    path = output_dir / "model.safetensors"
+    with safe_open(path, framework="pt") as f:
+        metadata = f.metadata()
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    target = getattr(torch, dtype)
+    if any(t.is_floating_point() and t.abs().max() > torch.finfo(target).max for t in tensors.values()):
+        raise ValueError(f"a weight of {path} does not fit in {dtype}")
+    save_file({k: t.to(target) if t.is_floating_point() else t for k, t in tensors.items()}, path, metadata)
 
 
 def main() -> None:

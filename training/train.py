@@ -4,13 +4,17 @@
     python -m training.train --preset tiny --output-dir /tmp/tiny --max-steps 20
     torchrun --nproc_per_node=2 -m training.train --preset tiny --output-dir /tmp/tiny-ddp --max-steps 4
 
-Causal LMs read contiguous blocks of ``context_length`` tokens of the train split; the seq2seq preset
-reads aligned (First Folio line -> modern line) pairs. Validation runs every ``eval_steps``; Trainer
-state goes to ``--work-dir`` (default data/runs/<name>) so ``--resume`` continues from its last
-checkpoint, while ``--output-dir`` receives only the final model in Hugging Face layout (weights,
-config, generation config, tokenizer, training_summary.json). Seeds are fixed; on CPU denormal floats
-are flushed to zero (20x faster backward passes, DESIGN §6). Under torchrun on CPU the gloo backend is
-used and rank 0 writes the one final checkpoint.
+Presets (``training.presets``) say what to build and how long to train. Causal LMs read contiguous
+blocks of ``context_length`` tokens of the train split; the seq2seq preset reads aligned (First Folio
+line -> modern line) pairs. The same code runs on a CPU, on CUDA (bf16 autocast where the preset asks
+for it) and under torchrun across processes (gloo on CPU, NCCL on CUDA; rank 0 writes the checkpoint).
+
+Trainer state goes to ``--work-dir`` (default data/runs/<output name>) so ``--resume`` continues from
+its last checkpoint, across sessions; ``--output-dir`` receives only the final model in Hugging Face
+layout (safetensors, config, generation config, tokenizer, training_summary.json). The summary records
+the device, the wall time (summed over resumed runs), the tokens seen, the validation curve and how
+much validation loss still improved over the last fifth of training. On CPU denormal floats are flushed
+to zero (a 20x faster backward pass, DESIGN §6).
 """
 
 import argparse
@@ -18,69 +22,34 @@ import hashlib
 import json
 import math
 import os
+import platform
 import sys
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import DataCollatorForSeq2Seq, GenerationConfig, Trainer, TrainingArguments, set_seed
-
-from modeling import ScratchTransformerConfig
-from .corpus import DATA_DIR, read_pairs, read_split
-from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
-from .tokenization import load_tokenizer, train_tokenizer
-
-# The five encoding models differ ONLY in position_encoding: same size, data, steps, seed.
-ENCODING_EXPERIMENT = dict(
-    model=dict(d_model=192, n_heads=6, n_layers=4, d_ff=768, dropout=0.0, norm_first=True, activation="gelu"),
-    train=dict(context_length=128, batch_size=32, max_steps=300, learning_rate=2e-3, warmup_steps=30),
+from transformers import (
+    DataCollatorForSeq2Seq,
+    GenerationConfig,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
 )
-PRESETS = {
-    **{f"shakespeare-{pe}": dict(model=dict(ENCODING_EXPERIMENT["model"], position_encoding=pe),
-                                 train=dict(ENCODING_EXPERIMENT["train"]))
-       for pe in ("sinusoidal", "learned", "rope", "alibi", "none")},
-    # The main text-generation model: larger, longer context, and about six passes over the train split,
-    # so it uses dropout and keeps the checkpoint with the lowest validation loss (keep_best). Its weights
-    # ship as float16 (half the bytes; test bits/char moves by 2e-6), loaded back as float32.
-    "shakespeare-main": dict(
-        model=dict(d_model=256, n_heads=8, n_layers=6, d_ff=1024, dropout=0.1, norm_first=True, activation="gelu",
-                   position_encoding="rope"),
-        train=dict(context_length=256, batch_size=16, max_steps=2400, learning_rate=1.5e-3, warmup_steps=100,
-                   keep_best=True, weights_dtype="float16"),
-    ),
-    # Small and many steps: learning to copy through cross-attention takes steps more than width
-    # (d_model=192, 3+3 layers, 400 steps still ignored its source: CER 0.72 against 0.07 for copying).
-    "folio-to-modern": dict(
-        model=dict(d_model=128, n_heads=4, n_layers=2, n_encoder_layers=2, d_ff=512, dropout=0.0,
-                   position_encoding="sinusoidal", is_encoder_decoder=True),
-        train=dict(context_length=64, batch_size=64, max_steps=2000, learning_rate=3e-3, warmup_steps=100),
-    ),
-    "tiny": dict(
-        model=dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),
-        train=dict(context_length=32, batch_size=8, max_steps=30, learning_rate=3e-3, warmup_steps=0),
-    ),
-}
 
+from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 
-def store_weights_as(output_dir: Path, dtype: str) -> None:
-    """Rewrite ``output_dir/model.safetensors`` with its floating-point tensors in ``dtype``.
+from .checkpoints import store_weights_as
+from .corpus import plausible_pair, read_pairs, read_split
+from .evaluate import bits_per_character
+from .paths import data_dir
+from .presets import DEFAULT_SEED, PRESETS, TrainSettings
+from .tokenization import tokenizer_for
 
-    config.json keeps ``"dtype": "float32"``, so ``from_pretrained`` upcasts on load and the model
-    computes in float32 as trained; only the storage is rounded. float16 keeps 11 significant bits
-    (relative rounding error <= 2**-11); weights here lie far inside its range (|w| < 65504).
-    """
-    from safetensors import safe_open
-    from safetensors.torch import save_file
-
-    path = output_dir / "model.safetensors"
-    with safe_open(path, framework="pt") as f:
-        metadata = f.metadata()
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    target = getattr(torch, dtype)
-    if any(t.is_floating_point() and t.abs().max() > torch.finfo(target).max for t in tensors.values()):
-        raise ValueError(f"a weight of {path} does not fit in {dtype}")
-    save_file({k: t.to(target) if t.is_floating_point() else t for k, t in tensors.items()}, path, metadata)
+FLOAT16_TOLERANCE = 1e-4  # store float16 weights only if validation bits/char moves by less than this
+FLOAT16_CHECK_CHARS = 100_000  # validation characters scored with both weight dtypes
 
 
 class TokenBlocks(torch.utils.data.Dataset):
@@ -97,13 +66,14 @@ class TokenBlocks(torch.utils.data.Dataset):
         return {"input_ids": self.blocks[i], "labels": self.blocks[i]}
 
 
-def token_ids(split: str, tokenizer, data_dir: Path = DATA_DIR) -> np.ndarray:
+def token_ids(split: str, tokenizer, root: Path | None = None) -> np.ndarray:
     """The token ids of a corpus split, computed once and cached in data/tokens/ under a key of the text
     and the tokenizer (so a changed corpus or tokenizer never reads stale ids). The cache file is
     written atomically: under torchrun every rank may compute it at the same time."""
-    text = read_split(split, data_dir)
+    root = data_dir() if root is None else root
+    text = read_split(split, root)
     key = hashlib.sha256(text.encode() + tokenizer.backend_tokenizer.to_str().encode()).hexdigest()[:16]
-    cache = data_dir / "tokens" / f"{split}-{key}.npy"
+    cache = root / "tokens" / f"{split}-{key}.npy"
     if cache.exists():
         return np.load(cache)
     ids = np.asarray(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"], dtype=np.int32)
@@ -130,8 +100,15 @@ class SpellingPairs(torch.utils.data.Dataset):
         return self.items[i]
 
 
-def build_model(model_kwargs: dict, tokenizer, context_length: int):
+def attention_for(precision: str) -> str:
+    """The attention implementation to train with: under bf16 autocast on a CPU, torch's fused attention is
+    3-7x slower than the explicit softmax (measured here, fwd + bwd); everywhere else the fused one."""
+    return "eager" if precision == "bf16" and not torch.cuda.is_available() else "sdpa"
+
+
+def build_model(model_kwargs: dict, tokenizer, context_length: int, attn_implementation: str = "sdpa"):
     config = ScratchTransformerConfig(
+        attn_implementation=attn_implementation,
         vocab_size=len(tokenizer), max_position_embeddings=max(context_length, 64),
         training_context_length=context_length, bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
@@ -145,128 +122,228 @@ def generation_config_for(model) -> GenerationConfig:
     c = model.config
     common = dict(bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id, pad_token_id=c.pad_token_id)
     if c.is_encoder_decoder:
-        return GenerationConfig(decoder_start_token_id=c.decoder_start_token_id, max_new_tokens=96, do_sample=False,
+        return GenerationConfig(decoder_start_token_id=c.decoder_start_token_id, max_new_tokens=160, do_sample=False,
                                 **common)
     return GenerationConfig(max_new_tokens=200, do_sample=True, temperature=0.8, top_p=0.95, **common)
 
 
-def main(argv: list[str] | None = None) -> None:
+def device_description() -> str:
+    """What trained the model, for the summary and the model card."""
+    if torch.cuda.is_available():
+        return f"CUDA: {torch.cuda.get_device_name()}"
+    name = platform.processor() or platform.machine()
+    try:
+        name = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"CPU: {name}, {torch.get_num_threads()} torch thread(s) per process"
+
+
+class WallClock(TrainerCallback):
+    """Wall time summed over resumed runs: kept in ``<work dir>/wall_clock.json`` at every save."""
+
+    def __init__(self, work_dir: Path):
+        self.file = work_dir / "wall_clock.json"
+        self.before = json.loads(self.file.read_text())["seconds"] if self.file.exists() else 0.0
+        self.start = time.time()
+
+    def seconds(self) -> float:
+        return self.before + time.time() - self.start
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.file.write_text(json.dumps({"seconds": self.seconds(), "step": state.global_step}))
+
+
+def validation_curve(log_history: list[dict]) -> list[list[float]]:
+    """[[step, validation loss], ...] from the Trainer's log, one entry per step."""
+    curve = {entry["step"]: entry["eval_loss"] for entry in log_history if "eval_loss" in entry}
+    return [[step, round(loss, 4)] for step, loss in sorted(curve.items())]
+
+
+def last_fifth_improvement(curve: list[list[float]], max_steps: int) -> float | None:
+    """Relative drop in validation loss from the first evaluation in the last fifth of training to the last:
+    (L(0.8 T) - L(T)) / L(0.8 T). Below 1% the loss has flattened."""
+    late = [loss for step, loss in curve if step >= 0.8 * max_steps]
+    return None if len(late) < 2 else round((late[0] - late[-1]) / late[0], 5)
+
+
+def validation_bits_per_char(model, tokenizer, root: Path) -> float:
+    text = read_split("validation", root)[:FLOAT16_CHECK_CHARS]
+    return bits_per_character(model.eval(), tokenizer, text, model.config.context_length)["bits_per_char"]
+
+
+def store_float16_if_harmless(model, tokenizer, output_dir: Path, root: Path) -> tuple[str, float | None]:
+    """Store the saved weights as float16 when validation bits/char moves by less than FLOAT16_TOLERANCE
+    (decoder-only models; a seq2seq model is compared on validation loss); else keep float32.
+    Returns (dtype stored, the change measured)."""
+    from .checkpoints import load_checkpoint
+
+    def measure(m, t):
+        if not m.config.is_encoder_decoder:
+            return validation_bits_per_char(m, t, root)
+        pairs = SpellingPairs(read_pairs("validation", root), t, m.config.context_length, 256)
+        batch = DataCollatorForSeq2Seq(t, model=m, label_pad_token_id=-100)(list(pairs))
+        with torch.inference_mode():
+            return m.eval()(**batch).loss.item()
+
+    before = measure(model, tokenizer)
+    original = (output_dir / "model.safetensors").read_bytes()
+    store_weights_as(output_dir, "float16")
+    after = measure(*load_checkpoint(output_dir))
+    change = abs(after - before)
+    if change >= FLOAT16_TOLERANCE:
+        (output_dir / "model.safetensors").write_bytes(original)
+        return "float32", change
+    return "float16", change
+
+
+def parse_args(argv: list[str] | None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(PRESETS), required=True)
     parser.add_argument("--config", type=json.loads, default={}, help="JSON object overriding model config fields")
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument("--work-dir", type=Path, help="Trainer checkpoints and logs (default data/runs/<name>)")
-    parser.add_argument("--data-dir", type=Path, default=DATA_DIR)
+    parser.add_argument("--data-dir", type=Path, help="corpus and tokenizer (default: the repository's data/)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--max-steps", type=int)
     parser.add_argument("--context-length", type=int)
     parser.add_argument("--batch-size", type=int)
     parser.add_argument("--learning-rate", type=float)
-    parser.add_argument("--eval-steps", type=int, default=50)
-    parser.add_argument("--eval-blocks", type=int, default=64, help="validation examples per evaluation")
+    parser.add_argument("--eval-steps", type=int)
+    parser.add_argument("--eval-examples", type=int, help="validation sequences (or pairs) per evaluation")
+    parser.add_argument("--precision", choices=["fp32", "bf16"])
     parser.add_argument("--train-limit", type=int, help="use only the first N training examples (tests)")
-    parser.add_argument("--seed", type=int, default=1234)
     parser.add_argument("--threads", type=int, help="torch CPU threads per process")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --work-dir")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
 
-    preset = PRESETS[args.preset]
-    train_cfg = dict(preset["train"])
-    for key in ("max_steps", "context_length", "batch_size", "learning_rate"):
-        if getattr(args, key) is not None:
-            train_cfg[key] = getattr(args, key)
-    model_kwargs = {**preset["model"], **args.config}
+
+def settings_from(args) -> TrainSettings:
+    preset = PRESETS[args.preset].train
+    overrides = {key: getattr(args, key) for key in ("max_steps", "context_length", "batch_size", "learning_rate",
+                                                     "eval_steps", "eval_examples", "precision")
+                 if getattr(args, key) is not None}
+    return replace(preset, **overrides)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    settings = settings_from(args)
+    model_kwargs = {**PRESETS[args.preset].model, **args.config}
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
     set_seed(args.seed)
+    root = args.data_dir or data_dir()
 
-    tokenizer = train_tokenizer(args.data_dir)  # reuses data/tokenizer when present
-    length = train_cfg["context_length"]
-    model = build_model(model_kwargs, tokenizer, length)
+    tokenizer = tokenizer_for(settings.tokenizer, root)  # the BPE is trained once, then reused
+    length = settings.context_length
+    model = build_model(model_kwargs, tokenizer, length, attention_for(settings.precision))
     if model.config.is_encoder_decoder:
-        train_set = SpellingPairs(read_pairs("train", args.data_dir), tokenizer, length, args.train_limit)
-        eval_set = SpellingPairs(read_pairs("validation", args.data_dir), tokenizer, length, args.eval_blocks)
+        pairs = [pair for pair in read_pairs("train", root) if plausible_pair(pair)]
+        train_set = SpellingPairs(pairs, tokenizer, length, args.train_limit)
+        eval_set = SpellingPairs(read_pairs("validation", root), tokenizer, length, settings.eval_examples)
         collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
+        train_tokens = None
     else:
-        train_set = TokenBlocks(token_ids("train", tokenizer, args.data_dir), length, args.train_limit)
-        eval_set = TokenBlocks(token_ids("validation", tokenizer, args.data_dir), length, args.eval_blocks)
-        collator = None
+        ids = token_ids("train", tokenizer, root)
+        train_set = TokenBlocks(ids, length, args.train_limit)
+        eval_set = TokenBlocks(token_ids("validation", tokenizer, root), length, settings.eval_examples)
+        collator, train_tokens = None, len(ids)
 
-    work_dir = args.work_dir or args.data_dir / "runs" / args.output_dir.name
+    work_dir = args.work_dir or root / "runs" / args.output_dir.name
+    work_dir.mkdir(parents=True, exist_ok=True)
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    cuda = torch.cuda.is_available()
     training_args = TrainingArguments(
         output_dir=str(work_dir),
-        max_steps=train_cfg["max_steps"],
-        per_device_train_batch_size=max(1, train_cfg["batch_size"] // world),
-        per_device_eval_batch_size=max(1, train_cfg["batch_size"] // world),
-        learning_rate=train_cfg["learning_rate"],
-        warmup_steps=train_cfg["warmup_steps"],
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=max(1, settings.batch_size // world),
+        per_device_eval_batch_size=max(1, settings.batch_size // world),
+        learning_rate=settings.learning_rate,
+        warmup_steps=settings.warmup_steps,
         lr_scheduler_type="cosine",
-        weight_decay=0.1,
+        weight_decay=settings.weight_decay,
         adam_beta2=0.98,
         max_grad_norm=1.0,
+        bf16=settings.precision == "bf16",
+        train_sampling_strategy="group_by_length" if settings.group_by_length else "random",
         eval_strategy="steps",
-        eval_steps=args.eval_steps,
+        eval_steps=settings.eval_steps,
         save_strategy="steps",
-        save_steps=args.eval_steps,
+        save_steps=settings.eval_steps,
         save_total_limit=1,
-        load_best_model_at_end=train_cfg.get("keep_best", False),
+        load_best_model_at_end=settings.keep_best,
         metric_for_best_model="eval_loss",
         greater_is_better=False,
         logging_steps=10,
+        include_num_input_tokens_seen="non_padding",
         seed=args.seed,
         data_seed=args.seed,
         report_to="none",
-        use_cpu=not torch.cuda.is_available(),
-        ddp_backend="gloo" if world > 1 and not torch.cuda.is_available() else None,
+        use_cpu=not cuda,
+        ddp_backend=None if world == 1 else ("nccl" if cuda else "gloo"),
         dataloader_num_workers=0,
         disable_tqdm=False,
     )
+    clock = WallClock(work_dir)
     trainer = Trainer(model=model, args=training_args, train_dataset=train_set, eval_dataset=eval_set,
-                      data_collator=collator)
+                      data_collator=collator, callbacks=[clock])
     resume = args.resume and any(work_dir.glob("checkpoint-*"))
-    start = time.time()
     result = trainer.train(resume_from_checkpoint=True if resume else None)
     metrics = trainer.evaluate()
-    elapsed = time.time() - start
     rank = int(os.environ.get("RANK", "0"))
     print(f"rank {rank} of {world}: {result.global_step} steps, {training_args.per_device_train_batch_size} "
           f"examples per step on this process", flush=True)
+    if not trainer.is_world_process_zero():
+        return
 
-    if trainer.is_world_process_zero():
-        model.generation_config = generation_config_for(model)
-        model.config.use_cache = True  # the Trainer turns the KV cache off while training
-        trainer.save_model(str(args.output_dir))
-        tokenizer.save_pretrained(args.output_dir)
-        if train_cfg.get("weights_dtype"):
-            store_weights_as(args.output_dir, train_cfg["weights_dtype"])
-        (args.output_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle: not shipped
-        tokens_per_step = train_cfg["batch_size"] * (length if not model.config.is_encoder_decoder else 1)
-        summary = {
-            "preset": args.preset,
-            "parameters": f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M",
-            "steps": result.global_step,
-            "batch_size": train_cfg["batch_size"],
-            "context_length": length,
-            "training_examples_seen": result.global_step * train_cfg["batch_size"],
-            "tokens_seen": result.global_step * tokens_per_step if not model.config.is_encoder_decoder else None,
-            "learning_rate": train_cfg["learning_rate"],
-            "schedule": f"{train_cfg['warmup_steps']} warm-up steps, cosine decay, AdamW (weight decay 0.1)",
-            "seed": args.seed,
-            "processes": world,
-            "wall_clock_seconds": round(elapsed),
-            "hardware": "CPU" if not torch.cuda.is_available() else torch.cuda.get_device_name(),
-            "final_train_loss": round(result.training_loss, 4),
-            "final_validation_loss": round(metrics["eval_loss"], 4),
-            "weights_stored_as": train_cfg.get("weights_dtype"),
-            "kept_checkpoint": (Path(trainer.state.best_model_checkpoint).name if train_cfg.get("keep_best")
-                                and trainer.state.best_model_checkpoint else None),
-            "command": "python -m training.train " + " ".join(sys.argv[1:] if argv is None else argv),
-        }
-        summary = {k: v for k, v in summary.items() if v is not None}
-        (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
-        print(json.dumps(summary, indent=1))
-        print(f"validation perplexity {math.exp(metrics['eval_loss']):.2f}")
+    model.config._attn_implementation = "sdpa"  # what the checkpoint is served with
+    model.generation_config = generation_config_for(model)
+    model.config.use_cache = True  # the Trainer turns the KV cache off while training
+    trainer.save_model(str(args.output_dir))
+    tokenizer.save_pretrained(args.output_dir)
+    (args.output_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle: not shipped
+    stored, float16_change = "float32", None
+    if settings.weights_dtype == "float16":
+        stored, float16_change = store_float16_if_harmless(model, tokenizer, args.output_dir, root)
+    curve = validation_curve(trainer.state.log_history)
+    tokens_seen = int(trainer.state.num_input_tokens_seen)
+    launcher = f"torchrun --nproc_per_node={world} -m training.train " if world > 1 else "python -m training.train "
+    summary = {
+        "preset": args.preset,
+        "seed": args.seed,
+        "parameters": f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M",
+        "steps": result.global_step,
+        "batch_size": settings.batch_size,
+        "context_length": length,
+        "examples_seen": result.global_step * settings.batch_size,
+        "tokens_seen": tokens_seen,  # non-padding input tokens (for seq2seq: source tokens)
+        "passes_over_train_split": round(tokens_seen / train_tokens, 2) if train_tokens else None,
+        "learning_rate": settings.learning_rate,
+        "schedule": f"{settings.warmup_steps} warm-up steps, cosine decay, AdamW (weight decay {settings.weight_decay})",
+        "precision": "bf16 autocast" if settings.precision == "bf16" else "fp32",
+        "device": device_description(),
+        "processes": world,
+        "wall_clock_seconds": round(clock.seconds()),
+        "mean_train_loss": round(result.training_loss, 4),
+        "validation_loss": round(metrics["eval_loss"], 4),
+        "validation_curve": curve,
+        "last_fifth_improvement": last_fifth_improvement(curve, settings.max_steps),
+        "kept_checkpoint": (Path(trainer.state.best_model_checkpoint).name if settings.keep_best
+                            and trainer.state.best_model_checkpoint else None),
+        "weights_stored_as": stored,
+        "float16_change": None if float16_change is None else float(f"{float16_change:.2e}"),
+        "settings": asdict(settings),
+        "model": model_kwargs,
+        "command": launcher + " ".join(sys.argv[1:] if argv is None else argv),
+    }
+    summary = {k: v for k, v in summary.items() if v is not None}
+    (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "validation_curve"}, indent=1))
+    print(f"validation perplexity {math.exp(metrics['eval_loss']):.2f}")
 
 
 if __name__ == "__main__":

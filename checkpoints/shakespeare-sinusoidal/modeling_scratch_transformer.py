@@ -307,6 +307,7 @@ class MultiHeadAttention(nn.Module):
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int, is_cross_attention: bool = False):
         super().__init__()
+        self.config = config  # config._attn_implementation: "eager" always takes the explicit softmax
         self.n_heads, self.d_head = config.n_heads, config.d_head
         self.layer_idx, self.is_cross_attention = layer_idx, is_cross_attention
         self.dropout = config.attention_dropout
@@ -358,7 +359,7 @@ class MultiHeadAttention(nn.Module):
 
         dropout = self.dropout if self.training else 0.0
         scores = None
-        if output_attentions or output_intermediates:
+        if output_attentions or output_intermediates or self.config._attn_implementation == "eager":
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
             if attn_bias is not None:
                 scores = scores + attn_bias

@@ -1,0 +1,113 @@
+"""The project installs with pip, and what a user copies from the README or a model card runs from any
+directory: with our package imported no flag is needed; without it, trust_remote_code=True on both calls.
+Either way no prompt (standard input is closed) and no warning."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+
+import pytest
+
+from offline_hub import lay_out_cache, run_isolated
+from training.checkpoints import checkpoint_folders
+from training.model_card import HUB_ORGANIZATION
+from training.paths import REPO_ROOT, checkpoints_dir
+
+PACKAGES = ("modeling", "training", "explorer")
+
+
+def requirement_pins() -> list[str]:
+    lines = (REPO_ROOT / "requirements.txt").read_text().splitlines()
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
+
+
+def python_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", markdown, flags=re.S)
+
+
+def no_warning(stderr: str) -> None:
+    lines = [line for line in stderr.splitlines() if not line.startswith("Loading weights")]  # a progress bar
+    assert not any(re.search(r"warn|do you wish|trust_remote_code", line, re.I) for line in lines), stderr[-2000:]
+
+
+def hub_cache(tmp_path, names) -> dict:
+    """Every named checkpoint laid out as <organization>/<name> in an offline Hub cache."""
+    for name in names:
+        lay_out_cache(checkpoints_dir() / name, tmp_path / "hub", f"{HUB_ORGANIZATION}/{name}")
+    return {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"), "TRANSFORMERS_VERBOSITY": "warning"}
+
+
+def test_pyproject_pins_the_same_versions_as_requirements():
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert sorted(pyproject["project"]["dependencies"]) == sorted(requirement_pins())
+    assert pyproject["tool"]["setuptools"]["packages"] == list(PACKAGES)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory):
+    """(site folder, wheel): the project built from a copy of its sources and pip-installed into a folder of its own."""
+    tmp = tmp_path_factory.mktemp("install")
+    source = tmp / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO_ROOT / name, source / name)
+    for package in PACKAGES:
+        shutil.copytree(REPO_ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__"))
+    pip = [sys.executable, "-m", "pip", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp / "dist"), str(source)],
+                   check=True, capture_output=True, timeout=300)
+    wheel = next((tmp / "dist").glob("*.whl"))
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(tmp / "site"), str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    return tmp / "site", wheel
+
+
+def test_the_wheel_holds_the_packages_and_their_runtime_dependencies(installed):
+    _, wheel = installed
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    for module in ("modeling/modeling_scratch_transformer.py", "modeling/configuration_scratch_transformer.py",
+                   "training/train.py", "training/evaluate.py", "explorer/__init__.py"):
+        assert module in names, module
+    assert not any(n.startswith(("tests/", "checkpoints/", "benchmarks/")) for n in names)
+    assert sorted(re.findall(r"^Requires-Dist: (.+)$", metadata, flags=re.M)) == sorted(requirement_pins())
+
+
+def test_the_readme_snippet_runs_from_any_directory_with_the_package_installed(installed, tmp_path):
+    site, _ = installed
+    snippet = next(block for block in python_blocks((REPO_ROOT / "README.md").read_text()) if "from_pretrained" in block)
+    code = snippet + (
+        "\nimport json\n"
+        "print(json.dumps({'modeling': modeling.__file__, 'model': type(model).__name__, 'tokens': len(tokenizer)}))\n")
+    out = run_isolated(code, tmp_path, {"PYTHONPATH": str(site), **hub_cache(tmp_path, ["shakespeare-main"])})
+    assert out["modeling"].startswith(str(site))  # the installed copy, not the repository
+    assert out["model"] == "ScratchTransformerForCausalLM" and out["tokens"] > 200
+    no_warning(out["stderr"])
+
+
+def test_every_model_card_snippet_loads_with_trust_remote_code_where_our_package_is_absent(tmp_path):
+    names = [folder.name for folder in checkpoint_folders()]
+    programs = []
+    for name in names:
+        snippet = python_blocks((checkpoints_dir() / name / "README.md").read_text())[0]
+        assert snippet.count("trust_remote_code=True") == 2, name  # on the tokenizer AND the model
+        programs.append(f"{snippet}\nloaded[{name!r}] = (type(model).__name__, len(tokenizer))\n")
+    code = ("loaded = {}\n" + "".join(programs) + "import importlib.util, json\n"
+            "print(json.dumps({'loaded': loaded, 'modeling': importlib.util.find_spec('modeling') is not None}))\n")
+    out = run_isolated(code, tmp_path, hub_cache(tmp_path, names))
+    assert out["modeling"] is False  # nothing of ours on the path: the code came from the checkpoints
+    assert set(out["loaded"]) == set(names)
+    for name, (model_class, n_tokens) in out["loaded"].items():
+        assert model_class.startswith("ScratchTransformerFor") and n_tokens > 200, name
+    no_warning(out["stderr"])
+
+
+def test_shipped_tokenizer_configs_carry_no_machine_local_flags():
+    for folder in checkpoint_folders():
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+        assert not {"is_local", "local_files_only", "name_or_path"} & set(config), folder.name

@@ -1,0 +1,70 @@
+"""Every model we train, as plain data: the model's config fields and the training settings.
+
+    python -m training.train --preset NAME --output-dir checkpoints/NAME
+
+A preset is a ``Preset``: ``model`` holds ``ScratchTransformerConfig`` fields, ``train`` a
+``TrainSettings``. The five encoding models share every value except ``position_encoding``, and each
+is trained with every seed of ``ENCODING_SEEDS`` (the first seed's model is the one we ship).
+"""
+
+from dataclasses import dataclass, field
+
+from modeling import POSITION_ENCODINGS
+
+ENCODING_SEEDS = (1234, 5678)
+DEFAULT_SEED = ENCODING_SEEDS[0]
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    context_length: int  # tokens per training sequence (seq2seq: the most tokens per side)
+    batch_size: int  # sequences per optimizer step, split over the processes under torchrun
+    max_steps: int
+    learning_rate: float  # peak; linear warm-up, then cosine decay to 0 (AdamW)
+    warmup_steps: int
+    weight_decay: float = 0.1
+    precision: str = "fp32"  # "bf16": mixed precision (autocast) on CUDA, and on CPUs with bf16 support
+    eval_steps: int = 100  # validation every eval_steps (the curve in training_summary.json)
+    eval_examples: int = 256  # validation sequences (or pairs) per evaluation
+    keep_best: bool = False  # ship the checkpoint with the lowest validation loss, not the last one
+    weights_dtype: str | None = None  # "float16": stored so when bits/char moves by less than FLOAT16_TOLERANCE
+    tokenizer: str = "bpe"  # training.tokenization.TOKENIZER_KINDS: "bpe" (4096 tokens) or "bytes"
+    group_by_length: bool = False  # batch pairs of similar length together (less padding)
+
+
+@dataclass(frozen=True)
+class Preset:
+    model: dict = field(default_factory=dict)
+    train: TrainSettings | None = None
+
+
+# The encoding experiment: small decoder-only models, identical but for position_encoding.
+ENCODING_MODEL = dict(d_model=192, n_heads=6, n_layers=4, d_ff=768, dropout=0.1, norm_first=True, activation="gelu")
+ENCODING_TRAIN = TrainSettings(context_length=128, batch_size=32, max_steps=1770, learning_rate=2e-3,
+                               warmup_steps=100, precision="bf16", weights_dtype="float16")
+
+PRESETS: dict[str, Preset] = {
+    **{f"shakespeare-{encoding}": Preset(dict(ENCODING_MODEL, position_encoding=encoding), ENCODING_TRAIN)
+       for encoding in POSITION_ENCODINGS},
+    # The app's main text-generation model.
+    "shakespeare-main": Preset(
+        dict(d_model=384, n_heads=6, n_layers=6, d_ff=1536, dropout=0.2, norm_first=True, activation="gelu",
+             position_encoding="rope"),
+        TrainSettings(context_length=512, batch_size=16, max_steps=900, learning_rate=1e-3, warmup_steps=100,
+                      precision="bf16", keep_best=True, weights_dtype="float16"),
+    ),
+    # First Folio spelling -> modern spelling (encoder-decoder).
+    "folio-to-modern": Preset(
+        dict(d_model=192, n_heads=6, n_layers=3, n_encoder_layers=3, d_ff=768, dropout=0.1,
+             position_encoding="sinusoidal", is_encoder_decoder=True),
+        TrainSettings(context_length=128, batch_size=64, max_steps=3000, learning_rate=2e-3, warmup_steps=200,
+                      precision="bf16", eval_steps=250, tokenizer="bytes", group_by_length=True,
+                      weights_dtype="float16"),
+    ),
+    # For tests: a few seconds.
+    "tiny": Preset(
+        dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),
+        TrainSettings(context_length=32, batch_size=8, max_steps=30, learning_rate=3e-3, warmup_steps=0,
+                      eval_steps=50, eval_examples=64),
+    ),
+}
