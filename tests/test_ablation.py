@@ -8,13 +8,13 @@ import torch.nn.functional as F
 from explorer import analysis as A
 from explorer.ablation import ablate_heads, head_mask, parse_heads, rank_heads, run_masked
 from explorer.steps import layer_norm, linear
-from training.paths import checkpoints_dir
+from training.paths import REPO_ROOT
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 
 
 def shipped(name):
-    return A.load_checkpoint(checkpoints_dir() / name)
+    return A.load_checkpoint(REPO_ROOT / "checkpoints" / name)
 
 
 @pytest.mark.parametrize("name, kind", [("shakespeare-main", "self"), ("shakespeare-alibi", "self"),

@@ -8,7 +8,7 @@ from explorer import analysis as A
 from explorer.steps import MASKED_BELOW, attention_steps, recompute_attention
 from modeling.modeling_scratch_transformer import alibi_slopes
 from tiny_models import random_ids, tiny_causal_lm, tiny_seq2seq
-from training.paths import checkpoints_dir
+from training.paths import REPO_ROOT
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
@@ -17,7 +17,7 @@ SHIPPED = ["shakespeare-sinusoidal", "shakespeare-learned", "shakespeare-rope", 
 
 
 def shipped(name):
-    return A.load_checkpoint(checkpoints_dir() / name)
+    return A.load_checkpoint(REPO_ROOT / "checkpoints" / name)
 
 
 def check_every_layer(model, inputs):

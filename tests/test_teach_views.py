@@ -17,7 +17,7 @@ from explorer.steps import Step
 from explorer.teach_figures import distribution_figure, lens_heatmap, ranking_figure, token_centred_figure
 from explorer.teach_html import head_grid_html, head_types_html, lens_table_html, number, steps_html, token_strip_html
 from explorer.lens import logit_lens
-from training.paths import checkpoints_dir
+from training.paths import REPO_ROOT
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -59,7 +59,7 @@ def test_token_strip_escapes_and_marks_the_selected_token():
 
 @pytest.fixture(scope="module")
 def main_model():
-    return A.load_checkpoint(checkpoints_dir() / "shakespeare-main")
+    return A.load_checkpoint(REPO_ROOT / "checkpoints" / "shakespeare-main")
 
 
 def test_distribution_figure_greys_what_is_cut_and_writes_the_renormalised_probability(main_model):
@@ -100,7 +100,7 @@ def test_token_centred_figure_has_a_row_per_head_with_its_type():
 def test_what_the_explanations_say_about_our_models_is_true_of_every_shipped_one(name):
     """teaching.py says: pre-norm with a final LayerNorm, embeddings x sqrt(d_model) tied to the LM head and
     initialised with std 0.02, GELU feed-forward 4 x d_model wide, RoPE base 10000."""
-    model, _ = A.load_checkpoint(checkpoints_dir() / name)
+    model, _ = A.load_checkpoint(REPO_ROOT / "checkpoints" / name)
     c = model.config
     assert c.norm_first and c.final_layer_norm and c.scale_embeddings and c.tie_word_embeddings
     assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
