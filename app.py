@@ -5,54 +5,69 @@
     SCRATCH_TORCH_THREADS=2 python app.py   # torch threads per request (default 1; see warm_up)
 
 UI wiring only: everything shown is computed in the ``explorer`` package (tested on its own). ``demo`` is
-built at import without torch: the page is served in a few seconds, and torch, transformers and the models
-load in the background right after launch (or on the first request when imported by a test).
-Checkpoints are discovered when a page loads, so a checkpoint trained while the app runs shows up on reload.
+built at import, with the model menus filled (discovery reads config files and weight headers, loads no
+weights): when the page answers, every control on it works. Importing the explorer imports torch and the
+model package (a few seconds); the weights load in the background right after launch (or on the first
+request when imported by a test). A page load refreshes the menus, so a checkpoint trained while the app
+runs shows up on reload.
+
+Every event is named (its ``api_name`` is the Space's public API), takes its inputs unprocessed
+(``preprocess=False``: the explorer checks them and says what is wrong instead of a bare error), and ends
+any failure as a message in its status line, clearing the results of the request before.
+Each tab is one function below; a new tab is one more function called from ``build_demo``.
 """
 
-import contextlib
 import functools
-import html
 import inspect
 import logging
 import os
-import threading
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
+from explorer import attention, catalog, encodings, figures, generation, inputs, trace
+from explorer.inputs import InputProblem
+from modeling import POSITION_ENCODINGS
+
 logger = logging.getLogger("app")
 
-HEAVY = dict(concurrency_id="model", concurrency_limit=2)  # the model events share the 2 cores
+# concurrency: the interactive events share two slots (the machine has 2 cores); the long jobs get a slot
+# each of their own, so that however many are queued, a click on Generate starts at once
+INTERACTIVE = dict(concurrency_id="model", concurrency_limit=2)
+EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
+COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
+UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
+
 FOLIO_EXAMPLE = "Shall I compare thee to a Summers day? Thou art more louely and more temperate:"
 PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
-ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")  # configuration_scratch_transformer.POSITION_ENCODINGS
 ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
+DEFAULTS = generation.DecodingSettings(True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
+                                       max_new_tokens=80, seed=0)  # what the Generate tab starts with
+COMPARE_MAX_NEW_TOKENS = 256  # per model in "one prompt, five encodings": five generations in one request
 
 
-def analysis():
-    """``explorer.analysis``, imported on first use (torch and transformers take seconds to import)."""
-    from explorer import analysis as module
-
-    return module
+# ----------------------------------------------------------------------------------------------
+# Event plumbing
+# ----------------------------------------------------------------------------------------------
 
 
-class InputProblem(Exception):
-    """Something the user can fix; shown as a warning and in the status line, never as a traceback."""
+NO_FIGURE, NO_TEXT = None, ""  # what a plot or table, and a text box, show after a failed request: nothing
+KEPT = gr.skip()  # a menu keeps its value
 
 
-def guarded(n_outputs: int):
-    """Run an event handler so that any failure ends as a message in its status output (the LAST output) and a
-    gr.Warning, the other outputs left as they were. Works for plain and generator (streaming) handlers."""
+def guarded(*on_failure):
+    """Run an event handler whose LAST output is a status line so that any failure ends as a message there
+    (what was wrong, what is allowed), never a traceback, and the other outputs take ``on_failure`` (one
+    value each): results of an earlier request are cleared rather than left looking like the answer to this
+    one. Works for plain and generator (streaming) handlers."""
 
     def failure(error: Exception):
         if isinstance(error, InputProblem):
             message = str(error)
         else:
             logger.exception("event failed")
-            message = f"Something went wrong ({type(error).__name__}: {error}). The app is still running: try other input."
-        gr.Warning(message)
-        return (*(gr.skip() for _ in range(n_outputs - 1)), f"⚠️ {message}")
+            message = f"Something went wrong ({inputs.error_text(error)}). The app is still running: try other input."
+        return (*(dict(value) if isinstance(value, dict) else value for value in on_failure), f"⚠️ {message}")
 
     def wrap(fn):
         if inspect.isgeneratorfunction(fn):
@@ -83,23 +98,9 @@ def status(*lines: str) -> str:
     return "\n".join(f"- {line}" for line in lines if line)
 
 
-def checkpoint(name: str):
-    """(CheckpointInfo, model, tokenizer) for a model name, or an InputProblem saying what exists."""
-    A = analysis()
-    catalog = A.discover_checkpoints()
-    if not catalog:
-        raise InputProblem(f"No checkpoints found in {A.checkpoint_root()}: train them first, or set {A.CHECKPOINTS_ENV}.")
-    if name not in catalog:
-        raise InputProblem(f"Unknown model {name!r}; pick one of: {', '.join(catalog)}.")
-    model, tokenizer = A.load_checkpoint(catalog[name].path)
-    return catalog[name], model, tokenizer
-
-
-def user_text(text: str, what: str = "a prompt") -> tuple[str, list[str]]:
-    cleaned, notices = analysis().clean_text(text)
-    if not cleaned.strip():
-        raise InputProblem(f"Type {what} first: the box is empty" + (" (after removing control characters)." if text else "."))
-    return cleaned, notices
+def decoding_of(decoding: tuple):
+    """The Generate tab's decoding controls as passed to another tab's event (its defaults when left out)."""
+    return generation.sanitize_decoding(*decoding) if decoding else (DEFAULTS, [])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -107,575 +108,418 @@ def user_text(text: str, what: str = "a prompt") -> tuple[str, list[str]]:
 # ----------------------------------------------------------------------------------------------
 
 
-@guarded(n_outputs=4)
-def load_catalog():
-    """Fill every model menu from the checkpoints on disk; say what is missing."""
-    A = analysis()
-    catalog = A.discover_checkpoints()
-    results = A.read_results()
-    names = list(catalog)
-    causal = [n for n in names if not catalog[n].is_encoder_decoder]
-    main = results.main_model if results.main_model in catalog else (causal[0] if causal else (names[0] if names else None))
-    notes = []
-    if not catalog:
-        notes.append(f"No checkpoints found in `{A.checkpoint_root()}`: train them, or set `{A.CHECKPOINTS_ENV}`.")
-    missing = [e for e in ENCODINGS if e not in A.encoding_models(catalog)]
-    if catalog and missing:
-        notes.append(f"No checkpoint yet for: {', '.join(missing)}.")
+def menus_now():
+    """(choices, default value, status line) of the model menus, from the checkpoints on disk now."""
+    found, results = catalog.discover_checkpoints(), catalog.read_results()
+    notes = [] if found else [catalog.no_checkpoints_message()]
+    damaged = [f"⚠ {info.name} cannot be used: {'; '.join(info.problems)}"
+               for info in found.values() if not info.usable]
+    missing = [e for e in POSITION_ENCODINGS if e not in catalog.encoding_models(found)]
+    if found and missing:
+        notes.append(f"No usable checkpoint yet for: {', '.join(missing)}.")
     if results.notice:
         notes.append(results.notice)
-    found = f"{len(names)} model(s) in `{A.checkpoint_root()}`: {', '.join(names)}." if names else ""
-    menus = [gr.update(choices=names, value=main) for _ in range(3)]  # one each: gradio consumes an update's value
-    return *menus, status(found, *notes)
+    usable = [name for name, info in found.items() if info.usable]
+    summary = f"{len(usable)} model(s) ready: {', '.join(usable)}." if usable else ""
+    return catalog.menu_choices(found, results), catalog.default_model(found, results), status(summary, *damaged, *notes)
 
 
-_stop_flags: dict[str, threading.Event] = {}  # session -> the stop flag of its running generation
+def catalog_event(n_menus: int):
+    """The page-load event: refresh ``n_menus`` model menus from the checkpoints on disk and say what is
+    missing or damaged (the page was built with them filled; this picks up checkpoints added since)."""
+
+    @guarded(*[KEPT] * n_menus)
+    def load_catalog():
+        choices, value, note = menus_now()
+        return *(gr.update(choices=choices, value=value) for _ in range(n_menus)), note
+
+    return load_catalog
 
 
-@guarded(n_outputs=2)
+stops = generation.StopRegistry()
+
+
+@guarded(NO_TEXT)
 def generate(prompt, model_name, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed,
              request: gr.Request = None):
-    """Stream the continuation (or, for folio-to-modern, the modern rewrite) token by token."""
-    A = analysis()
-    text, notices = user_text(prompt)
-    settings, more = A.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
-    info, model, tokenizer = checkpoint(model_name)
-    ids, max_new, cut = A.encode_prompt(model, tokenizer, text, settings.max_new_tokens)
+    """Stream the prompt and its continuation (or, for an encoder-decoder, the rewrite) token by token."""
+    text, notices = inputs.require_text(prompt)
+    settings, more = generation.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
+    info, model, tokenizer = catalog.resolve(model_name)
+    ids, max_new, cut = generation.encode_prompt(model, tokenizer, text, settings.max_new_tokens)
+    settings = replace(settings, max_new_tokens=max_new)
     notices += more + cut
-    run = A.start_generation(model, tokenizer, ids, replace(settings, max_new_tokens=max_new))
+    shown = "" if info.is_encoder_decoder else text  # a continuation is shown after its prompt; a rewrite alone
+    run = generation.start_generation(model, tokenizer, ids, settings)
     session = getattr(request, "session_hash", None)
-    if session:
-        _stop_flags[session] = run.stop
-    output = ""
+    stops.register(session, run.stop)
+    output = shown
     try:
-        yield "", status(f"Generating with **{info.name}** ({ids.shape[1]} prompt tokens)…", *notices)
+        yield output, status(f"Generating with **{info.name}** ({tokens(ids.shape[1])} of prompt, "
+                             f"{settings.describe()})…", *notices)
         for piece in run.streamer:
             output += piece
             yield output, status(f"{tokens(run.streamer.n_tokens)} · {run.tokens_per_second():.1f} tokens/s", *notices)
     finally:
         stopped = run.stop.is_set()
         run.stop.set()  # a client that went away closes this generator: end generate() too
-        if session and _stop_flags.get(session) is run.stop:
-            del _stop_flags[session]
+        stops.release(session, run.stop)
     if run.error:
         raise run.error[0]
     first = run.streamer.first_token_at
     latency = f" · first token after {1000 * (first - run.streamer.started):.0f} ms" if first else ""
-    if not output.strip():
+    if output == shown or not output.strip():
         notices.append("The model produced no visible text (it may have ended at once, or produced only special tokens).")
     outcome = "Stopped" if stopped else "Done"
-    yield output, status(f"{outcome}: **{tokens(run.streamer.n_tokens)}** · **{run.tokens_per_second():.1f} tokens/s**{latency}", *notices)
+    yield output, status(f"{outcome}: **{tokens(run.streamer.n_tokens)}** · **{run.tokens_per_second():.1f} tokens/s**"
+                         f"{latency} · {settings.describe()}", *notices)
 
 
 def stop_generation(request: gr.Request = None) -> None:
     """The Stop button: end this session's running generation after its current token."""
-    flag = _stop_flags.get(getattr(request, "session_hash", None))
-    if flag is not None:
-        flag.set()
+    stops.stop(getattr(request, "session_hash", None))
 
 
 def folio_example():
-    return FOLIO_EXAMPLE, analysis().SEQ2SEQ_NAME, "Greedy"
+    """A First Folio line, the encoder-decoder model and greedy decoding."""
+    return FOLIO_EXAMPLE, catalog.seq2seq_model(catalog.discover_checkpoints()) or gr.skip(), "Greedy"
 
 
-@guarded(n_outputs=7)
+def sampling_controls(n: int):
+    """An event handler for a Decoding radio: in Greedy mode its ``n`` sampling controls (temperature, top-k,
+    top-p, seed) are disabled, since greedy decoding takes the most likely token and they do nothing."""
+
+    def toggle(mode):
+        update = gr.update(interactive=not (isinstance(mode, str) and mode.strip().lower().startswith("greedy")))
+        return update if n == 1 else tuple(dict(update) for _ in range(n))
+
+    return toggle
+
+
+@guarded(*[NO_FIGURE] * 6)
 def encoding_plots():
     """The encoding heatmaps, similarity against distance, and the evaluation's extrapolation curves."""
-    A = analysis()
-    catalog = A.discover_checkpoints()
-    figures, notices = A.encoding_figures(catalog)
-    results = A.read_results()
-    experiment = set(A.encoding_models(catalog).values())  # the controlled five, not the larger main model
-    curves = {name: curve for name, curve in results.extrapolation.items() if name in experiment}
+    found = catalog.discover_checkpoints()
+    shown, notices = figures.encoding_figures(found)
+    results = catalog.read_results()
+    family = {name: encoding for encoding, name in catalog.encoding_models(found).items()}
+    curves = {name: results.extrapolation[name] for name in family if name in results.extrapolation}  # the controlled five
     contexts = {results.training_context[name] for name in curves if name in results.training_context}
-    extrapolation = A.extrapolation_figure(curves, contexts.pop() if len(contexts) == 1 else None)
+    extrapolation = figures.extrapolation_figure(curves, family, contexts.pop() if len(contexts) == 1 else None)
     if results.notice:
         notices.append(results.notice)
-    return (figures["sinusoidal"], figures["learned"], figures["rope"], figures["alibi"], figures["similarity"],
+    return (shown["sinusoidal"], shown["learned"], shown["rope"], shown["alibi"], shown["similarity"],
             extrapolation, status(*notices) or "Encodings computed from the checkpoints' configs.")
 
 
-@guarded(n_outputs=2)
-def recompute_extrapolation(text, progress=gr.Progress()):
-    """bits/char against context length of the five encoding models on the user's own text."""
-    A = analysis()
-    text, notices = user_text(text, "some text to score")
-    catalog = A.discover_checkpoints()
-    if not A.encoding_models(catalog):
-        raise InputProblem("No decoder-only checkpoints to score with.")
-    results = A.read_results()
-    lengths = sorted({n for curve in results.extrapolation.values() for n in curve}) or [32, 64, 128, 256, 512]
-    curves, more = A.recompute_extrapolation(catalog, text, lengths, progress=lambda f, d: progress(f, desc=d))
-    figure = A.extrapolation_figure(curves, title=f"Extrapolation on your text ({len(text):,} characters)")
-    return figure, status(f"Scored {len(text):,} characters at context lengths {', '.join(map(str, lengths))}.", *notices, *more)
+@guarded(NO_FIGURE)
+def recompute_extrapolation(text):
+    """bits/char against context length of the encoding models on the user's own text, drawn as it is
+    computed; leaving the page stops it (gradio closes the generator at its next step)."""
+    text, notices = inputs.require_text(text, "some text to score")
+    found = catalog.discover_checkpoints()
+    family = catalog.encoding_models(found)
+    if not family:
+        raise InputProblem("No usable decoder-only checkpoints to score with.")
+    contexts = {found[name].config.context_length for name in family.values()}
+    context = contexts.pop() if len(contexts) == 1 else None
+    title = f"Extrapolation on your text ({len(text):,} characters)"
+    for state in encodings.recompute_extrapolation(found, text):
+        figure = figures.extrapolation_figure(state.curves, state.encodings, context, title)
+        progress = (f"Scored {state.done} of {state.total}" + ("." if state.finished else "…")
+                    + f" Context lengths {', '.join(map(str, state.lengths))} tokens.")
+        yield figure, status(progress, *notices, *state.notices)
 
 
-@guarded(n_outputs=6)
-def compare_encodings(prompt, max_new_tokens):
-    """One prompt, greedily continued by each of the five encoding models; each box fills as its model finishes."""
-    A = analysis()
-    text, notices = user_text(prompt)
-    settings, more = A.sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, max_new_tokens, 0, limit=256)
+@guarded(*[NO_TEXT] * len(POSITION_ENCODINGS))
+def compare_encodings(prompt, max_new_tokens, mode="Sampling", seed=0):
+    """One prompt continued by each encoding model with the same settings; each box fills as its model finishes."""
+    text, notices = inputs.require_text(prompt)
+    settings, more = generation.sanitize_decoding(mode, DEFAULTS.temperature, DEFAULTS.top_k, DEFAULTS.top_p,
+                                                  DEFAULTS.repetition_penalty, max_new_tokens, seed, COMPARE_MAX_NEW_TOKENS)
     notices += more
-    catalog = A.discover_checkpoints()
-    family = A.encoding_models(catalog)
-    outputs = ["(no checkpoint with this encoding yet)"] * 5
-    for i, encoding in enumerate(ENCODINGS):
-        if encoding not in family:
-            continue
-        outputs[i] = "…"
-        yield (*outputs, status(f"Generating with {family[encoding]}…", *notices))
-        model, tokenizer = A.load_checkpoint(catalog[family[encoding]].path)
-        outputs[i], cut = A.generate_text(model, tokenizer, text, settings)
-        notices += [f"{family[encoding]}: {c}" for c in cut]
-    yield (*outputs, status(f"Done: {len(family)} models, greedy, {settings.max_new_tokens} new tokens each.", *notices))
+    found = catalog.discover_checkpoints()
+    family = catalog.encoding_models(found)
+    outputs = {encoding: "(no usable checkpoint with this encoding yet)" for encoding in POSITION_ENCODINGS}
+    for encoding, name in family.items():
+        outputs[encoding] = "…"
+        yield (*outputs.values(), status(f"Generating with {name}…", *notices))
+        info, model, tokenizer = catalog.resolve(name)
+        continuation, cut = generation.generate_text(model, tokenizer, text, settings)
+        outputs[encoding] = text + continuation
+        notices += [f"{name}: {c}" for c in cut]
+    yield (*outputs.values(), status(f"Done: {len(family)} models, {settings.max_new_tokens} new tokens each, "
+                                     f"{settings.describe()}.", *notices))
 
 
-_attention_cache: dict = {}
-_attention_lock = threading.Lock()
+attention_cache = attention.AttentionCache(size=8)
 
 
-def cached_attention(model_name: str, text: str):
-    """Attention maps of (model, text), kept for the head / layer pickers (a few recent inputs)."""
-    info, model, tokenizer = checkpoint(model_name)
-    key = (str(info.path), text)
-    with _attention_lock:
-        if key in _attention_cache:
-            return info, _attention_cache[key]
-    maps = analysis().attention_maps(model, tokenizer, text)
-    with _attention_lock:
-        _attention_cache[key] = maps
-        while len(_attention_cache) > 8:
-            _attention_cache.pop(next(iter(_attention_cache)))
-    return info, maps
+def attention_of(text, model_name, decoding):
+    """(info, maps) of a text, from the cache when the same (checkpoint, text, decoding) was asked before."""
+    text, notices = inputs.require_text(text, "some text")
+    settings, more = decoding_of(decoding)
+    info, model, tokenizer = catalog.resolve(model_name)
+    key = (str(info.path), text, settings if info.is_encoder_decoder else None)
+    maps = attention_cache.get(key, lambda: attention.attention_maps(model, tokenizer, text, settings))
+    return info, maps, notices + (more if info.is_encoder_decoder else [])
 
 
-def picked(info, maps, kind, layer, head) -> tuple[str, int, int | None]:
-    """The attention kind, layer and head (None: the mean over heads) to show, kept to what the model has."""
-    if not info.is_encoder_decoder:
-        kind = "self"
-    elif kind not in ("encoder", "decoder", "cross"):
-        kind = "cross"
-    n_layers, n_heads = maps.weights[kind].shape[:2]
-
-    def index(value, size: int) -> int | None:
-        try:
-            return min(max(int(value), 0), size - 1)
-        except (TypeError, ValueError):
-            return None
-
-    return kind, index(layer, n_layers) or 0, index(head, n_heads)
+def decoder_read(rewrite: str, decoded_with: str) -> str:
+    return f"The decoder read the model's own rewrite ({decoded_with}, set on the Generate tab): «{inputs.echo(rewrite, 300)}»."
 
 
-KIND_CHOICES = {"self": "self-attention", "encoder": "encoder self-attention",
-                "decoder": "decoder masked self-attention", "cross": "cross-attention"}
-
-
-@guarded(n_outputs=6)
-def show_attention(text, model_name, kind, layer, head):
+@guarded(NO_FIGURE, NO_FIGURE, KEPT, KEPT, KEPT)
+def show_attention(text, model_name, kind, layer, head, *decoding):
     """Grid of every layer × head, and one head (or the mean over heads) enlarged with token labels."""
-    A = analysis()
-    text, notices = user_text(text, "some text")
-    info, maps = cached_attention(model_name, text)
-    kind, layer, head_index = picked(info, maps, kind, layer, head)
-    weights = maps.weights[kind]
+    info, maps, notices = attention_of(text, model_name, decoding)
+    view, more = attention.pick_view(maps, kind, layer, head)
+    weights = maps.weights[view.kind]
     n_layers, n_heads = weights.shape[:2]
-    kinds = ["encoder", "decoder", "cross"] if info.is_encoder_decoder else ["self"]
+    kinds = attention.kinds_of(info.is_encoder_decoder)
+    rewrite = decoder_read(maps.rewrite, maps.decoded_with) if info.is_encoder_decoder else ""
     return (
-        A.attention_grid_figure(maps, kind),
-        A.attention_head_figure(maps, kind, layer, head_index),
-        gr.update(choices=[(KIND_CHOICES[k], k) for k in kinds], value=kind),
-        gr.update(choices=[str(i) for i in range(n_layers)], value=str(layer)),
-        gr.update(choices=["average"] + [str(h) for h in range(n_heads)], value="average" if head_index is None else str(head_index)),
-        status(f"{info.name}: {n_layers} layers × {n_heads} heads, {weights.shape[2]} query × {weights.shape[3]} key tokens "
-               f"({KIND_CHOICES[kind]}). Hover a cell for query, key and weight.", *notices, *maps.notices),
+        figures.attention_grid_figure(maps, view.kind),
+        figures.attention_head_figure(maps, view),
+        gr.update(choices=[(attention.ATTENTION_KINDS[k], k) for k in kinds], value=view.kind),
+        gr.update(choices=[str(i) for i in range(n_layers)], value=str(view.layer)),
+        gr.update(choices=["average"] + [str(h) for h in range(n_heads)], value="average" if view.head is None else str(view.head)),
+        status(f"{info.name}: {n_layers} layers × {n_heads} heads, {weights.shape[2]} query × {weights.shape[3]} key "
+               f"tokens ({attention.ATTENTION_KINDS[view.kind]}). Hover a cell for query, key and weight.",
+               rewrite, *notices, *more, *maps.notices),
     )
 
 
-@guarded(n_outputs=2)
-def show_head(text, model_name, kind, layer, head):
-    """Only the enlarged head, for the layer / head / kind pickers (the grid stays)."""
-    A = analysis()
-    text, _ = user_text(text, "some text")
-    info, maps = cached_attention(model_name, text)
-    return A.attention_head_figure(maps, *picked(info, maps, kind, layer, head)), gr.skip()
+@guarded(NO_FIGURE)
+def show_head(text, model_name, kind, layer, head, *decoding):
+    """Only the enlarged head, for the layer and head pickers (the grid stays)."""
+    info, maps, notices = attention_of(text, model_name, decoding)
+    view, more = attention.pick_view(maps, kind, layer, head)
+    return figures.attention_head_figure(maps, view), status(*notices, *more) or gr.skip()
 
 
-@guarded(n_outputs=4)
-def trace_forward(text, model_name):
-    """The real shape of every step of one forward pass over the user's text."""
-    A = analysis()
-    text, notices = user_text(text, "some text")
-    info, model, tokenizer = checkpoint(model_name)
-    trace = A.forward_trace(model, tokenizer, text)
-    c = model.config
-    summary = (
-        f"**{info.name}**: {'encoder-decoder' if c.is_encoder_decoder else 'decoder-only'}, "
-        f"position encoding **{c.position_encoding}**, d_model={c.d_model}, heads={c.n_heads} (d_head={c.d_head}), "
-        f"layers={c.n_layers}" + (f" (+{c.n_encoder_layers} encoder)" if c.is_encoder_decoder else "")
-        + f", d_ff={c.d_ff}, vocab={c.vocab_size}. Logits shape from the model's output: **{trace.logits_shape}**. "
-        "Shapes below were recorded by hooks during this forward pass (layer 0 in detail, then every layer's output)."
-    )
-    return A.trace_table(trace), A.top_tokens_figure(trace.top_next), summary, status(*notices, *trace.notices) or "Forward pass done."
-
-
-# ----------------------------------------------------------------------------------------------
-# Teaching views (issue 11): attention step by step, logit lens, head ablation, sampling
-# ----------------------------------------------------------------------------------------------
-
-STEPS_EXAMPLE = "To be, or not to be, that is the question"
-SAMPLING_EXAMPLE = "Shall I compare thee to a summer's"
-RAW = dict(preprocess=False)  # the explorer checks raw inputs and says what is wrong (issue 12)
-TEACH_KINDS = [("self-attention (decoder-only models)", "self"), ("encoder self-attention", "encoder"),
-               ("decoder masked self-attention", "decoder"), ("cross-attention", "cross")]
-
-
-@contextlib.contextmanager
-def user_error():
-    """A ValueError from the explorer names what was wrong and what is allowed: show it as such (escaped)."""
-    try:
-        yield
-    except ValueError as error:
-        raise InputProblem(html.escape(str(error), quote=False)) from None
-
-
-def clicked(field: str):
-    """The handler of a click on a clickable gr.HTML (explorer.teach_html.CLICK_JS): the clicked item's number."""
-    def pick(evt: gr.EventData):
-        return int(getattr(evt, field))
-    pick.__name__ = f"clicked_{field}"
-    return pick
-
-
-def worked_example():
-    """The notes' Hello World example, computed with the model's own functions (no model needed)."""
-    from explorer import teach_html
-    from explorer.worked_example import worked_example as compute
-
-    steps, where_wrong = compute()
-    return where_wrong, teach_html.steps_html(steps)
-
-
-@guarded(n_outputs=3)
-def attention_steps(text, model_name, kind, layer, head, query, full_precision):
-    """One head, one query token: every step of the attention computation with the model's numbers."""
-    from explorer import steps, teach_html
-
-    text, notices = user_text(text, "some text")
-    info, model, tokenizer = checkpoint(model_name)
-    with user_error():
-        view = steps.attention_steps(model, tokenizer, text, kind, layer, head, query)
-    return (teach_html.token_strip_html(view.query_tokens, view.query),
-            teach_html.steps_html(view.steps, full=bool(full_precision)),
-            status(f"**{info.name}**, {dict((v, k) for k, v in TEACH_KINDS)[view.kind]}, layer {view.layer}, head {view.head}, "
-                   f"query token {html.escape(view.query_tokens[view.query])}: {len(view.steps)} steps; every number the model "
-                   f"also computed matches it within {view.max_difference:.1e}. Click a token above to follow another query.",
-                   *notices, *view.notices))
-
-
-@guarded(n_outputs=4)
-def logit_lens(text, model_name, position):
-    """Top 5 next tokens per layer at one position; the probability of the actual next token everywhere."""
-    from explorer import lens, teach_figures, teach_html
-
-    text, notices = user_text(text, "some text")
-    info, model, tokenizer = checkpoint(model_name)
-    with user_error():
-        result = lens.logit_lens(model, tokenizer, text, position)
-    labels = [f"{i}:{t}" for i, t in enumerate(result.tokens)]
-    return (teach_html.token_strip_html(labels, result.position), teach_html.lens_table_html(result),
-            teach_figures.lens_heatmap(result),
-            status(f"**{info.name}**: {len(result.rows)} read-outs (embeddings and {len(result.rows) - 1} layers) of "
-                   f"{len(result.tokens)} tokens. The last row is the model's own prediction. Click a token to read after it.",
-                   *notices, *result.notices))
-
-
-@guarded(n_outputs=3)
-def ablate_heads(text, model_name, kind, heads):
-    """The loss and next-token probabilities with the chosen heads removed."""
-    from explorer import ablation, teach_figures
-
-    text, notices = user_text(text, "some text")
-    info, model, tokenizer = checkpoint(model_name)
-    with user_error():
-        result = ablation.ablate_heads(model, tokenizer, text, heads, kind)
-    removed = ", ".join(f"L{l}.H{h}" for l, h in result.removed) or "none"
-    change = result.loss_after - result.loss_before
-    return (teach_figures.ablation_figure(result), teach_figures.token_loss_figure(result),
-            status(f"**{info.name}**, heads removed: {removed}. Loss on the text {result.loss_before:.4f} → "
-                   f"{result.loss_after:.4f} nats ({change:+.4f}).", *notices, *result.notices))
-
-
-@guarded(n_outputs=2)
-def rank_heads(text, model_name, kind, progress=gr.Progress()):
-    """Every head removed alone: the rise in loss, as a layer × head map."""
-    from explorer import ablation, teach_figures
-
-    text, notices = user_text(text, "some text")
-    info, model, tokenizer = checkpoint(model_name)
-    with user_error():
-        ranking = ablation.rank_heads(model, tokenizer, text, kind, progress=lambda f, d: progress(f, desc=d))
-    top = ", ".join(f"L{l}.H{h} ({teach_figures.signed(v)})" for l, h, v in ranking.order()[:3])
-    return teach_figures.ranking_figure(ranking), status(
-        f"**{info.name}**: {ranking.increase.size} heads, each removed alone. Costliest: {top}.", *notices, *ranking.notices)
-
-
-@guarded(n_outputs=2)
-def next_token_distribution(prompt, model_name, temperature, top_k, top_p, repetition_penalty):
-    """The next-token distribution after temperature, top-k and top-p, as generate samples from it."""
-    from explorer import sampling, teach_figures
-
-    text, notices = user_text(prompt)
-    info, model, tokenizer = checkpoint(model_name)
-    with user_error():
-        settings = sampling.SamplingSettings.checked(temperature, top_k, top_p, repetition_penalty)
-        d = sampling.next_token_distribution(model, tokenizer, text, settings)
-    first = "the first token of the rewrite" if model.config.is_encoder_decoder else "the next token"
-    return teach_figures.distribution_figure(d), status(
-        f"**{info.name}**: {first} is drawn from {d.n_kept:,} of {d.vocab_size:,} tokens "
-        f"({d.kept_mass:.1%} of the probability after temperature, renormalised to 100%).", *notices, *d.notices)
-
-
-def teach_catalog():
-    """The teaching tabs' model menus (decoder-only models first, the main model selected)."""
-    A = analysis()
-    catalog, results = A.discover_checkpoints(), A.read_results()
-    names = list(catalog)
-    causal = [n for n in names if not catalog[n].is_encoder_decoder]
-    main = results.main_model if results.main_model in causal else (causal[0] if causal else None)
-    return tuple(gr.update(choices=choices, value=main) for choices in (names, causal, names, causal))
-
-
-def build_teaching_tabs(demo: gr.Blocks) -> None:
-    """The four teaching tabs; called inside build_demo's Blocks."""
-    from explorer import teaching
-    from explorer.teach_html import CLICK_JS, CSS as TEACH_CSS
-
-    def clickable(elem_id: str) -> gr.HTML:
-        return gr.HTML(elem_id=elem_id, js_on_load=CLICK_JS, css_template=TEACH_CSS)
-
-    with gr.Tab("Attention, step by step", id="steps") as steps_tab:
-        gr.Markdown(teaching.STEPS.split("\n\n")[0])
-        with gr.Accordion("The notes' worked example, done right (no model needed)", open=True) as example_box:
-            gr.Markdown(teaching.WORKED_EXAMPLE)
-            example_wrong = gr.Markdown(elem_id="example-wrong")
-            example_steps = gr.HTML(elem_id="example-steps", css_template=TEACH_CSS)
-        with gr.Row():
-            steps_text = gr.Textbox(label="Text", value=STEPS_EXAMPLE, lines=2, scale=4, elem_id="steps-text")
-            with gr.Column(scale=2):
-                steps_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="steps-model")
-                steps_kind = gr.Dropdown(TEACH_KINDS, value="self", label="Attention", elem_id="steps-kind")
-        with gr.Row():
-            steps_layer = gr.Number(value=0, precision=0, label="Layer (−1: last)", elem_id="steps-layer", min_width=100)
-            steps_head = gr.Number(value=0, precision=0, label="Head", elem_id="steps-head", min_width=100)
-            steps_query = gr.Number(value=-1, precision=0, label="Query token (−1: last)", elem_id="steps-query", min_width=100)
-            steps_full = gr.Checkbox(label="Every digit (float32)", value=False, elem_id="steps-full")
-            steps_button = gr.Button("Show the steps", variant="primary", elem_id="steps-button")
-        steps_tokens = clickable("steps-tokens")
-        steps_status = gr.Markdown(elem_id="steps-status", elem_classes="status-line")
-        steps_body = gr.HTML(elem_id="steps-body", css_template=TEACH_CSS)
-        with gr.Accordion("The concepts behind these steps", open=False):
-            gr.Markdown("\n\n".join(teaching.CONCEPTS))
-        steps_inputs = [steps_text, steps_model, steps_kind, steps_layer, steps_head, steps_query, steps_full]
-        steps_outputs = [steps_tokens, steps_body, steps_status]
-        steps_tab.select(worked_example, None, [example_wrong, example_steps], api_name="worked_example")
-        steps_button.click(lambda: gr.Accordion(open=False), None, example_box, api_name="steps_fold_example",
-                           api_visibility="private")  # the model's steps come next: out of their way
-        gr.on([steps_button.click, steps_full.input], attention_steps, steps_inputs, steps_outputs,
-              api_name="attention_steps", **HEAVY, **RAW)
-        steps_tokens.click(clicked("index"), None, steps_query, api_name="steps_pick_query", api_visibility="private").then(
-            attention_steps, steps_inputs, steps_outputs, api_name="attention_steps_query", **HEAVY, **RAW)
-
-    with gr.Tab("Logit lens", id="lens"):
-        gr.Markdown(teaching.LENS)
-        with gr.Row():
-            lens_text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="lens-text")
-            with gr.Column(scale=2):
-                lens_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="lens-model")
-                lens_position = gr.Number(value=-1, precision=0, label="Position (−1: last)", elem_id="lens-position")
-                lens_button = gr.Button("Read every layer", variant="primary", elem_id="lens-button")
-        lens_tokens = clickable("lens-tokens")
-        lens_status = gr.Markdown(elem_id="lens-status", elem_classes="status-line")
-        lens_table = gr.HTML(elem_id="lens-table", css_template=TEACH_CSS)
-        lens_plot = gr.Plot(label="Probability of the actual next token", elem_id="plot-lens")
-        lens_inputs, lens_outputs = [lens_text, lens_model, lens_position], [lens_tokens, lens_table, lens_plot, lens_status]
-        lens_button.click(logit_lens, lens_inputs, lens_outputs, api_name="logit_lens", **HEAVY, **RAW)
-        lens_tokens.click(clicked("index"), None, lens_position, api_name="lens_pick_position", api_visibility="private").then(
-            logit_lens, lens_inputs, lens_outputs, api_name="logit_lens_position", **HEAVY, **RAW)
-
-    with gr.Tab("Head ablation", id="ablation"):
-        gr.Markdown(teaching.ABLATION)
-        with gr.Row():
-            ablation_text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="ablation-text")
-            with gr.Column(scale=2):
-                ablation_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="ablation-model")
-                ablation_kind = gr.Dropdown(TEACH_KINDS, value="self", label="Attention", elem_id="ablation-kind")
-        with gr.Row():
-            ablation_heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads",
-                                        value="0.0, 1.2", scale=3, elem_id="ablation-heads")
-            ablation_button = gr.Button("Remove these heads", variant="primary", elem_id="ablation-button")
-            rank_button = gr.Button("Rank every head", elem_id="rank-button")
-        ablation_status = gr.Markdown(elem_id="ablation-status", elem_classes="status-line")
-        with gr.Row():  # side by side when there is room for both, one above the other on narrow pages
-            ablation_plot = gr.Plot(label="Next token", elem_id="plot-ablation", min_width=480)
-            token_loss_plot = gr.Plot(label="Loss per token", elem_id="plot-token-loss", min_width=480)
-        rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank")
-        ablation_inputs = [ablation_text, ablation_model, ablation_kind]
-        ablation_button.click(ablate_heads, [*ablation_inputs, ablation_heads], [ablation_plot, token_loss_plot, ablation_status],
-                              api_name="ablate_heads", **HEAVY, **RAW)
-        rank_button.click(rank_heads, ablation_inputs, [rank_plot, ablation_status], api_name="rank_heads", **HEAVY, **RAW)
-
-    with gr.Tab("Sampling, seen", id="sampling"):
-        gr.Markdown(teaching.SAMPLING)
-        with gr.Row():
-            with gr.Column(scale=3, min_width=520):
-                sampling_prompt = gr.Textbox(label="Prompt", value=SAMPLING_EXAMPLE, lines=2, elem_id="sampling-prompt")
-                sampling_plot = gr.Plot(label="Next-token distribution", elem_id="plot-sampling")
-                sampling_status = gr.Markdown(elem_id="sampling-status", elem_classes="status-line")
-            with gr.Column(scale=2):
-                sampling_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="sampling-model")
-                sampling_temperature = gr.Slider(0.05, 5.0, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature")
-                sampling_top_k = gr.Slider(0, 200, value=0, step=1, label="Top-k (0 = off)", elem_id="sampling-top-k")
-                sampling_top_p = gr.Slider(0.01, 1.0, value=1.0, step=0.01, label="Top-p (1 = off)", elem_id="sampling-top-p")
-                sampling_penalty = gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Repetition penalty (1 = off)",
-                                             elem_id="sampling-penalty")
-                sampling_button = gr.Button("Show the distribution", variant="primary", elem_id="sampling-button")
-        sampling_inputs = [sampling_prompt, sampling_model, sampling_temperature, sampling_top_k, sampling_top_p, sampling_penalty]
-        gr.on([sampling_button.click, sampling_prompt.submit, sampling_temperature.input, sampling_top_k.input,
-               sampling_top_p.input, sampling_penalty.input], next_token_distribution, sampling_inputs,
-              [sampling_plot, sampling_status], api_name="next_token_distribution", trigger_mode="always_last", **HEAVY, **RAW)
-
-    demo.load(teach_catalog, None, [steps_model, lens_model, ablation_model, sampling_model], api_name="teach_catalog")
+@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT)
+def trace_forward(text, model_name, *decoding):
+    """The real shape of every step of one forward pass over the user's text, and the next-token chart."""
+    text, notices = inputs.require_text(text, "some text")
+    settings, more = decoding_of(decoding)
+    info, model, tokenizer = catalog.resolve(model_name)
+    steps = trace.forward_trace(model, tokenizer, text, settings)
+    last = steps.decoder_tokens[-1] if steps.decoder_tokens else ""
+    summary = [catalog.config_summary(info.name, model.config),
+               f"Logits from the model's output: **{steps.logits_shape}**. Every shape below is read from the record the "
+               "model returns for this pass (`out = model(..., output_intermediates=True)`): layer 0 in detail, then every "
+               "layer's output. The last column says where: `layers[0] › self_attention › query` is "
+               "`out.intermediates.decoder.layers[0].self_attention.query`."]
+    if info.is_encoder_decoder:
+        summary.append(decoder_read(steps.rewrite, steps.decoded_with))
+        notices += more
+    chart = figures.top_tokens_figure(steps.top_next, f"“{last}” (the last token the decoder read)")
+    return (figures.trace_table(steps), chart, "\n\n".join(summary),
+            status(*notices, *steps.notices) or "Forward pass done.")
 
 
 # ----------------------------------------------------------------------------------------------
-# Layout
+# Layout: one function per tab
 # ----------------------------------------------------------------------------------------------
 
 INTRO = """# A Transformer from scratch
 Four views of the same models: **generate** text, **compare** positional encodings (sinusoidal, learned, RoPE,
-ALiBi, none), look at **attention heads**, and follow the tensor **shapes through one forward pass**."""
+ALiBi, none), look at **attention heads**, and follow the tensors **through one forward pass**."""
 
-TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "read from"]  # analysis.trace_table's columns
-CSS = ".status-line {min-height: 1.5em} .plot-row {gap: 8px}"
+TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "where in the model's output"]  # figures.trace_table's columns
+GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always takes the most likely token, and a small "
+                "model's most likely token soon repeats what it just wrote, so greedy output falls into loops.")
+CSS = "\n".join([
+    ".status-line {min-height: 1.5em}",
+    ".plot-row {gap: 8px}",
+    ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",
+    "#trace-table [role=gridcell], #trace-table [role=gridcell] *, #trace-table [role=columnheader] * {font-family: var(--font)"
+    " !important; font-size: 13px; word-break: normal !important; overflow-wrap: normal !important}",
+    *(f"#compare-{e} textarea {{border-left: 5px solid {c}}} #compare-{e} label span {{color: {c}; font-weight: 600}}"
+      for e, c in figures.ENCODING_COLOURS.items()),
+])
+
+
+@dataclass
+class DecodingControls:
+    """The Generate tab's decoding widgets; the other tabs' encoder-decoder views decode with them too."""
+
+    mode: gr.Radio
+    temperature: gr.Slider
+    top_k: gr.Slider
+    top_p: gr.Slider
+    repetition_penalty: gr.Slider
+    max_new_tokens: gr.Number
+    seed: gr.Number
+
+    def all(self) -> list:
+        return [self.mode, self.temperature, self.top_k, self.top_p, self.repetition_penalty, self.max_new_tokens, self.seed]
+
+
+def model_note(name) -> str:
+    """The chosen model's line in full, under its menu (a menu shows only the start of a long line)."""
+    lines = {value: label for label, value in catalog.menu_choices(catalog.discover_checkpoints(), catalog.read_results())}
+    return lines.get(name, "") if isinstance(name, str) else ""
+
+
+def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
+    """A model menu with its chosen model's line written out beneath it."""
+    menu = gr.Dropdown(choices=choices, value=value, label="Model", elem_id=elem_id)
+    note = gr.Markdown(dict((v, label) for label, v in choices).get(value, ""), elem_id=f"{elem_id}-note",
+                       elem_classes="model-note")
+    menu.change(model_note, menu, note, api_name=f"{elem_id.replace('-', '_')}_note", api_visibility="private", **UNCHECKED)
+    return menu
+
+
+def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
+    with gr.Tab("Generate", id="generate"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio text to rewrite)", lines=4,
+                                    value=PROMPT_EXAMPLE, elem_id="gen-prompt")
+                with gr.Row():
+                    generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
+                    stop_button = gr.Button("Stop", variant="stop", elem_id="gen-stop")
+                    folio_button = gr.Button("Folio example", size="sm", elem_id="gen-folio")
+                gen_status = gr.Markdown(elem_id="gen-status", elem_classes="status-line")
+                output = gr.Textbox(label="Prompt and continuation (streamed token by token)", lines=10, elem_id="gen-output")
+            with gr.Column(scale=2):
+                menu = model_menu("gen-model", choices, value)
+                decoding = DecodingControls(
+                    gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding", elem_id="gen-mode"),
+                    gr.Slider(0.0, 2.0, value=DEFAULTS.temperature, step=0.05, label="Temperature (0 = greedy)", elem_id="gen-temperature"),
+                    gr.Slider(0, 200, value=DEFAULTS.top_k, step=1, label="Top-k (0 = off)", elem_id="gen-top-k"),
+                    gr.Slider(0.0, 1.0, value=DEFAULTS.top_p, step=0.01, label="Top-p (1 = off)", elem_id="gen-top-p"),
+                    gr.Slider(1.0, 2.0, value=DEFAULTS.repetition_penalty, step=0.05, label="Repetition penalty (1 = off)"),
+                    gr.Number(value=DEFAULTS.max_new_tokens, precision=0, minimum=1, maximum=generation.MAX_NEW_TOKENS,
+                              label=f"Max new tokens (1–{generation.MAX_NEW_TOKENS})", elem_id="gen-max-new"),
+                    gr.Number(value=DEFAULTS.seed, precision=0, minimum=inputs.SEED_RANGE[0], maximum=inputs.SEED_RANGE[1],
+                              label=f"Seed (sampling; 0–{inputs.SEED_RANGE[1]:,})", elem_id="gen-seed"),
+                )
+    request = [prompt, menu, *decoding.all()]
+    generate_button.click(generate, request, [output, gen_status], api_name="generate", **INTERACTIVE, **UNCHECKED)
+    prompt.submit(generate, request, [output, gen_status], api_name="generate_submit", **INTERACTIVE, **UNCHECKED)
+    stop_button.click(stop_generation, None, None, api_name="stop_generation")
+    folio_button.click(folio_example, None, [prompt, menu, decoding.mode], api_name="folio_example")
+    decoding.mode.change(sampling_controls(4), decoding.mode, [decoding.temperature, decoding.top_k, decoding.top_p, decoding.seed],
+                         api_name="decoding_mode", api_visibility="private", **UNCHECKED)
+    return menu, decoding
+
+
+def encodings_tab() -> None:
+    with gr.Tab("Compare encodings", id="encodings") as tab:
+        gr.Markdown("Each encoding at the size of the trained models, in its own colour in every plot. Heatmaps: rows "
+                    "are positions, columns are dimensions (RoPE: rotation pairs; ALiBi: heads × distance). Hover for values.")
+        plots_status = gr.Markdown(elem_id="enc-status", elem_classes="status-line")
+        with gr.Row(elem_classes="plot-row"):
+            sinusoidal_plot = gr.Plot(label="Sinusoidal", elem_id="plot-sinusoidal")
+            learned_plot = gr.Plot(label="Learned", elem_id="plot-learned")
+        with gr.Row(elem_classes="plot-row"):
+            rope_plot = gr.Plot(label="RoPE", elem_id="plot-rope")
+            alibi_plot = gr.Plot(label="ALiBi", elem_id="plot-alibi")
+        similarity_plot = gr.Plot(label="Similarity against distance", elem_id="plot-similarity")
+        extrapolation_plot = gr.Plot(label="Extrapolation", elem_id="plot-extrapolation")
+        with gr.Row():
+            own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it (its first "
+                                  f"{encodings.EXTRAPOLATION_MAX_TOKENS:,} tokens are scored)", lines=3, scale=4, elem_id="own-text")
+            with gr.Column(scale=1):
+                recompute_button = gr.Button("Recompute on my text", elem_id="recompute-button")
+                recompute_status = gr.Markdown(elem_id="recompute-status", elem_classes="status-line")
+        gr.Markdown("### One prompt, five encodings\n" + GREEDY_LOOPS)
+        with gr.Row():
+            compare_prompt = gr.Textbox(label="Prompt", value=PROMPT_EXAMPLE, scale=4, elem_id="compare-prompt")
+            compare_tokens = gr.Number(value=40, precision=0, minimum=1, maximum=COMPARE_MAX_NEW_TOKENS,
+                                       label=f"Max new tokens (1–{COMPARE_MAX_NEW_TOKENS})", scale=1)
+            compare_mode = gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding", scale=1, elem_id="compare-mode")
+            compare_seed = gr.Number(value=0, precision=0, minimum=inputs.SEED_RANGE[0], maximum=inputs.SEED_RANGE[1],
+                                     label="Seed", scale=1, elem_id="compare-seed")
+            compare_button = gr.Button("Generate with all five", variant="primary", scale=1, elem_id="compare-button")
+        compare_status = gr.Markdown(elem_id="compare-status", elem_classes="status-line")
+        with gr.Row():
+            compare_outputs = [gr.Textbox(label=e, lines=6, elem_id=f"compare-{e}") for e in POSITION_ENCODINGS]
+    tab.select(encoding_plots, None, [sinusoidal_plot, learned_plot, rope_plot, alibi_plot, similarity_plot,
+                                      extrapolation_plot, plots_status], api_name="encoding_plots", **INTERACTIVE)
+    recompute_button.click(recompute_extrapolation, own_text, [extrapolation_plot, recompute_status],
+                           api_name="recompute_extrapolation", **EXTRAPOLATION, **UNCHECKED)
+    compare_button.click(compare_encodings, [compare_prompt, compare_tokens, compare_mode, compare_seed],
+                         [*compare_outputs, compare_status], api_name="compare_encodings", **COMPARISON, **UNCHECKED)
+    compare_mode.change(sampling_controls(1), compare_mode, compare_seed, api_name="compare_mode", api_visibility="private",
+                        **UNCHECKED)
+
+
+def attention_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    with gr.Tab("Attention heads", id="attention"):
+        with gr.Row():
+            text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="att-text")
+            with gr.Column(scale=2):
+                menu = model_menu("att-model", choices, value)
+                button = gr.Button("Show attention", variant="primary", elem_id="att-button")
+        status_line = gr.Markdown(elem_id="att-status", elem_classes="status-line")
+        with gr.Row():
+            # menus that accept any value: their choices follow the model
+            kind = gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
+                               label="Attention (folio-to-modern: encoder, decoder, cross)", elem_id="att-kind")
+            layer = gr.Dropdown(["0"], value="0", label="Layer", allow_custom_value=True, elem_id="att-layer")
+            head = gr.Dropdown(["average"], value="average", label="Head (or average over heads)", allow_custom_value=True,
+                               elem_id="att-head")
+        gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded with the "
+                    "settings of the Generate tab.")
+        grid_plot = gr.Plot(label="Every layer × head", elem_id="plot-grid")
+        head_plot = gr.Plot(label="One head, enlarged", elem_id="plot-head")
+    request = [text, menu, kind, layer, head, *decoding.all()]
+    everything = [grid_plot, head_plot, kind, layer, head, status_line]
+    button.click(show_attention, request, everything, api_name="attention", **INTERACTIVE, **UNCHECKED)
+    for picker, name in ((layer, "attention_layer"), (head, "attention_head")):
+        picker.input(show_head, request, [head_plot, status_line], api_name=name, **INTERACTIVE, **UNCHECKED)
+    kind.input(show_attention, request, everything, api_name="attention_kind", **INTERACTIVE, **UNCHECKED)
+    return menu
+
+
+def forward_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    with gr.Tab("Inside the forward pass", id="forward"):
+        with gr.Row():
+            text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="trace-text")
+            with gr.Column(scale=2):
+                menu = model_menu("trace-model", choices, value)
+                button = gr.Button("Run one forward pass", variant="primary", elem_id="trace-button")
+        status_line = gr.Markdown(elem_id="trace-status", elem_classes="status-line")
+        summary = gr.Markdown(elem_id="trace-summary")
+        top_plot = gr.Plot(label="Next token", elem_id="plot-top")
+        table = gr.Dataframe(headers=TRACE_HEADERS, label="Tensor shapes, in the order they were computed", wrap=True,
+                             max_height=100_000, column_widths=["8%", "18%", "10%", "20%", "24%", "20%"],
+                             elem_id="trace-table", interactive=False)
+    button.click(trace_forward, [text, menu, *decoding.all()], [table, top_plot, summary, status_line],
+                 api_name="forward_trace", **INTERACTIVE, **UNCHECKED)
+    return menu
 
 
 def build_demo() -> gr.Blocks:
+    choices, value, note = menus_now()
     with gr.Blocks(title="Transformer from scratch") as demo:
         gr.Markdown(INTRO)
-        catalog_status = gr.Markdown("Looking for checkpoints…", elem_id="catalog-status")
-
-        with gr.Tab("Generate", id="generate"):
-            with gr.Row():
-                with gr.Column(scale=3):
-                    prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio text to rewrite)", lines=4,
-                                        value=PROMPT_EXAMPLE, elem_id="gen-prompt")
-                    with gr.Row():
-                        generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
-                        stop_button = gr.Button("Stop", variant="stop", elem_id="gen-stop")
-                        folio_button = gr.Button("Folio example", size="sm")
-                    output = gr.Textbox(label="Output (streamed token by token)", lines=8, elem_id="gen-output")
-                    gen_status = gr.Markdown(elem_id="gen-status", elem_classes="status-line")
-                with gr.Column(scale=2):
-                    gen_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="gen-model")
-                    mode = gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding")
-                    temperature = gr.Slider(0.0, 2.0, value=0.8, step=0.05, label="Temperature (0 = greedy)")
-                    top_k = gr.Slider(0, 200, value=40, step=1, label="Top-k (0 = off)")
-                    top_p = gr.Slider(0.0, 1.0, value=0.95, step=0.01, label="Top-p (1 = off)")
-                    repetition_penalty = gr.Slider(1.0, 2.0, value=1.1, step=0.05, label="Repetition penalty (1 = off)")
-                    max_new_tokens = gr.Number(value=80, precision=0, label="Max new tokens (1–512)", elem_id="gen-max-new")
-                    seed = gr.Number(value=0, precision=0, label="Seed (sampling)")
-            generate_button.click(
-                generate, [prompt, gen_model, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed],
-                [output, gen_status], api_name="generate", **HEAVY)
-            prompt.submit(
-                generate, [prompt, gen_model, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed],
-                [output, gen_status], api_name="generate_submit", **HEAVY)
-            stop_button.click(stop_generation, None, None, api_name="stop_generation")
-            folio_button.click(folio_example, None, [prompt, gen_model, mode], api_name="folio_example")
-
-        with gr.Tab("Compare encodings", id="encodings") as encodings_tab:
-            gr.Markdown("Each encoding at the size of the trained models. Heatmaps: rows are positions, columns are "
-                        "dimensions (RoPE: rotation pairs; ALiBi: heads × distance). Hover for values.")
-            enc_status = gr.Markdown(elem_id="enc-status", elem_classes="status-line")
-            with gr.Row(elem_classes="plot-row"):
-                sinusoidal_plot = gr.Plot(label="Sinusoidal", elem_id="plot-sinusoidal")
-                learned_plot = gr.Plot(label="Learned", elem_id="plot-learned")
-            with gr.Row(elem_classes="plot-row"):
-                rope_plot = gr.Plot(label="RoPE", elem_id="plot-rope")
-                alibi_plot = gr.Plot(label="ALiBi", elem_id="plot-alibi")
-            similarity_plot = gr.Plot(label="Similarity against distance", elem_id="plot-similarity")
-            extrapolation_plot = gr.Plot(label="Extrapolation", elem_id="plot-extrapolation")
-            with gr.Row():
-                own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it", lines=3, scale=4,
-                                      elem_id="own-text")
-                recompute_button = gr.Button("Recompute on my text", scale=1, elem_id="recompute-button")
-            gr.Markdown("### One prompt, five encodings (greedy)")
-            with gr.Row():
-                compare_prompt = gr.Textbox(label="Prompt", value=PROMPT_EXAMPLE, scale=4)
-                compare_tokens = gr.Number(value=40, precision=0, label="Max new tokens", scale=1)
-                compare_button = gr.Button("Generate with all five", variant="primary", scale=1, elem_id="compare-button")
-            with gr.Row():
-                compare_outputs = [gr.Textbox(label=e, lines=6, elem_id=f"compare-{e}") for e in ENCODINGS]
-            compare_status = gr.Markdown(elem_id="compare-status", elem_classes="status-line")
-            encodings_tab.select(encoding_plots, None, [sinusoidal_plot, learned_plot, rope_plot, alibi_plot,
-                                                        similarity_plot, extrapolation_plot, enc_status],
-                                 api_name="encoding_plots", **HEAVY)
-            recompute_button.click(recompute_extrapolation, own_text, [extrapolation_plot, enc_status],
-                                   api_name="recompute_extrapolation", **HEAVY)
-            compare_button.click(compare_encodings, [compare_prompt, compare_tokens], [*compare_outputs, compare_status],
-                                 api_name="compare_encodings", **HEAVY)
-
-        with gr.Tab("Attention heads", id="attention"):
-            with gr.Row():
-                attention_text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="att-text")
-                with gr.Column(scale=2):
-                    attention_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="att-model")
-                    attention_button = gr.Button("Show attention", variant="primary", elem_id="att-button")
-            with gr.Row():
-                # menus that accept any value: their choices follow the model, and gradio keeps the narrowed
-                # choices per session, which would otherwise reject the next model's layers
-                kind = gr.Dropdown([(KIND_CHOICES["self"], "self")], value="self", allow_custom_value=True,
-                                   label="Attention (folio-to-modern: encoder, decoder, cross)")
-                layer = gr.Dropdown(["0"], value="0", label="Layer", allow_custom_value=True)
-                head = gr.Dropdown(["average"], value="average", label="Head (or average over heads)", allow_custom_value=True)
-            attention_status = gr.Markdown(elem_id="att-status", elem_classes="status-line")
-            grid_plot = gr.Plot(label="Every layer × head", elem_id="plot-grid")
-            head_plot = gr.Plot(label="One head, enlarged", elem_id="plot-head")
-            attention_inputs = [attention_text, attention_model, kind, layer, head]
-            attention_button.click(show_attention, attention_inputs, [grid_plot, head_plot, kind, layer, head, attention_status],
-                                   api_name="attention", **HEAVY)
-            for picker, name in ((layer, "attention_layer"), (head, "attention_head")):
-                picker.input(show_head, attention_inputs, [head_plot, attention_status], api_name=name, **HEAVY)
-            kind.input(show_attention, attention_inputs, [grid_plot, head_plot, kind, layer, head, attention_status],
-                       api_name="attention_kind", **HEAVY)
-
-        with gr.Tab("Inside the forward pass", id="forward"):
-            with gr.Row():
-                trace_text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="trace-text")
-                with gr.Column(scale=2):
-                    trace_model = gr.Dropdown(label="Model", allow_custom_value=True, elem_id="trace-model")
-                    trace_button = gr.Button("Run one forward pass", variant="primary", elem_id="trace-button")
-            trace_summary = gr.Markdown(elem_id="trace-summary")
-            trace_status = gr.Markdown(elem_id="trace-status", elem_classes="status-line")
-            trace_table = gr.Dataframe(headers=TRACE_HEADERS, label="Tensor shapes, in the order they were computed",
-                                       wrap=True, max_height=2400, column_widths=["7%", "22%", "10%", "21%", "25%", "15%"],
-                                       elem_id="trace-table", interactive=False)
-            top_plot = gr.Plot(label="Next token", elem_id="plot-top")
-            trace_button.click(trace_forward, [trace_text, trace_model], [trace_table, top_plot, trace_summary, trace_status],
-                               api_name="forward_trace", **HEAVY)
-
-        build_teaching_tabs(demo)
-        demo.load(load_catalog, None, [gen_model, attention_model, trace_model, catalog_status], api_name="catalog")
+        catalog_status = gr.Markdown(note, elem_id="catalog-status")
+        generate_menu, decoding = generate_tab(choices, value)
+        encodings_tab()
+        menus = [generate_menu, attention_tab(choices, value, decoding), forward_tab(choices, value, decoding)]
+        demo.load(catalog_event(len(menus)), None, [*menus, catalog_status], api_name="catalog")
     demo.queue(default_concurrency_limit=4)
     return demo
 
 
 demo = build_demo()
+# launch() options: no upload component, so no uploads (0 bytes); Gradio's own errors (e.g. too few
+# arguments in an API call) reach the client with their message
+LAUNCH_OPTIONS = dict(css=CSS, max_file_size=0, show_error=True)
+
+
+def launch(**overrides):
+    """``demo.launch`` with the app's options (tests and ``python app.py`` both start it this way)."""
+    return demo.launch(**{**LAUNCH_OPTIONS, **overrides})
 
 
 def warm_up(threads: int = 1) -> None:
-    """Import torch and load every checkpoint right after launch, so the first request does not wait for them.
+    """Load every usable checkpoint right after launch, so the first request does not wait for it.
 
     One torch thread per request (requests run side by side, two at a time): on a shared 2-core machine two
     OpenMP threads per forward pass wait on each other; measured here, a 128-token forward pass took 0.47 s
@@ -684,17 +528,17 @@ def warm_up(threads: int = 1) -> None:
         import torch
 
         torch.set_num_threads(threads)
-        A = analysis()
-        catalog, main = A.discover_checkpoints(), A.read_results().main_model
-        for info in sorted(catalog.values(), key=lambda info: info.name != main):  # the default model first
-            A.load_checkpoint(info.path)
-        A.heatmap_figure([[0.0]], "", "", "").to_json()  # plotly imports its validators on first use: not in a request
-        A.extrapolation_figure({"": {1: 1.0}}).to_json()
+        found, main = catalog.discover_checkpoints(), catalog.read_results().main_model
+        for info in sorted(found.values(), key=lambda info: info.name != main):  # the default model first
+            if info.usable:
+                catalog.load_model(info)
+        figures.heatmap_figure([[0.0]], "", "", "").to_json()  # plotly imports its validators on first use: not in a request
+        figures.extrapolation_figure({"": {1: 1.0}}, {}).to_json()
     except Exception:  # noqa: BLE001 - a request will show the problem
         logger.exception("warm-up failed")
 
 
 if __name__ == "__main__":
-    demo.launch(prevent_thread_lock=True, css=CSS)
+    launch(prevent_thread_lock=True)
     warm_up(int(os.environ.get("SCRATCH_TORCH_THREADS", "1")))
     demo.block_thread()

@@ -1,33 +1,59 @@
 """Shared fixtures.
 
-App fixtures (tests/test_analysis.py, tests/test_app.py, tests/test_browser.py): tiny random checkpoints in
-the shipped layout, built once per session, and one app server on 127.0.0.1 that serves them.
+App fixtures (tests/test_explorer_*.py, tests/test_app*.py, tests/test_browser.py): tiny random checkpoints in
+the shipped layout, plus one random model at the shipped main model's size, built once per session, and one
+app server on 127.0.0.1 that serves them.
 """
 
 import pytest
+import torch
 
-from fixtures_checkpoints import build_checkpoints
+from fixtures_checkpoints import build_checkpoints, checkpoint_config, save_checkpoint, train_tokenizer
 from local_server import free_port
+from modeling import ScratchTransformerForCausalLM
+
+# A random model of shakespeare-main's size (d_model 256, 8 heads, 6 layers, d_ff 1024): a real configuration
+# slow enough (tens of tokens per second here) that a test can watch its stream and stop it mid-way.
+SLOW_MODEL = "shipped-size"
+SLOW_SIZE = dict(d_model=256, n_heads=8, n_layers=6, d_ff=1024)
+
+
+def add_slow_checkpoint(root):
+    tokenizer = train_tokenizer()
+    torch.manual_seed(99)
+    model = ScratchTransformerForCausalLM(checkpoint_config(tokenizer, "rope", **SLOW_SIZE)).eval()
+    save_checkpoint(model, tokenizer, root / SLOW_MODEL)
+    return root
 
 
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory):
-    """A checkpoint root with the five shakespeare-<encoding> models, folio-to-modern and results.json."""
-    return build_checkpoints(tmp_path_factory.mktemp("checkpoints"))
+    """A checkpoint root with the five shakespeare-<encoding> models, folio-to-modern, the shipped-size
+    model and results.json."""
+    return add_slow_checkpoint(build_checkpoints(tmp_path_factory.mktemp("checkpoints")))
 
 
 @pytest.fixture(scope="session")
-def app_server(tiny_checkpoints):
-    """URL of app.demo served on 127.0.0.1 from the tiny checkpoints; closed at the end of the session."""
+def _app_url(tiny_checkpoints):
+    """app.demo launched once per session on 127.0.0.1, built from the tiny checkpoints; closed at the end."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SCRATCH_CHECKPOINTS", str(tiny_checkpoints))
         import app
 
-        _, url, _ = app.demo.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
-        try:
-            yield url
-        finally:
-            app.demo.close()
+        _, url, _ = app.launch(prevent_thread_lock=True, server_name="127.0.0.1", server_port=free_port(), quiet=True)
+    try:
+        yield url
+    finally:
+        app.demo.close()
+
+
+@pytest.fixture(scope="module")
+def app_server(_app_url, tiny_checkpoints):
+    """URL of the app serving the tiny checkpoints. The app reads SCRATCH_CHECKPOINTS per request: it is set
+    for the modules that use the server only, so the rest of the suite sees the real checkpoints."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCRATCH_CHECKPOINTS", str(tiny_checkpoints))
+        yield _app_url
 
 
 @pytest.fixture(scope="session")

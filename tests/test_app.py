@@ -1,18 +1,30 @@
-"""app.py through its API: a server on 127.0.0.1 (tests/conftest.py) called with gradio_client."""
+"""app.py through its API: a server on 127.0.0.1 (tests/conftest.py) called with gradio_client, and raw HTTP
+where a client could send what gradio_client cannot (lone surrogates, too few arguments)."""
 
 import json
+import shutil
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+import requests
 from gradio_client import Client
 
-import app
+from conftest import SLOW_MODEL
+from fixtures_checkpoints import SEQ2SEQ_NAME
 
 MODELS = ["shakespeare-alibi", "shakespeare-learned", "shakespeare-none", "shakespeare-rope", "shakespeare-sinusoidal",
-          "folio-to-modern"]
+          SLOW_MODEL, SEQ2SEQ_NAME]
 SAMPLING = ("Sampling", 0.8, 40, 0.95, 1.1)
+GREEDY = ("Greedy", 1.0, 0, 1.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def app(app_server):
+    import app as module  # built by the app_server fixture, with the tiny checkpoints
+
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -29,159 +41,259 @@ def figure(plot) -> dict:
     return json.loads(plot["plot"])
 
 
-def test_every_event_is_named_and_the_named_ones_are_callable(client):
+def call_raw(url: str, api_name: str, data: list) -> tuple[str, object]:
+    """POST /gradio_api/call/<api_name> with ``data`` as JSON (ASCII-escaped, so lone surrogates arrive as
+    such); -> (the final SSE event name, its data)."""
+    body = json.dumps({"data": data})  # ensure_ascii: "\ud800" travels as the escape \\ud800
+    event_id = requests.post(f"{url}gradio_api/call/{api_name}", data=body,
+                             headers={"Content-Type": "application/json"}, timeout=30).json()["event_id"]
+    event, payload = None, None
+    with requests.get(f"{url}gradio_api/call/{api_name}/{event_id}", stream=True, timeout=60) as stream:
+        for line in stream.iter_lines(decode_unicode=True):
+            if line.startswith("event: "):
+                event = line[len("event: "):]
+            elif line.startswith("data: ") and event in ("complete", "error"):
+                payload = json.loads(line[len("data: "):])
+                break
+    return event, payload
+
+
+def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
     names = {dep["api_name"] for dep in app.demo.config["dependencies"]}
     assert "unnamed" not in names and None not in names
     public = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     expected = {"/catalog", "/generate", "/generate_submit", "/stop_generation", "/folio_example", "/encoding_plots",
                 "/recompute_extrapolation", "/compare_encodings", "/attention", "/attention_layer", "/attention_head",
-                "/attention_kind", "/forward_trace", "/worked_example", "/attention_steps", "/attention_steps_query",
-                "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution",
-                "/teach_catalog"}
-    private = {"steps_pick_query", "lens_pick_position", "steps_fold_example"}  # a click's data, then the public event with it
+                "/attention_kind", "/forward_trace"}
+    private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note"}  # UI only
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
-def test_heavy_events_share_the_cores(client):
-    heavy = {"generate", "encoding_plots", "recompute_extrapolation", "compare_encodings", "attention", "forward_trace"}
-    for dep in app.demo.config["dependencies"]:
-        if dep["api_name"] in heavy:
-            assert app.demo.fns[dep["id"]].concurrency_id == "model"
-            assert app.demo.fns[dep["id"]].concurrency_limit == 2
+def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved(app):
+    groups = {app.demo.fns[dep["id"]].name: (app.demo.fns[dep["id"]].concurrency_id, app.demo.fns[dep["id"]].concurrency_limit)
+              for dep in app.demo.config["dependencies"]}
+    for interactive in ("generate", "encoding_plots", "show_attention", "show_head", "trace_forward"):
+        assert groups[interactive] == ("model", 2)
+    assert groups["recompute_extrapolation"] == ("extrapolation", 1)
+    assert groups["compare_encodings"] == ("comparison", 1)
 
 
-def test_catalog_lists_the_checkpoints_and_picks_the_main_model(client):
+def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model(client, tiny_checkpoints):
     gen_menu, attention_menu, trace_menu, note = client.predict(api_name="/catalog")
     for menu in (gen_menu, attention_menu, trace_menu):
-        assert [c[1] for c in menu["choices"]] == MODELS and menu["value"] == "shakespeare-rope"
-    assert "6 model(s)" in note
+        assert [value for _, value in menu["choices"]] == MODELS and menu["value"] == "shakespeare-rope"
+        labels = dict((value, label) for label, value in menu["choices"])
+        assert labels["shakespeare-rope"].startswith("shakespeare-rope · rope positions · ") and "the main model" in labels["shakespeare-rope"]
+    assert note.startswith("- 7 model(s) ready: ") and str(tiny_checkpoints) not in note
 
 
-def test_generation_streams_token_by_token_and_reports_speed(client):
+def test_the_page_is_built_with_the_menus_filled_and_no_server_paths(app_server, tiny_checkpoints):
+    """Nothing clickable that cannot work yet: the menus hold their choices and value before any event ran."""
+    config = requests.get(app_server + "config", timeout=30).json()
+    menus = [c["props"] for c in config["components"] if c["props"].get("elem_id") in ("gen-model", "att-model", "trace-model")]
+    assert len(menus) == 3 and all(m["value"] == "shakespeare-rope" and len(m["choices"]) == len(MODELS) for m in menus)
+    page = requests.get(app_server, timeout=30).text + json.dumps(config)
+    assert str(tiny_checkpoints) not in page and str(tiny_checkpoints.parent) not in page
+
+
+def test_generation_shows_the_prompt_then_streams_token_by_token(client):
     job = client.submit("Shall I", "shakespeare-rope", *SAMPLING, 40, 0, api_name="/generate")
     updates = [output for output in job]
     texts = [text for text, _ in updates]
-    assert len(updates) >= 20  # one update per token, not one at the end
+    assert texts[0] == "Shall I" and len(updates) >= 20  # one update per token, not one at the end
     assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:]))
     final_text, final_status = job.result()
     assert final_text == texts[-1] and "Done: **40 tokens**" in final_status and "tokens/s" in final_status
+    assert final_status.endswith("sampling (temperature 0.8, top-k 40, top-p 0.95, seed 0), repetition penalty 1.1")
 
 
 def test_seeded_sampling_is_reproducible_through_the_api(client):
     assert generate(client, seed=5, max_new=20)[0] == generate(client, seed=5, max_new=20)[0]
 
 
-def test_folio_to_modern_rewrites(client):
+def test_folio_to_modern_rewrites_without_the_prompt_and_without_a_spurious_notice(client):
     prompt, model, mode = client.predict(api_name="/folio_example")
-    assert model == "folio-to-modern" and "Summers" in prompt
-    text, note = generate(client, prompt, model, (mode, 1.0, 0, 1.0, 1.0), max_new=10)
-    assert "Done" in note and isinstance(text, str)
+    assert model == SEQ2SEQ_NAME and "Summers" in prompt and mode == "Greedy"
+    text, note = generate(client, prompt, model, (mode, *SAMPLING[1:]), max_new=10)  # the sliders keep their values
+    assert note.startswith("- Done: **") and note.count("\n") == 0 and "greedy, repetition penalty 1.1" in note
+    assert not text.startswith(prompt)
 
 
-@pytest.mark.parametrize("prompt, settings, max_new, expected", [  # (the learned model stops at 63 tokens: quick)
-    ("", SAMPLING, 10, "Type a prompt first"),
-    ("\x00\x01\x02", SAMPLING, 10, "Type a prompt first"),
-    ("Shall I " * 200, SAMPLING, 10, "keeping its last 64 tokens"),
-    ("Shall I 🙂🎭 \x07 thee\u200b", SAMPLING, 10, "Removed 1 control character"),
-    ("Shall I", ("Greedy", 0.8, 50, 0.9, 1.0), 10, "Greedy decoding ignores temperature, top-k, top-p"),
-    ("Shall I", ("Sampling", 0.0, 40, 0.9, 1.0), 10, "decoding greedily instead of sampling"),
-    ("Shall I", SAMPLING, 0, "generating 1 token"),
-    ("Shall I", SAMPLING, 10**7, "above the limit 512; generating 512.\n- This model has 64 positions"),
+@pytest.mark.parametrize("prompt, settings, max_new, seed, expected", [  # (the learned model stops at 63 tokens: quick)
+    ("", SAMPLING, 10, 0, "⚠️ Type a prompt first: the box is empty."),
+    ("\x00\x01\x02", SAMPLING, 10, 0, "⚠️ Type a prompt first: the box is empty (after removing characters that are not text)."),
+    ("Shall I " * 200, SAMPLING, 10, 0, "keeping its last 64 tokens"),
+    ("Shall I 🙂🎭 \x07 thee\u200b", SAMPLING, 10, 0, "Removed 1 control character(s) from the input."),
+    ("Shall I", ("Sampling", 0.0, 40, 0.9, 1.0), 10, 0, "decoding greedily instead of sampling"),
+    ("Shall I", SAMPLING, 0, 0, "Max new tokens was 0; using 1, the least allowed."),
+    ("Shall I", SAMPLING, 10**7, 0, "above the limit 512; using 512.\n- This model has 64 positions"),
+    ("Shall I", SAMPLING, 10, 2**64, "⚠️ Seed must be a whole number from 0 to 4,294,967,295; got `18446744073709551616`."),
+    ("Shall I", SAMPLING, 10, -2**63 - 1, "⚠️ Seed must be a whole number from 0 to 4,294,967,295; got `-9223372036854775809`."),
+    ("Shall I", ("Sampling", "hot", 40, 0.9, 1.0), 10, 0, "⚠️ Temperature must be a number (0 to 5; 0 is greedy); got `hot` (a text)."),
+    ("Shall I", ("Sampling", 0.8, None, 0.9, 1.0), 10, 0, "⚠️ Top-k must be a number (0 = off, or a whole number of tokens); got `None` (nothing)."),
+    ("Shall I", ("Sampling", 0.8, 40, 9.0, 1.0), 10, 0, "Top-p must be above 0 and at most 1; got 9, using 1 (off)."),
+    ("Shall I", ("Beam", 0.8, 40, 0.9, 1.0), 10, 0, "⚠️ Decoding must be 'Sampling' or 'Greedy'; got `Beam`."),
 ])
-def test_bad_input_gets_a_clear_message(client, prompt, settings, max_new, expected):
+def test_bad_input_gets_a_clear_message(client, prompt, settings, max_new, seed, expected):
     model = "shakespeare-learned" if max_new > 512 else "shakespeare-rope"
-    _, note = generate(client, prompt, model=model, settings=settings, max_new=max_new)
+    text, note = generate(client, prompt, model=model, settings=settings, max_new=max_new, seed=seed)
     assert expected in note and "Traceback" not in note
+    if note.startswith("⚠️"):
+        assert text == ""  # nothing from an earlier request is left looking like this one's answer
 
 
-def test_unknown_model_is_named_with_the_choices(client):
-    _, note = generate(client, model="no-such-model")
-    assert "Unknown model 'no-such-model'" in note and "shakespeare-rope" in note
+@pytest.mark.parametrize("model, expected", [
+    ("no-such-model", "⚠️ Unknown model `no-such-model`; pick one of: shakespeare-alibi, "),
+    (["shakespeare-rope"], "⚠️ Pick a model: its name is a text such as 'shakespeare-main'; got a list (`['shakespeare-rope']`)."),
+    ({"name": "shakespeare-rope"}, "⚠️ Pick a model: its name is a text such as 'shakespeare-main'; got a dictionary"),
+    (None, "⚠️ Pick a model: its name is a text such as 'shakespeare-main'; got nothing."),
+    ("<img src=x onerror=alert(1)>", "⚠️ Unknown model `<img src=x onerror=alert(1)>`; pick one of"),
+])
+def test_a_model_name_that_names_nothing_is_named_with_the_choices(client, model, expected):
+    assert generate(client, model=model)[1].startswith(expected)
+
+
+@pytest.mark.parametrize("api_name, data, at", [
+    ("generate", ["Sh\ud800all I", "shakespeare-rope", *SAMPLING, 5, 0], -1),
+    ("generate_submit", ["\ud800Shall I", "shakespeare-rope", *SAMPLING, 5, 0], -1),
+    ("compare_encodings", ["Shall\ud800 I", 3, "Sampling", 0], -1),
+    ("recompute_extrapolation", ["Shall I compare thee\udfff " * 12], -1),
+    ("attention", ["To be\ud800", "shakespeare-rope", "self", "0", "average", *GREEDY, 10, 0], -1),
+    ("attention_head", ["To be\ud800", "shakespeare-rope", "self", "0", "1", *GREEDY, 10, 0], -1),
+    ("forward_trace", ["To be\ud800", "shakespeare-rope", *GREEDY, 10, 0], -1),
+])
+def test_a_lone_surrogate_in_any_text_box_is_dropped_with_a_notice(app_server, api_name, data, at):
+    event, payload = call_raw(app_server, api_name, data)
+    assert event == "complete", payload
+    note = payload[at]
+    assert "lone surrogate(s) from the input" in note and "⚠️" not in note, note
+
+
+@pytest.mark.parametrize("api_name, data, expected", [
+    ("attention", ["To be", "shakespeare-rope", "self", "Infinity", "NaN", *GREEDY, 10, 0],
+     ["Layer `Infinity` is not a whole number (this model has layers 0 to 1); showing layer 0.",
+      "Head `NaN` is not a whole number (this model has heads 0 to 3); showing head 0."]),
+    ("attention_layer", ["To be", "shakespeare-rope", "self", 1e308 * 10, "2", *GREEDY, 10, 0], ["Layer `inf` is not a whole number"]),
+    ("attention", ["To be", "shakespeare-rope", "cross", "7", "99", *GREEDY, 10, 0],
+     ["This model has no attention kind `cross`", "Layer 7 does not exist (this model has layers 0 to 1); showing layer 1.",
+      "Head 99 does not exist (this model has heads 0 to 3); showing head 3."]),
+])
+def test_infinite_or_missing_layers_and_heads_are_explained(app_server, api_name, data, expected):
+    event, payload = call_raw(app_server, api_name, data)
+    assert event == "complete" and all(e in payload[-1] for e in expected), payload[-1]
+
+
+def test_too_few_arguments_get_gradios_message_not_a_bare_error(app_server):
+    event, payload = call_raw(app_server, "generate", ["Shall I", "shakespeare-rope"])
+    assert event == "error" and "didn't receive enough input values (needed: 9, got: 2)" in payload["error"]
+
+
+def test_api_clients_may_leave_out_the_arguments_added_later(client):
+    """gradio_client fills parameters left out with their defaults: the five-argument /attention of old still works."""
+    *_, note = client.predict("To be, or not", "shakespeare-rope", "self", "0", "average", api_name="/attention")
+    assert note.startswith("- shakespeare-rope: 2 layers × 4 heads")
+    assert client.predict("Shall I", 3, api_name="/compare_encodings")[-1].startswith("- Done: 5 models, 3 new tokens each, sampling")
+
+
+def test_uploads_are_refused(app_server):
+    response = requests.post(app_server + "gradio_api/upload", files={"files": ("a.txt", b"x" * 2000)}, timeout=30)
+    assert response.status_code == 413 and "maximum allowed size of 0 bytes" in response.text
 
 
 def test_stop_ends_the_generation(client):
-    job = client.submit("Shall I", "shakespeare-rope", *SAMPLING, 512, 0, api_name="/generate")
+    job = client.submit("Shall I", SLOW_MODEL, *SAMPLING, 512, 0, api_name="/generate")
     while not job.outputs() or "tokens/s" not in job.outputs()[-1][1]:
         time.sleep(0.02)
     client.predict(api_name="/stop_generation")
-    text, note = job.result(timeout=10)
+    text, note = job.result(timeout=60)
     assert note.startswith("- Stopped: **") and int(note.split("**")[1].split()[0]) < 512
-    deadline = time.time() + 5
+    deadline = time.time() + 10
     while any(t.name == "generate" for t in threading.enumerate()) and time.time() < deadline:
         time.sleep(0.05)
     assert not any(t.name == "generate" for t in threading.enumerate())
 
 
-def test_a_client_that_leaves_ends_the_generation_thread(client, monkeypatch):
-    from explorer import analysis
-
-    runs = []
-    start = analysis.start_generation
-    monkeypatch.setattr(analysis, "start_generation", lambda *args: runs.append(start(*args)) or runs[-1])
-    job = client.submit("Shall I", "shakespeare-rope", *SAMPLING, 512, 0, api_name="/generate")
+def test_a_client_that_leaves_ends_the_generation_thread(client):
+    before = set(threading.enumerate())
+    job = client.submit("Shall I", SLOW_MODEL, *SAMPLING, 512, 0, api_name="/generate")
     while not job.outputs() or "tokens/s" not in job.outputs()[-1][1]:
         time.sleep(0.02)
+    (thread,) = [t for t in threading.enumerate() if t.name == "generate" and t not in before]
     job.cancel()
-    runs[0].thread.join(timeout=10)
-    assert not runs[0].thread.is_alive() and runs[0].stop.is_set() and runs[0].streamer.n_tokens < 512
+    thread.join(timeout=30)
+    assert not thread.is_alive()
 
 
-def test_encoding_tab_draws_its_plots(client):
+def test_encoding_tab_draws_its_plots_in_each_encodings_colour(client, app):
     *plots, extrapolation, note = client.predict(api_name="/encoding_plots")
     assert [figure(p)["data"][0]["type"] for p in plots] == ["heatmap"] * 4 + ["scatter"]
     lines = figure(extrapolation)["data"]
-    assert sorted(line["name"] for line in lines) == sorted(MODELS[:-1])
+    assert sorted(line["name"] for line in lines) == sorted(f"{e} (shakespeare-{e})" for e in app.POSITION_ENCODINGS)
+    assert all(line["line"]["color"] == app.figures.ENCODING_COLOURS[line["name"].split()[0]] for line in lines)
+    assert figure(extrapolation)["layout"]["shapes"][0]["x0"] == 64  # the training context, on the log axis
     assert "Traceback" not in note
 
 
-def test_extrapolation_recomputes_on_the_users_text(client):
-    plot, note = client.predict("Shall I compare thee to a summer's day? " * 12, api_name="/recompute_extrapolation")
+def test_extrapolation_recomputes_on_the_users_text_step_by_step(client):
+    job = client.submit("Shall I compare thee to a summer's day? " * 12, api_name="/recompute_extrapolation")
+    updates = list(job)
+    assert len(updates) == 2 + 4 * 5  # the start, one per (length, model), the end
+    plot, note = job.result()
     lines = figure(plot)["data"]
-    assert len(lines) == 5 and "Scored" in note
-    assert client.predict("", api_name="/recompute_extrapolation")[1].startswith("⚠️ Type some text")
+    assert len(lines) == 5 and note.startswith("- Scored 20 of 20.")
+    assert figure(plot)["layout"]["shapes"][0]["x0"] == 64
+    assert client.predict("", api_name="/recompute_extrapolation")[1].startswith("⚠️ Type some text to score first")
 
 
-def test_one_prompt_five_encodings(client):
+def test_one_prompt_five_encodings_samples_with_one_seed_by_default(client):
     *outputs, note = client.predict("Shall I", 8, api_name="/compare_encodings")
-    assert len(outputs) == 5 and all(isinstance(o, str) and o != "…" for o in outputs)
-    assert "Done: 5 models" in note
+    assert len(outputs) == 5 and all(o.startswith("Shall I") for o in outputs)
+    assert note.startswith("- Done: 5 models, 8 new tokens each, sampling (temperature 0.8, top-k 40, top-p 0.95, seed 0)")
+    again = client.predict("Shall I", 8, "Sampling", 0, api_name="/compare_encodings")
+    assert again[:-1] == tuple(outputs)
+    assert "greedy" in client.predict("Shall I", 8, "Greedy", 0, api_name="/compare_encodings")[-1]
 
 
 def test_attention_grid_and_enlarged_head(client):
     grid, head, kind, layer, heads, note = client.predict(
         "To be, or not to be", "shakespeare-rope", "self", "1", "2", api_name="/attention")
     assert len(figure(grid)["data"]) == 2 * 4
-    enlarged = figure(head)
-    assert "layer 1, head 2" in enlarged["layout"]["title"]["text"]
+    assert "layer 1, head 2" in figure(head)["layout"]["title"]["text"]
     assert [c[1] for c in heads["choices"]] == ["average", "0", "1", "2", "3"]
     average, _ = client.predict("To be, or not to be", "shakespeare-rope", "self", "0", "average", api_name="/attention_head")
     assert "mean over heads" in figure(average)["layout"]["title"]["text"]
-    clamped, _ = client.predict("To be, or not to be", "shakespeare-rope", "cross", "junk", "99", api_name="/attention_head")
-    assert "self-attention, layer 0, head 3" in figure(clamped)["layout"]["title"]["text"]
 
 
 @pytest.mark.parametrize("kind", ["encoder", "decoder", "cross"])
-def test_attention_of_folio_to_modern(client, kind):
-    grid, head, kind_menu, *_ , note = client.predict(
-        "Thou art more louely", "folio-to-modern", kind, "0", "average", api_name="/attention")
+def test_attention_of_folio_to_modern_shows_the_rewrite_it_read(client, kind):
+    grid, head, kind_menu, *_, note = client.predict(
+        "Thou art more louely", SEQ2SEQ_NAME, kind, "0", "average", *GREEDY, 20, 0, api_name="/attention")
     assert kind_menu["value"] == kind and [c[1] for c in kind_menu["choices"]] == ["encoder", "decoder", "cross"]
-    assert "folio-to-modern" in note
+    assert f"{SEQ2SEQ_NAME}: 2 layers" in note and "The decoder read the model's own rewrite (greedy, set on the Generate tab)" in note
 
 
-def test_attention_with_empty_text_says_so(client):
-    *_, note = client.predict("", "shakespeare-rope", "self", "0", "average", api_name="/attention")
-    assert note.startswith("⚠️ Type some text first")
+def test_attention_with_empty_text_says_so_and_clears_the_plots(client):
+    grid, head, *_, note = client.predict("", "shakespeare-rope", "self", "0", "average", api_name="/attention")
+    assert note.startswith("⚠️ Type some text first") and grid is None and head is None
 
 
-def test_forward_trace_table(client):
+def test_forward_trace_table(client, app):
     table, top, summary, note = client.predict("Shall I compare thee", "shakespeare-alibi", api_name="/forward_trace")
     assert table["headers"] == app.TRACE_HEADERS
     steps = {row[1]: row for row in table["data"]}
     n_tokens = int(steps["token ids"][2].strip("()").split(", ")[1])
     assert steps["logits"][2] == steps["probabilities"][2] == f"(1, {n_tokens}, 384)"
-    assert steps["ALiBi bias (+ mask)"][3] == f"batch=1 × heads=4 × tokens={n_tokens} × tokens={n_tokens}"
+    assert steps["layer 0 masked self-attention: bias"][3] == f"batch=1 × heads=4 × tokens={n_tokens} × tokens={n_tokens}"
+    assert steps["layer 0 masked self-attention: Q per head"][5] == "layers[0] › self_attention › query"
     assert f"**(1, {n_tokens}, 384)**" in summary and note == "Forward pass done."
-    assert figure(top)["data"][0]["type"] == "bar"
+    bars = figure(top)["data"][0]
+    assert bars["type"] == "bar" and len(bars["x"]) == 10 and all(t.endswith("%") or "e-" in t for t in bars["text"])
+
+
+def test_forward_trace_of_folio_to_modern_says_which_tokens_the_decoder_read(client):
+    table, top, summary, note = client.predict("Thou art more louely", SEQ2SEQ_NAME, *GREEDY, 20, 0, api_name="/forward_trace")
+    assert "The decoder read the model's own rewrite (greedy, set on the Generate tab): «`" in summary
+    assert "the last token the decoder read" in figure(top)["layout"]["title"]["text"]
 
 
 def test_eight_clients_at_once_all_get_their_answers(app_server):
@@ -189,7 +301,7 @@ def test_eight_clients_at_once_all_get_their_answers(app_server):
         client = Client(app_server, verbose=False)
         if i % 2:
             return "generate", client.predict(f"Shall I {i}", MODELS[i % 5], *SAMPLING, 16, i, api_name="/generate")
-        return "attention", client.predict(f"To be {i}", MODELS[i % 6], "self", "0", "average", api_name="/attention")
+        return "attention", client.predict(f"To be {i}", MODELS[i % 7], "self", "0", "average", api_name="/attention")
 
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(one_client, range(8)))
@@ -199,10 +311,39 @@ def test_eight_clients_at_once_all_get_their_answers(app_server):
         assert ("Done" in note) if kind == "generate" else ("layers" in note)
 
 
+def test_a_damaged_checkpoint_is_marked_and_refused(client, monkeypatch, tiny_checkpoints, tmp_path):
+    shutil.copytree(tiny_checkpoints / "shakespeare-rope", tmp_path / "shakespeare-rope")
+    shutil.copytree(tiny_checkpoints / "shakespeare-none", tmp_path / "broken")
+    weights = tmp_path / "broken" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    monkeypatch.setenv("SCRATCH_CHECKPOINTS", str(tmp_path))
+    menu, *_, note = client.predict(api_name="/catalog")
+    labels = dict((value, label) for label, value in menu["choices"])
+    assert labels["broken"].startswith("broken · ⚠ cannot be used: model.safetensors is damaged or truncated")
+    assert "⚠ broken cannot be used: model.safetensors is damaged or truncated" in note and str(tmp_path) not in note
+    assert menu["value"] == "shakespeare-rope"
+    text, message = generate(client, model="broken")
+    assert message.startswith("⚠️ broken cannot be used: model.safetensors is damaged or truncated") and text == ""
+
+
 def test_app_without_checkpoints_explains_itself(client, monkeypatch, tmp_path):
     monkeypatch.setenv("SCRATCH_CHECKPOINTS", str(tmp_path))
     *menus, note = client.predict(api_name="/catalog")
     assert menus[0]["choices"] == [] and "No checkpoints found" in note and "No evaluation results" in note
-    assert "No checkpoints found" in generate(client)[1]
+    assert "No checkpoints found" in generate(client)[1] and str(tmp_path) not in note
     *plots, extrapolation, note = client.predict(api_name="/encoding_plots")
     assert "No checkpoints found" in note and "No extrapolation" in json.dumps(figure(extrapolation))
+
+
+def test_concurrent_traces_through_the_server_are_all_whole(app_server):
+    """Issue 12 §2, as the probe ran it: four clients looping on /forward_trace; every table equals a lone one."""
+    alone = Client(app_server, verbose=False).predict("Shall I compare thee", "shakespeare-rope", api_name="/forward_trace")[0]
+
+    def one_client(i):
+        client = Client(app_server, verbose=False)
+        return [client.predict("Shall I compare thee", "shakespeare-rope", api_name="/forward_trace")[0] for _ in range(5)]
+
+    with ThreadPoolExecutor(4) as pool:
+        tables = [table for tables in pool.map(one_client, range(4)) for table in tables]
+    assert len(tables) == 20 and all(table["data"] == alone["data"] for table in tables)
+    assert sum(" per head" in row[1] for row in alone["data"]) == 3

@@ -15,10 +15,9 @@ import pytest
 from offline_hub import lay_out_cache, run_isolated
 from training.checkpoints import checkpoint_folders
 from training.model_card import HUB_ORGANIZATION
-from training.paths import REPO_ROOT
+from training.paths import REPO_ROOT, checkpoints_dir
 
 PACKAGES = ("modeling", "training", "explorer")
-SHIPPED = REPO_ROOT / "checkpoints"  # the checkpoints we ship, whatever SCRATCH_CHECKPOINTS says (the app tests set it)
 
 
 def requirement_pins() -> list[str]:
@@ -38,7 +37,7 @@ def no_warning(stderr: str) -> None:
 def hub_cache(tmp_path, names) -> dict:
     """Every named checkpoint laid out as <organization>/<name> in an offline Hub cache."""
     for name in names:
-        lay_out_cache(SHIPPED / name, tmp_path / "hub", f"{HUB_ORGANIZATION}/{name}")
+        lay_out_cache(checkpoints_dir() / name, tmp_path / "hub", f"{HUB_ORGANIZATION}/{name}")
     return {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"), "TRANSFORMERS_VERBOSITY": "warning"}
 
 
@@ -92,10 +91,10 @@ def test_the_readme_snippet_runs_from_any_directory_with_the_package_installed(i
 
 
 def test_every_model_card_snippet_loads_with_trust_remote_code_where_our_package_is_absent(tmp_path):
-    names = [folder.name for folder in checkpoint_folders(SHIPPED)]
+    names = [folder.name for folder in checkpoint_folders()]
     programs = []
     for name in names:
-        snippet = python_blocks((SHIPPED / name / "README.md").read_text())[0]
+        snippet = python_blocks((checkpoints_dir() / name / "README.md").read_text())[0]
         assert snippet.count("trust_remote_code=True") == 2, name  # on the tokenizer AND the model
         programs.append(f"{snippet}\nloaded[{name!r}] = (type(model).__name__, len(tokenizer))\n")
     code = ("loaded = {}\n" + "".join(programs) + "import importlib.util, json\n"
@@ -109,6 +108,6 @@ def test_every_model_card_snippet_loads_with_trust_remote_code_where_our_package
 
 
 def test_shipped_tokenizer_configs_carry_no_machine_local_flags():
-    for folder in checkpoint_folders(SHIPPED):
+    for folder in checkpoint_folders():
         config = json.loads((folder / "tokenizer_config.json").read_text())
         assert not {"is_local", "local_files_only", "name_or_path"} & set(config), folder.name

@@ -293,6 +293,10 @@ def evaluate_experiment(models: dict, text: str, root: Path, extra: Path) -> dic
             runs[seed] = {k: result[k] for k in ("bits_per_char", "test_loss", "extrapolation", "extrapolation_loss",
                                                  "training_context")}
             runs[seed]["perplexity_ratio"] = perplexity_ratios(result)
+            summary = folder / "training_summary.json"
+            if summary.exists():  # how long it trained, and whether validation loss had flattened
+                trained = json.loads(summary.read_text())
+                runs[seed].update({k: trained.get(k) for k in ("steps", "passes_over_train_split", "last_fifth_improvement")})
             print(f"  {encoding} seed {seed}: {runs[seed]['bits_per_char']:.4f} bits/char", flush=True)
         experiment["encodings"][encoding] = {"runs": runs, **summarize_seeds(runs)}
     return experiment

@@ -1,0 +1,70 @@
+"""What one forward pass reads: the token ids of a text (and, for an encoder-decoder, the decoder's input:
+the model's own rewrite, decoded as the user chose), and readable labels for tokens.
+"""
+
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from .generation import DecodingSettings, encode_prompt, generate_ids
+
+FORWARD_MAX_TOKENS = 256  # tokens of the user's text one view reads
+
+
+def token_labels(tokenizer, ids) -> list[str]:
+    """A readable label per token id: leading spaces as '␣', newlines as '↵', tabs as '⇥', a lone byte of a
+    multi-byte character as its byte-level symbol."""
+    labels = []
+    for i in [int(x) for x in ids]:
+        text = tokenizer.decode([i])
+        if "\ufffd" in text or not text:
+            text = tokenizer.convert_ids_to_tokens(i) or f"<{i}>"
+        labels.append(text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥"))
+    return labels
+
+
+def numbered(labels: list[str]) -> list[str]:
+    """'3:the': labels made unique by their position, so repeated tokens get rows of their own."""
+    return [f"{i}:{label}" for i, label in enumerate(labels)]
+
+
+@dataclass
+class ForwardInputs:
+    """Keyword arguments for ``model(**inputs)``, what the decoder read (encoder-decoder only) and notices."""
+
+    inputs: dict[str, torch.Tensor]
+    decoded_with: str = ""  # how the decoder's input was produced, e.g. "greedy, repetition penalty 1.1"
+    rewrite: str = ""  # the decoder's input as text
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def source_ids(self) -> torch.Tensor:
+        return self.inputs["input_ids"][0]
+
+    @property
+    def target_ids(self) -> torch.Tensor:
+        """The ids the decoder (of either kind of model) reads."""
+        return self.inputs.get("decoder_input_ids", self.inputs["input_ids"])[0]
+
+
+def forward_inputs(model, tokenizer, text: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS) -> ForwardInputs:
+    """Inputs for one forward pass over ``text``. A decoder-only model reads the first ``max_tokens`` tokens
+    (and no more than a learned table has rows). An encoder-decoder reads the text as its source, as the
+    Generate tab would, and its decoder reads the model's own rewrite, generated with ``decoding`` (so
+    cross-attention shows what it attends to while writing what the user would see), without the final
+    end-of-text token: the last position's prediction is then the model's decision to stop."""
+    if model.config.is_encoder_decoder:
+        ids, max_new, notices = encode_prompt(model, tokenizer, text, min(decoding.max_new_tokens, max_tokens))
+        target = generate_ids(model, ids, replace(decoding, max_new_tokens=max_new))
+        eos = model.generation_config.eos_token_id
+        if target.shape[1] > 1 and int(target[0, -1]) in (eos if isinstance(eos, list) else [eos]):  # the decoder reads up to its last word; it then predicts the end
+            target = target[:, :-1]
+        rewrite = tokenizer.decode(target[0], skip_special_tokens=True)
+        return ForwardInputs({"input_ids": ids, "decoder_input_ids": target}, decoding.describe(), rewrite, notices)
+    notices = []
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    budget = min(max_tokens, model.config.position_limit or max_tokens)
+    if ids.shape[1] > budget:
+        notices.append(f"The text is {ids.shape[1]} tokens; showing its first {budget}.")
+        ids = ids[:, :budget]
+    return ForwardInputs({"input_ids": ids}, notices=notices)

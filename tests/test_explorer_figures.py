@@ -1,0 +1,86 @@
+"""explorer.figures: what each plot draws, one colour per encoding, labels shown as text."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from explorer import attention, catalog, figures
+from explorer.generation import DecodingSettings
+from fixtures_checkpoints import checkpoint_config, train_tokenizer
+from modeling import POSITION_ENCODINGS, ScratchTransformerForCausalLM
+
+TEXT = "Shall I compare thee to a summer's day?"
+
+
+@pytest.fixture(scope="module")
+def maps():
+    tokenizer = train_tokenizer()
+    torch.manual_seed(0)
+    model = ScratchTransformerForCausalLM(checkpoint_config(tokenizer, "rope")).eval()
+    return attention.attention_maps(model, tokenizer, TEXT, DecodingSettings(False))
+
+
+def test_every_encoding_has_one_distinct_colour():
+    assert set(figures.ENCODING_COLOURS) == set(POSITION_ENCODINGS)
+    assert len(set(figures.ENCODING_COLOURS.values())) == len(POSITION_ENCODINGS)
+
+
+def test_attention_figures_have_a_cell_per_layer_and_head_and_hover_labels(maps):
+    grid = figures.attention_grid_figure(maps, "self")
+    assert len(grid.data) == 2 * 4 and all(t.type == "heatmap" for t in grid.data)
+    head = figures.attention_head_figure(maps, attention.View("self", 1, None))
+    assert list(head.data[0].x) == figures.plotly_text(maps.key_labels["self"])
+    assert np.allclose(head.data[0].z, maps.weights["self"][1].mean(0))
+    assert np.allclose(figures.attention_head_figure(maps, attention.View("self", 0, 2)).data[0].z, maps.weights["self"][0, 2])
+    assert "query %{y}" in head.data[0].hovertemplate and "weight %{z" in head.data[0].hovertemplate
+
+
+def test_labels_are_shown_as_text_not_markup():
+    assert figures.plotly_text(["0:<s>", "a&b", "<a href='x'>"]) == ["0:&lt;s&gt;", "a&amp;b", "&lt;a href='x'&gt;"]
+    chart = figures.top_tokens_figure([("<b>bold</b>", 0.5)], "<i>x</i>")
+    assert chart.data[0].y[0] == "1. &lt;b&gt;bold&lt;/b&gt;" and "&lt;i&gt;" in chart.layout.title.text
+
+
+def test_the_next_token_chart_prints_each_probability():
+    chart = figures.top_tokens_figure([("the", 0.9712), ("a", 0.0213), ("↵", 0.00004)], "“day”")
+    assert list(chart.data[0].x) == [0.9712, 0.0213, 0.00004]
+    assert list(chart.data[0].text) == ["97.1%", "2.1%", "4.00e-05"] and chart.data[0].textposition == "outside"
+
+
+def test_extrapolation_lines_take_their_encodings_colour_and_mark_the_training_context():
+    curves = {"m-rope": {128: 2.0, 256: 2.1, 512: 2.3}, "m-learned": {128: 2.2, 256: None, 512: None}}
+    fig = figures.extrapolation_figure(curves, {"m-rope": "rope", "m-learned": "learned"}, 128)
+    assert [t.name for t in fig.data] == ["rope (m-rope)", "learned (m-learned)"]
+    assert [t.line.color for t in fig.data] == [figures.ENCODING_COLOURS["rope"], figures.ENCODING_COLOURS["learned"]]
+    assert list(fig.data[1].y) == [2.2, None, None]
+    (marker,) = fig.layout.shapes
+    assert marker.x0 == marker.x1 == 128 and fig.layout.xaxis.type == "log"  # shapes: data values on a log axis
+    (label,) = fig.layout.annotations
+    assert math.isclose(label.x, math.log10(128)) and label.text == "training context (128)"  # annotations: log10
+    assert fig.layout.xaxis.range[0] < math.log10(128) < fig.layout.xaxis.range[1]
+    assert "No extrapolation" in figures.extrapolation_figure({}, {}).layout.annotations[0].text
+
+
+def test_encoding_figures_use_each_encodings_colour(tiny_checkpoints):
+    shown, notices = figures.encoding_figures(catalog.discover_checkpoints(tiny_checkpoints))
+    assert notices == [] and set(shown) == {"sinusoidal", "learned", "rope", "alibi", "similarity"}
+    assert np.asarray(shown["sinusoidal"].data[0].z).shape == (64, 32)
+    assert np.asarray(shown["learned"].data[0].z).shape == (64, 32)
+    assert np.asarray(shown["alibi"].data[0].z).shape == (4, 64)
+    for encoding in ("sinusoidal", "learned", "rope", "alibi"):
+        assert shown[encoding].layout.title.font.color == figures.ENCODING_COLOURS[encoding]
+    colours = [t.line.color for t in shown["similarity"].data]
+    assert colours == [figures.ENCODING_COLOURS[e] for e in ("sinusoidal", "learned", "rope", "alibi")]
+
+
+def test_encoding_figures_without_checkpoints_use_the_formulas():
+    empty, notices = figures.encoding_figures({})
+    assert np.asarray(empty["sinusoidal"].data[0].z).shape == (256, 256) and len(notices) == 2
+
+
+def test_the_trace_table_says_where_each_tensor_is_as_a_trail_that_can_wrap():
+    assert figures.where_text("intermediates.decoder.layers[0].self_attention.query", "decoder") == "layers[0] › self_attention › query"
+    assert figures.where_text("intermediates.encoder.embeddings.sum", "encoder") == "embeddings › sum"
+    assert figures.where_text("logits", "") == "logits" and figures.where_text("input_ids", "decoder") == "input_ids"
