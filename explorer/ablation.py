@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from explorer.analysis import ATTENTION_MAX_TOKENS, model_inputs, token_labels
-from explorer.steps import check_kind
+from .generation import DecodingSettings
+from .inputs import InputProblem, echo, kind_of
+from .steps import check_kind
+from .tokens import FORWARD_MAX_TOKENS, forward_inputs, token_labels
 
 MASK_ARGUMENT = {"self": "head_mask", "encoder": "head_mask", "decoder": "decoder_head_mask",
                  "cross": "cross_attn_head_mask"}  # the model's (BART's) names
@@ -34,21 +36,21 @@ def parse_heads(spec, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
     if spec is None:
         return []
     if not isinstance(spec, str):
-        raise ValueError(f"{allowed}; got {type(spec).__name__}")
+        raise InputProblem(f"Heads to remove: {allowed}; got {kind_of(spec)}.")
     heads = []
     for item in filter(None, re.split(r"[,\s]+", spec.strip())):
         match = re.fullmatch(r"(\d+)(?:\.(\d+))?", item)
         if not match:
-            raise ValueError(f"{allowed}; could not read {item[:20]!r}")
+            raise InputProblem(f"Heads to remove: {allowed}; could not read {echo(item, 20)}.")
         layer = int(match.group(1))
         if layer >= n_layers:
-            raise ValueError(f"{allowed}; layer {layer} does not exist")
+            raise InputProblem(f"Heads to remove: {allowed}; layer {layer} does not exist.")
         if match.group(2) is None:
             heads += [(layer, h) for h in range(n_heads)]
             continue
         head = int(match.group(2))
         if head >= n_heads:
-            raise ValueError(f"{allowed}; head {head} of layer {layer} does not exist")
+            raise InputProblem(f"Heads to remove: {allowed}; head {head} of layer {layer} does not exist.")
         heads.append((layer, head))
     return sorted(set(heads))
 
@@ -91,18 +93,20 @@ class Ablation:
     notices: list[str] = field(default_factory=list)
 
 
-def prepare(model, tokenizer, text: str, kind: str, max_tokens: int | None = None):
+def prepare(model, tokenizer, text: str, kind: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS):
     """(kind checked, model inputs, notices); the text must give at least two tokens to score."""
     kind = check_kind(model, kind)
-    inputs, notices = model_inputs(model, tokenizer, text, max_tokens or ATTENTION_MAX_TOKENS)
-    if _targets(model, inputs).shape[1] < 2:
-        raise ValueError("the loss needs at least two tokens (one to read, one to predict): type a longer text")
-    return kind, inputs, notices
+    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
+    if read.target_ids.shape[0] < 2:
+        raise InputProblem("The loss needs at least two tokens (one to read, one to predict): type a longer text.")
+    return kind, read.inputs, read.notices
 
 
-def ablate_heads(model, tokenizer, text: str, heads, kind: str = "self") -> Ablation:
-    """The text's loss and the next-token probabilities with the given heads removed, against the full model."""
-    kind, inputs, notices = prepare(model, tokenizer, text, kind)
+def ablate_heads(model, tokenizer, text: str, heads, kind: str = "self",
+                 decoding: DecodingSettings = DecodingSettings(False)) -> Ablation:
+    """The text's loss and the next-token probabilities with the given heads removed, against the full model.
+    An encoder-decoder is scored on its own rewrite of the text, decoded with ``decoding``."""
+    kind, inputs, notices = prepare(model, tokenizer, text, kind, decoding)
     removed = parse_heads(heads, layers_of(model, kind), model.config.n_heads)
     logits_before, losses_before = run_masked(model, inputs, kind, None)
     mask = head_mask(layers_of(model, kind), model.config.n_heads, removed)
@@ -134,10 +138,11 @@ class HeadRanking:
         return sorted(flat, key=lambda item: -item[2])
 
 
-def rank_heads(model, tokenizer, text: str, kind: str = "self", progress=None) -> HeadRanking:
+def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: DecodingSettings = DecodingSettings(False),
+               progress=None) -> HeadRanking:
     """Every head removed alone, one forward pass each: how much the loss on the text rises.
     ``progress(fraction, description)`` is called before each layer."""
-    kind, inputs, notices = prepare(model, tokenizer, text, kind)
+    kind, inputs, notices = prepare(model, tokenizer, text, kind, decoding)
     n_layers, n_heads = layers_of(model, kind), model.config.n_heads
     base = float(run_masked(model, inputs, kind, None)[1].mean())
     increase = np.zeros((n_layers, n_heads))

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from explorer.analysis import ATTENTION_MAX_TOKENS, model_inputs, token_labels
-from explorer.indices import pick_index
+from .generation import DecodingSettings
+from .inputs import pick
+from .tokens import FORWARD_MAX_TOKENS, forward_inputs, token_labels
 
 TOP_K = 5
 
@@ -36,18 +37,20 @@ class LogitLens:
     notices: list[str] = field(default_factory=list)
 
 
-def logit_lens(model, tokenizer, text: str, position=None, max_tokens: int = ATTENTION_MAX_TOKENS) -> LogitLens:
+def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSettings = DecodingSettings(False),
+               max_tokens: int = FORWARD_MAX_TOKENS) -> LogitLens:
     """One forward pass with ``output_hidden_states``; every layer's stream through the final LayerNorm and
-    the (tied) LM head."""
-    inputs, notices = model_inputs(model, tokenizer, text, max_tokens)
+    the (tied) LM head. An encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``."""
+    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
+    inputs, notices = read.inputs, read.notices
     with torch.inference_mode():
         out = model(**inputs, output_hidden_states=True, use_cache=False)
         hidden = out.decoder_hidden_states if model.config.is_encoder_decoder else out.hidden_states
         final_norm = model.model.decoder.stack.norm
         streams = [final_norm(h) if final_norm is not None else h for h in hidden[:-1]] + [hidden[-1]]
         logits = torch.stack([model.lm_head(h)[0] for h in streams]).float()  # (rows, T, vocab)
-    ids = inputs.get("decoder_input_ids", inputs["input_ids"])[0]
-    position = len(ids) - 1 if position is None else pick_index(position, len(ids), "position")
+    ids = read.target_ids
+    position = len(ids) - 1 if position is None else pick(position, len(ids), "position")
     probs = logits.softmax(-1)
     top = probs[:, position].topk(min(TOP_K, probs.shape[-1]))
     next_ids = ids[1:]

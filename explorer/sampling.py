@@ -18,69 +18,42 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
-from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
-from explorer.analysis import encode_prompt, token_labels
+from .generation import MAX_TEMPERATURE, DecodingSettings, encode_prompt, sampling_processors
+from .inputs import InputProblem, echo, number, whole_number
+from .tokens import token_labels
 
-MAX_TEMPERATURE = 5.0
 MAX_REPETITION_PENALTY = 10.0
+MAX_TOP_K = 100_000
 SHOWN_TOKENS = 20  # candidates drawn in the figure
 
 
-@dataclass(frozen=True)
-class SamplingSettings:
-    """Temperature in (0, 5]; top-k an integer >= 0 (0 = off); top-p in (0, 1] (1 = off); repetition penalty
-    in (0, 10] (1 = off)."""
-
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    repetition_penalty: float = 1.0
-
-    @classmethod
-    def checked(cls, temperature, top_k, top_p, repetition_penalty=1.0) -> "SamplingSettings":
-        """Settings from whatever a client sent; ValueError saying what is wrong and what is allowed."""
-        temperature = _finite(temperature, "temperature")
-        if not 0 < temperature <= MAX_TEMPERATURE:
-            raise ValueError(f"temperature must be above 0 and at most {MAX_TEMPERATURE:g} (1 leaves the "
-                             f"distribution as the model gives it); got {temperature:g}")
-        k = _finite(top_k, "top-k")
-        if k < 0 or k != int(k):
-            raise ValueError(f"top-k must be a whole number, 0 (off) or more; got {k:g}")
-        top_p = _finite(top_p, "top-p")
-        if not 0 < top_p <= 1:
-            raise ValueError(f"top-p must be above 0 and at most 1 (1 = off); got {top_p:g}")
-        penalty = _finite(repetition_penalty, "repetition penalty")
-        if not 0 < penalty <= MAX_REPETITION_PENALTY:
-            raise ValueError(f"repetition penalty must be above 0 and at most {MAX_REPETITION_PENALTY:g} "
-                             f"(1 = off); got {penalty:g}")
-        return cls(temperature, int(k), top_p, penalty)
+def sampling_settings(temperature, top_k, top_p, repetition_penalty=1.0) -> DecodingSettings:
+    """Sampling settings from what a client sent, checked strictly (this view shows exactly what was asked):
+    temperature in (0, 5]; top-k a whole number, 0 = off; top-p in (0, 1], 1 = off; repetition penalty in
+    (0, 10], 1 = off. InputProblem says what was wrong and what is allowed."""
+    temperature = number(temperature, "Temperature", f"above 0, at most {MAX_TEMPERATURE:g}; 1 leaves the model's distribution")
+    if not 0 < temperature <= MAX_TEMPERATURE:
+        raise InputProblem(f"Temperature must be above 0 and at most {MAX_TEMPERATURE:g} (1 leaves the model's "
+                           f"distribution as it is); got {echo(temperature)}.")
+    top_k = whole_number(top_k, "Top-k (0 = off)", 0, MAX_TOP_K)
+    top_p = number(top_p, "Top-p", "above 0, at most 1; 1 = off")
+    if not 0 < top_p <= 1:
+        raise InputProblem(f"Top-p must be above 0 and at most 1 (1 = off); got {echo(top_p)}.")
+    penalty = number(repetition_penalty, "Repetition penalty", f"above 0, at most {MAX_REPETITION_PENALTY:g}; 1 = off")
+    if not 0 < penalty <= MAX_REPETITION_PENALTY:
+        raise InputProblem(f"Repetition penalty must be above 0 and at most {MAX_REPETITION_PENALTY:g} (1 = off); "
+                           f"got {echo(penalty)}.")
+    return DecodingSettings(True, temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=penalty)
 
 
-def _finite(value, name: str) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"{name} must be a number; got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ValueError(f"{name} must be a number; got {str(value)[:40]!r}") from None
-    if not np.isfinite(number):
-        raise ValueError(f"{name} must be a finite number; got {number}")
-    return number
-
-
-def sampling_processors(settings: SamplingSettings) -> LogitsProcessorList:
-    """transformers' processors for these settings, in the order ``generate(do_sample=True)`` applies them."""
+def all_processors(settings: DecodingSettings) -> LogitsProcessorList:
+    """The repetition penalty (what ``generate`` builds from its ``repetition_penalty`` argument, first), then
+    the app's own sampling processors (``generation.sampling_processors``)."""
     processors = LogitsProcessorList()
     if settings.repetition_penalty != 1.0:
         processors.append(RepetitionPenaltyLogitsProcessor(settings.repetition_penalty))
-    if settings.temperature != 1.0:
-        processors.append(TemperatureLogitsWarper(settings.temperature))
-    if settings.top_k:
-        processors.append(TopKLogitsWarper(settings.top_k))
-    if settings.top_p < 1.0:
-        processors.append(TopPLogitsWarper(settings.top_p))
-    return processors
+    return LogitsProcessorList([*processors, *sampling_processors(settings)])
 
 
 @dataclass
@@ -88,7 +61,7 @@ class NextTokenDistribution:
     """The distribution of the token after the prompt. Arrays over the ``SHOWN_TOKENS`` most likely candidates
     (after penalty and temperature), most likely first; ``logits`` and ``processed`` cover the vocabulary."""
 
-    settings: SamplingSettings
+    settings: DecodingSettings
     ids: np.ndarray
     labels: list[str]
     model_probs: np.ndarray  # softmax(z): the model's own distribution (T = 1, nothing cut)
@@ -114,7 +87,7 @@ def prompt_ids(model, tokenizer, text: str) -> tuple[dict, list[str]]:
     return inputs, notices
 
 
-def next_token_distribution(model, tokenizer, text: str, settings: SamplingSettings,
+def next_token_distribution(model, tokenizer, text: str, settings: DecodingSettings,
                             shown: int = SHOWN_TOKENS) -> NextTokenDistribution:
     """One forward pass; the last position's logits through ``sampling_processors``. The LM head runs on the
     last position only (``logits_to_keep=1``), as in ``generate``: the logits are bit for bit the ones it reads."""
@@ -122,8 +95,8 @@ def next_token_distribution(model, tokenizer, text: str, settings: SamplingSetti
     with torch.inference_mode():
         logits = model(**inputs, use_cache=False, logits_to_keep=1).logits[:, -1, :].to(dtype=torch.float32)
         context = inputs.get("decoder_input_ids", inputs["input_ids"])  # what the repetition penalty looks at
-        tempered = sampling_processors(replace(settings, top_k=0, top_p=1.0))(context, logits.clone())
-        processed = sampling_processors(settings)(context, logits.clone())
+        tempered = all_processors(replace(settings, top_k=0, top_p=1.0))(context, logits.clone())
+        processed = all_processors(settings)(context, logits.clone())
     model_probs, tempered_probs = logits.softmax(-1)[0], tempered.softmax(-1)[0]
     final_probs = processed.softmax(-1)[0]
     kept_all = torch.isfinite(processed[0])

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from explorer.analysis import ATTENTION_MAX_TOKENS, model_inputs, token_labels
-from explorer.indices import pick_index
+from .attention import kinds_of
+from .generation import DecodingSettings
+from .inputs import InputProblem, echo, pick
+from .tokens import FORWARD_MAX_TOKENS, forward_inputs, numbered, token_labels
 from modeling.modeling_scratch_transformer import alibi_bias, alibi_slopes, apply_rope, build_attention_bias, rope_angles
 
 
@@ -129,7 +131,6 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
 # ----------------------------------------------------------------------------------------------
 
 MASKED_BELOW = -1e30  # a bias below this is a mask (the model uses the dtype's most negative value)
-KINDS_OF = {False: ("self",), True: ("encoder", "decoder", "cross")}  # by is_encoder_decoder
 
 
 @dataclass
@@ -146,9 +147,10 @@ class StepsView:
 
 
 def check_kind(model, kind) -> str:
-    kinds = KINDS_OF[bool(model.config.is_encoder_decoder)]
+    """The attention kind asked for, if the model has it ("self"; or "encoder", "decoder", "cross")."""
+    kinds = kinds_of(bool(model.config.is_encoder_decoder))
     if kind not in kinds:
-        raise ValueError(f"attention must be one of {', '.join(kinds)} for this model; got {str(kind)[:40]!r}")
+        raise InputProblem(f"Attention must be one of {', '.join(kinds)} for this model; got {echo(kind, 40)}.")
     return kind
 
 
@@ -156,19 +158,17 @@ def _difference(mine: torch.Tensor, theirs: torch.Tensor) -> float:
     return float((mine.float() - theirs.float()).abs().max())
 
 
-def _labelled(labels: list[str]) -> list[str]:
-    return [f"{i}:{label}" for i, label in enumerate(labels)]
-
-
 def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
-                    max_tokens: int | None = None) -> StepsView:
+                    decoding: DecodingSettings = DecodingSettings(False), max_tokens: int = FORWARD_MAX_TOKENS) -> StepsView:
     """One forward pass recording the model's intermediates; the chosen sublayer recomputed from its input;
-    the steps of head ``head`` for query token ``query``, each compared with the model's own number."""
+    the steps of head ``head`` for query token ``query``, each compared with the model's own number. An
+    encoder-decoder's decoder reads its own rewrite of the text, decoded with ``decoding``."""
     kind, config = check_kind(model, kind), model.config
     n_layers = config.n_encoder_layers if kind == "encoder" else config.n_layers
-    layer = pick_index(layer, n_layers, "layer")
-    head = pick_index(head, config.n_heads, "head")
-    inputs, notices = model_inputs(model, tokenizer, text, max_tokens or ATTENTION_MAX_TOKENS)
+    layer = pick(layer, n_layers, "layer")
+    head = pick(head, config.n_heads, "head")
+    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
+    inputs, notices = read.inputs, read.notices
     with torch.inference_mode():
         record = model(**inputs, use_cache=False, output_intermediates=True).intermediates
         stack = record.encoder if kind == "encoder" else record.decoder
@@ -177,11 +177,10 @@ def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
         residual_in = block.after_self_attention if kind == "cross" else block.input
         own_out = block.after_cross_attention if kind == "cross" else block.after_self_attention
         r = recompute_attention(model, kind, layer, residual_in, record.encoder.output if kind == "cross" else None)
-    source = _labelled(token_labels(tokenizer, inputs["input_ids"][0]))
-    target = _labelled(token_labels(tokenizer, inputs["decoder_input_ids"][0])) if config.is_encoder_decoder else source
+    source, target = numbered(token_labels(tokenizer, read.source_ids)), numbered(token_labels(tokenizer, read.target_ids))
     queries = source if kind == "encoder" else target
     keys = source if kind in ("encoder", "cross") else target
-    t = pick_index(query, len(queries), "query token")
+    t = pick(query, len(queries), "query token")
     steps = _steps(model, kind, layer, head, t, r, own, own_out, stack.embeddings, queries, keys)
     worst = max((s.model_difference for s in steps if s.model_difference is not None), default=0.0)
     return StepsView(steps, queries, keys, kind, layer, head, t, worst, notices)

@@ -6,11 +6,11 @@ Token labels go through ``plotly_text``: plotly reads ``<...>`` as markup, and a
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.ablation import Ablation, HeadRanking
-from explorer.analysis import LAYOUT, plotly_text
-from explorer.heads import HeadTypes
-from explorer.lens import LogitLens
-from explorer.sampling import NextTokenDistribution
+from .ablation import Ablation, HeadRanking
+from .figures import LAYOUT, plotly_text
+from .heads import HeadTypes
+from .lens import LogitLens
+from .sampling import NextTokenDistribution
 
 KEPT, CUT, BEFORE, AFTER = "#2b6cb0", "#cbd5e0", "#718096", "#c53030"
 TYPE_SHORT = {"previous token": "prev", "first-token sink": "sink", "same token": "self", "induction": "induct"}

@@ -12,9 +12,9 @@ import io
 import numpy as np
 from PIL import Image
 
-from explorer.heads import HeadTypes
-from explorer.lens import LogitLens
-from explorer.steps import MASKED_BELOW, Step
+from .heads import HeadTypes
+from .lens import LogitLens
+from .steps import MASKED_BELOW, Step
 
 CLICK_JS = """
 element.addEventListener('click', (event) => {

@@ -9,7 +9,7 @@ so the view can show the difference and what it changes downstream.
 import numpy as np
 import torch
 
-from explorer.steps import Step, attend
+from .steps import Step, attend
 from modeling.modeling_scratch_transformer import sinusoidal_encoding
 
 TOKENS = ["Hello", "World"]

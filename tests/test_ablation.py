@@ -5,16 +5,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer import analysis as A
+from explorer.inputs import InputProblem
 from explorer.ablation import ablate_heads, head_mask, parse_heads, rank_heads, run_masked
 from explorer.steps import layer_norm, linear
-from training.paths import REPO_ROOT
+from shipped import inputs_of, shipped
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
-
-
-def shipped(name):
-    return A.load_checkpoint(REPO_ROOT / "checkpoints" / name)
 
 
 @pytest.mark.parametrize("name, kind", [("shakespeare-main", "self"), ("shakespeare-alibi", "self"),
@@ -24,7 +20,7 @@ def test_ablating_nothing_changes_nothing_bit_for_bit(name, kind):
     """The mask of ones is passed to the model: its output must be the unmasked model's, exactly."""
     model, tokenizer = shipped(name)
     result = ablate_heads(model, tokenizer, TEXT, "", kind)
-    inputs, _ = A.model_inputs(model, tokenizer, TEXT)
+    inputs = inputs_of(model, tokenizer, TEXT)
     with torch.inference_mode():
         plain = model(**inputs, use_cache=False).logits[0].float()
     assert result.removed == [] and torch.equal(result.logits_after, plain)
@@ -61,7 +57,7 @@ def reference_without_head(model, record, kind: str, layer: int, head: int) -> t
 def test_ablating_a_head_equals_zeroing_its_slice_before_w_o(name, kind, layer, head):
     model, tokenizer = shipped(name)
     assert model.config.norm_first and model.config.activation == "gelu"  # what the reference computes
-    inputs, _ = A.model_inputs(model, tokenizer, TEXT)
+    inputs = inputs_of(model, tokenizer, TEXT)
     mask = {{"self": "head_mask", "encoder": "head_mask", "cross": "cross_attn_head_mask"}[kind]:
             head_mask(model.config.n_layers, model.config.n_heads, [(layer, head)])}
     with torch.inference_mode():
@@ -79,7 +75,7 @@ def test_ablating_a_last_layer_head_reaches_the_logits_as_the_reference_says():
     model, tokenizer = shipped("shakespeare-main")
     last = model.config.n_layers - 1
     result = ablate_heads(model, tokenizer, TEXT, f"{last}.5")
-    inputs, _ = A.model_inputs(model, tokenizer, TEXT)
+    inputs = inputs_of(model, tokenizer, TEXT)
     with torch.inference_mode():
         full = model(**inputs, use_cache=False, output_intermediates=True).intermediates
         _, layer_out = reference_without_head(model, full, "self", last, 5)
@@ -119,15 +115,15 @@ def test_head_lists_read_layer_dot_head_or_a_whole_layer(spec, expected):
 
 
 @pytest.mark.parametrize("spec, message", [("3.0", "layer 3 does not exist"), ("0.4", "head 4 of layer 0 does not exist"),
-                                           ("a.b", "could not read 'a.b'"), ("-1", "could not read '-1'"),
-                                           (["0.1"], "got list")])
+                                           ("a.b", "could not read `a.b`"), ("-1", "could not read `-1`"),
+                                           (["0.1"], "got a list")])
 def test_bad_head_lists_say_what_is_allowed(spec, message):
-    with pytest.raises(ValueError, match=message) as error:
+    with pytest.raises(InputProblem) as error:
         parse_heads(spec, n_layers=3, n_heads=4)
-    assert "layer.head" in str(error.value)
+    assert message in str(error.value) and "layer.head" in str(error.value)
 
 
 def test_text_too_short_to_score_says_so():
     model, tokenizer = shipped("shakespeare-main")
-    with pytest.raises(ValueError, match="at least two tokens"):
+    with pytest.raises(InputProblem, match="at least two tokens"):
         ablate_heads(model, tokenizer, "a", "0.1")

@@ -64,8 +64,11 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
     public = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     expected = {"/catalog", "/generate", "/generate_submit", "/stop_generation", "/folio_example", "/encoding_plots",
                 "/recompute_extrapolation", "/compare_encodings", "/attention", "/attention_layer", "/attention_head",
-                "/attention_kind", "/forward_trace"}
-    private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note"}  # UI only
+                "/attention_kind", "/forward_trace", "/worked_example", "/attention_steps", "/attention_steps_query",
+                "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution"}
+    private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note",  # UI only
+               "steps_model_note", "lens_model_note", "ablation_model_note", "sampling_model_note",
+               "steps_kinds", "ablation_kinds", "steps_fold_example", "steps_pick_query", "lens_pick_position"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -79,8 +82,9 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
 
 
 def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model(client, tiny_checkpoints):
-    gen_menu, attention_menu, trace_menu, note = client.predict(api_name="/catalog")
-    for menu in (gen_menu, attention_menu, trace_menu):
+    *menus, note = client.predict(api_name="/catalog")
+    assert len(menus) == 7  # generate, attention, forward pass, steps, lens, ablation, sampling
+    for menu in menus:
         assert [value for _, value in menu["choices"]] == MODELS and menu["value"] == "shakespeare-rope"
         labels = dict((value, label) for label, value in menu["choices"])
         assert labels["shakespeare-rope"].startswith("shakespeare-rope · rope positions · ") and "the main model" in labels["shakespeare-rope"]

@@ -25,7 +25,7 @@ def figure(plot) -> dict:
 def test_the_teaching_endpoints_are_public_and_share_the_cores(client):
     public = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     for name in ("attention_steps", "attention_steps_query", "worked_example", "logit_lens", "logit_lens_position",
-                 "ablate_heads", "rank_heads", "next_token_distribution", "teach_catalog"):
+                 "ablate_heads", "rank_heads", "next_token_distribution"):
         assert f"/{name}" in public, name
     heavy = {"attention_steps", "attention_steps_query", "logit_lens", "logit_lens_position", "ablate_heads", "rank_heads",
              "next_token_distribution"}
@@ -55,18 +55,19 @@ def test_attention_steps_show_the_models_numbers(client, model, kind):
 
 def test_clicking_a_token_follows_that_query(client):
     tokens, body, note = client.predict(TEXT, "shakespeare-none", "self", 0, 0, 2, False, api_name="/attention_steps_query")
-    assert 'data-index="2" class="selected"' in tokens and "query token 2:" in note
+    assert 'data-index="2" class="selected"' in tokens and "query token `2:" in note
 
 
 @pytest.mark.parametrize("args, message", [
     (("", "shakespeare-rope", "self", 0, 0, 0, False), "Type some text first"),
-    ((TEXT, "shakespeare-rope", "cross", 0, 0, 0, False), "attention must be one of self for this model; got 'cross'"),
-    ((TEXT, "folio-to-modern", "self", 0, 0, 0, False), "attention must be one of encoder, decoder, cross"),
-    ((TEXT, "shakespeare-rope", "self", "two", 0, 0, False), "layer must be a whole number from 0 to 1 (or -1 for the last); got 'two'"),
-    ((TEXT, "shakespeare-rope", "self", 0, 9, 0, False), "head must be a whole number from 0 to 3"),
-    ((TEXT, "shakespeare-rope", "self", 0, 0, None, False), "query token must be a whole number"),
-    ((TEXT, "shakespeare-rope", "self", 0, "<img src=x>", 0, False), "got '&lt;img src=x&gt;'"),
-    ((TEXT, "no-such-model", "self", 0, 0, 0, False), "Unknown model"),
+    ((TEXT, "shakespeare-rope", "cross", 0, 0, 0, False), "Attention must be one of self for this model; got `cross`."),
+    ((TEXT, "folio-to-modern", "self", 0, 0, 0, False), "Attention must be one of encoder, decoder, cross for this model"),
+    ((TEXT, "shakespeare-rope", "self", "two", 0, 0, False), "Layer (−1 for the last) must be a whole number from -1 to 1; got `two`."),
+    ((TEXT, "shakespeare-rope", "self", 0, 9, 0, False), "Head (−1 for the last) must be a whole number from -1 to 3; got `9`."),
+    ((TEXT, "shakespeare-rope", "self", 0, 0, None, False), "Query token (−1 for the last) must be a whole number"),
+    ((TEXT, "shakespeare-rope", "self", 0, "<img src=x>", 0, False), "got `<img src=x>`"),
+    ((TEXT, "no-such-model", "self", 0, 0, 0, False), "Unknown model `no-such-model`"),
+    ((TEXT, ["shakespeare-rope"], "self", 0, 0, 0, False), "Pick a model"),
 ])
 def test_attention_steps_bad_input_says_what_is_allowed(client, args, message):
     *_, note = client.predict(*args, api_name="/attention_steps")
@@ -79,7 +80,7 @@ def test_logit_lens_rows_and_heatmap(client):
     assert heat["y"] == ["embeddings", "layer 0", "layer 1"] and "position 3" in table and "3 read-outs" in note
     assert 'data-index="3" class="selected"' in tokens
     *_, note = client.predict(TEXT, "shakespeare-learned", 99, api_name="/logit_lens")
-    assert note.startswith("⚠️ position must be a whole number from 0 to")
+    assert note.startswith("⚠️ Position (−1 for the last) must be a whole number from -1 to")
 
 
 def test_ablation_and_ranking(client):
@@ -89,7 +90,7 @@ def test_ablation_and_ranking(client):
     rank, note = client.predict(TEXT, "shakespeare-rope", "self", api_name="/rank_heads")
     assert "8 heads, each removed alone" in note and figure(rank)["data"][0]["type"] == "heatmap"
     *_, note = client.predict(TEXT, "shakespeare-rope", "self", "2.0", api_name="/ablate_heads")
-    assert note.startswith("⚠️ heads as layer.head (layer 0–1, head 0–3)") and "layer 2 does not exist" in note
+    assert note.startswith("⚠️ Heads to remove: heads as layer.head (layer 0–1, head 0–3)") and "layer 2 does not exist" in note
     _, note = client.predict(TEXT, "folio-to-modern", "cross", api_name="/rank_heads")
     assert "folio-to-modern" in note and not note.startswith("⚠️")
 
@@ -98,7 +99,7 @@ def test_next_token_distribution_redraws_with_the_settings(client):
     plot, note = client.predict("Shall I compare", "shakespeare-rope", 0.7, 5, 1.0, 1.0, api_name="/next_token_distribution")
     bars = figure(plot)["data"][0]
     assert "drawn from 5 of 384 tokens" in note and bars["text"][5:] == ["cut"] * (len(bars["text"]) - 5)
-    for args, message in [((0, 0, 1.0, 1.0), "temperature must be above 0"), (("hot", 0, 1.0, 1.0), "temperature must be a number"),
-                          ((1.0, -3, 1.0, 1.0), "top-k must be a whole number"), ((1.0, 0, 2, 1.0), "top-p must be above 0")]:
+    for args, message in [((0, 0, 1.0, 1.0), "Temperature must be above 0"), (("hot", 0, 1.0, 1.0), "Temperature must be a number"),
+                          ((1.0, -3, 1.0, 1.0), "Top-k (0 = off) must be a whole number"), ((1.0, 0, 2, 1.0), "Top-p must be above 0")]:
         _, note = client.predict("Shall I compare", "shakespeare-rope", *args, api_name="/next_token_distribution")
         assert note.startswith("⚠️") and message in note, note

@@ -17,7 +17,7 @@ def page(request, browser, app_server):  # noqa: F811 - the browser fixture is t
     page.width = request.param
     page.on("pageerror", lambda error: page.errors.append(str(error)))
     page.goto(app_server)
-    page.wait_for_selector("#catalog-status >> text=model(s) in")
+    page.wait_for_selector("#catalog-status >> text=model(s) ready")
     yield page
     page.close()
 

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import analysis as A
 from explorer.heads import (THRESHOLD, head_types, induction_scores, induction_scores_from, induction_sequence,
                             pattern_scores, visible_keys)
 from fixtures_checkpoints import SEQ2SEQ_NAME
+from explorer.attention import attention_maps
+from shipped import GREEDY, load
 
 T = 12
 
@@ -49,12 +50,12 @@ def test_induction_score_reads_the_token_after_the_earlier_occurrence():
 
 @pytest.fixture(scope="module")
 def rope(tiny_checkpoints):
-    return A.load_checkpoint(A.discover_checkpoints(tiny_checkpoints)["shakespeare-rope"].path)
+    return load(tiny_checkpoints, "shakespeare-rope")
 
 
 def test_scores_of_a_real_model_are_read_from_its_own_attention(rope):
     model, tokenizer = rope
-    maps = A.attention_maps(model, tokenizer, "Shall I compare thee to a summer's day?")
+    maps = attention_maps(model, tokenizer, "Shall I compare thee to a summer's day?", GREEDY)
     types = head_types(model, maps.weights["self"], "self")
     w = maps.weights["self"]
     t = np.arange(2, w.shape[-1])
@@ -72,14 +73,14 @@ def test_scores_of_a_real_model_are_read_from_its_own_attention(rope):
 
 
 def test_learned_positions_keep_the_induction_sequence_inside_the_table(tiny_checkpoints):
-    model, _ = A.load_checkpoint(A.discover_checkpoints(tiny_checkpoints)["shakespeare-learned"].path)
+    model, _ = load(tiny_checkpoints, "shakespeare-learned")
     scores, _ = induction_scores(model, length=1000)
     assert scores.shape == (model.config.n_layers, model.config.n_heads)
 
 
 def test_cross_attention_has_no_types_and_the_encoder_no_induction(tiny_checkpoints):
-    model, tokenizer = A.load_checkpoint(A.discover_checkpoints(tiny_checkpoints)[SEQ2SEQ_NAME].path)
-    maps = A.attention_maps(model, tokenizer, "Shall I compare thee to a Summers day?")
+    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    maps = attention_maps(model, tokenizer, "Shall I compare thee to a Summers day?", GREEDY)
     with pytest.raises(ValueError, match="defined for self-attention"):
         head_types(model, maps.weights["cross"], "cross")
     types = head_types(model, maps.weights["encoder"], "encoder")

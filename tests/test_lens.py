@@ -4,21 +4,26 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import analysis as A
 from explorer.lens import TOP_K, logit_lens
 from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
+from shipped import inputs_of, load
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely"
 
 
 @pytest.fixture(scope="module")
 def catalog(tiny_checkpoints):
-    return A.discover_checkpoints(tiny_checkpoints)
+    """name -> (model, tokenizer) of the tiny checkpoints, loaded on first use."""
+    class Tiny(dict):
+        def __missing__(self, name):
+            self[name] = load(tiny_checkpoints, name)
+            return self[name]
+    return Tiny()
 
 
 @pytest.mark.parametrize("name", [f"shakespeare-{e}" for e in ENCODINGS])
 def test_last_row_is_the_models_own_prediction_exactly(catalog, name):
-    model, tokenizer = A.load_checkpoint(catalog[name].path)
+    model, tokenizer = catalog[name]
     lens = logit_lens(model, tokenizer, TEXT)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
     with torch.inference_mode():
@@ -30,7 +35,7 @@ def test_last_row_is_the_models_own_prediction_exactly(catalog, name):
 
 def test_earlier_rows_are_the_final_norm_and_lm_head_on_that_layers_stream(catalog):
     """Recomputed here from the weights: LayerNorm by its formula, then h W_E^T."""
-    model, tokenizer = A.load_checkpoint(catalog["shakespeare-rope"].path)
+    model, tokenizer = catalog["shakespeare-rope"]
     lens = logit_lens(model, tokenizer, TEXT)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
     with torch.inference_mode():
@@ -45,7 +50,7 @@ def test_earlier_rows_are_the_final_norm_and_lm_head_on_that_layers_stream(catal
 
 
 def test_heatmap_holds_the_probability_of_the_token_that_came_next(catalog):
-    model, tokenizer = A.load_checkpoint(catalog["shakespeare-alibi"].path)
+    model, tokenizer = catalog["shakespeare-alibi"]
     lens = logit_lens(model, tokenizer, TEXT, position=3)
     ids = tokenizer(TEXT).input_ids
     probs = lens.logits.softmax(-1)
@@ -56,17 +61,17 @@ def test_heatmap_holds_the_probability_of_the_token_that_came_next(catalog):
 
 
 def test_seq2seq_lens_reads_the_decoder(catalog):
-    model, tokenizer = A.load_checkpoint(catalog[SEQ2SEQ_NAME].path)
+    model, tokenizer = catalog[SEQ2SEQ_NAME]
     lens = logit_lens(model, tokenizer, "Shall I compare thee to a Summers day?")
-    inputs, _ = A.model_inputs(model, tokenizer, "Shall I compare thee to a Summers day?")
+    inputs = inputs_of(model, tokenizer, "Shall I compare thee to a Summers day?")
     with torch.inference_mode():
         logits = model(**inputs, use_cache=False).logits[0].float()
     assert torch.equal(lens.logits[-1], logits) and len(lens.tokens) == inputs["decoder_input_ids"].shape[1]
 
 
-@pytest.mark.parametrize("position, message", [(99, "position must be a whole number from 0 to"), ("x", "got 'x'"),
-                                               (1.5, "whole number"), (float("inf"), "whole number")])
+@pytest.mark.parametrize("position, message", [(99, r"Position \(−1 for the last\) must be a whole number from -1 to"),
+                                               ("x", "got `x`"), (1.5, "whole number"), (float("inf"), "whole number")])
 def test_a_bad_position_says_what_is_allowed(catalog, position, message):
-    model, tokenizer = A.load_checkpoint(catalog["shakespeare-rope"].path)
+    model, tokenizer = catalog["shakespeare-rope"]
     with pytest.raises(ValueError, match=message):
         logit_lens(model, tokenizer, TEXT, position=position)

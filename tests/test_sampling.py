@@ -4,23 +4,22 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import analysis as A
-from explorer.sampling import SamplingSettings, next_token_distribution, prompt_ids
+from explorer.inputs import InputProblem
+from explorer.sampling import next_token_distribution, prompt_ids, sampling_settings
 from fixtures_checkpoints import SEQ2SEQ_NAME
+from shipped import load
 
 PROMPT = "Shall I compare thee to a summer's day? Thou art more"
-SETTINGS = [SamplingSettings(), SamplingSettings(0.7, 0, 1.0), SamplingSettings(1.3, 5, 1.0),
-            SamplingSettings(0.8, 0, 0.6), SamplingSettings(0.9, 20, 0.8, 1.3)]
+SETTINGS = [sampling_settings(*args) for args in ((1.0, 0, 1.0), (0.7, 0, 1.0), (1.3, 5, 1.0), (0.8, 0, 0.6), (0.9, 20, 0.8, 1.3))]
 
 
 @pytest.fixture(scope="module")
 def models(tiny_checkpoints):
-    catalog = A.discover_checkpoints(tiny_checkpoints)
-    return {name: A.load_checkpoint(info.path) for name, info in catalog.items()}
+    return {name: load(tiny_checkpoints, name) for name in ("shakespeare-rope", "shakespeare-learned", SEQ2SEQ_NAME)}
 
 
 @pytest.mark.parametrize("name", ["shakespeare-rope", "shakespeare-learned", SEQ2SEQ_NAME])
-@pytest.mark.parametrize("settings", SETTINGS, ids=str)
+@pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: s.describe())
 def test_numbers_are_what_generate_samples_from(models, name, settings):
     """transformers' generate(do_sample=True) with the same settings: the same logits and the same processed
     scores, bit for bit; softmax of those is the distribution it draws from."""
@@ -43,26 +42,26 @@ def test_temperature_sharpens_below_one_and_flattens_above(models):
     model, tokenizer = models["shakespeare-rope"]
     entropy = {}
     for t in (0.3, 1.0, 2.0):
-        d = next_token_distribution(model, tokenizer, PROMPT, SamplingSettings(temperature=t), shown=10_000)
+        d = next_token_distribution(model, tokenizer, PROMPT, sampling_settings(t, 0, 1.0), shown=10_000)
         p = d.tempered_probs[d.tempered_probs > 0]
         entropy[t] = float(-(p * np.log(p)).sum())
         assert d.n_kept == d.vocab_size and np.allclose(d.final_probs, d.tempered_probs)
     assert entropy[0.3] < entropy[1.0] < entropy[2.0]
-    model_probs = next_token_distribution(model, tokenizer, PROMPT, SamplingSettings(temperature=1.0)).model_probs
-    at_one = next_token_distribution(model, tokenizer, PROMPT, SamplingSettings(temperature=1.0)).tempered_probs
+    model_probs = next_token_distribution(model, tokenizer, PROMPT, sampling_settings(1.0, 0, 1.0)).model_probs
+    at_one = next_token_distribution(model, tokenizer, PROMPT, sampling_settings(1.0, 0, 1.0)).tempered_probs
     assert np.array_equal(model_probs, at_one)
 
 
 def test_top_k_keeps_the_k_most_likely(models):
     model, tokenizer = models["shakespeare-rope"]
-    d = next_token_distribution(model, tokenizer, PROMPT, SamplingSettings(top_k=7))
+    d = next_token_distribution(model, tokenizer, PROMPT, sampling_settings(1.0, 7, 1.0))
     assert d.n_kept == 7 and d.kept[:7].all() and not d.kept[7:].any()
 
 
 def test_top_p_keeps_the_smallest_head_reaching_p_and_renormalises(models):
     """Computed here from the tempered probabilities: keep the most likely tokens until their sum reaches p."""
     model, tokenizer = models["shakespeare-rope"]
-    settings = SamplingSettings(temperature=0.9, top_p=0.5)
+    settings = sampling_settings(0.9, 0, 0.5)
     d = next_token_distribution(model, tokenizer, PROMPT, settings, shown=10_000)
     cumulative = np.cumsum(d.tempered_probs.astype(np.float64))
     expected = int(np.searchsorted(cumulative, 0.5 - 1e-6) + 1)
@@ -74,17 +73,18 @@ def test_top_p_keeps_the_smallest_head_reaching_p_and_renormalises(models):
 
 
 @pytest.mark.parametrize("args, message", [
-    ((0, 0, 1.0), "temperature must be above 0"),
-    ((9, 0, 1.0), "at most 5"),
-    (("warm", 0, 1.0), "temperature must be a number; got 'warm'"),
-    ((float("nan"), 0, 1.0), "temperature must be a finite number"),
-    ((1.0, -1, 1.0), "top-k must be a whole number, 0 (off) or more; got -1"),
-    ((1.0, 2.5, 1.0), "top-k must be a whole number"),
-    ((1.0, 0, 0.0), "top-p must be above 0 and at most 1"),
-    ((1.0, 0, 1.5), "top-p must be above 0 and at most 1"),
-    ((1.0, 0, None), "top-p must be a number"),
-    ((1.0, 0, 1.0, 0), "repetition penalty must be above 0"),
+    ((0, 0, 1.0), "Temperature must be above 0 and at most 5"),
+    ((9, 0, 1.0), "Temperature must be above 0 and at most 5"),
+    (("warm", 0, 1.0), "Temperature must be a number (above 0, at most 5; 1 leaves the model's distribution); got `warm`"),
+    ((float("nan"), 0, 1.0), "Temperature must be a number"),
+    ((1.0, -1, 1.0), "Top-k (0 = off) must be a whole number from 0 to 100,000; got `-1`"),
+    ((1.0, 2.5, 1.0), "Top-k (0 = off) must be a whole number"),
+    ((1.0, 0, 0.0), "Top-p must be above 0 and at most 1 (1 = off)"),
+    ((1.0, 0, 1.5), "Top-p must be above 0 and at most 1 (1 = off)"),
+    ((1.0, 0, None), "Top-p must be a number"),
+    ((1.0, 0, 1.0, 0), "Repetition penalty must be above 0 and at most 10 (1 = off)"),
 ])
 def test_bad_settings_say_what_is_wrong_and_what_is_allowed(args, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        SamplingSettings.checked(*args)
+    with pytest.raises(InputProblem) as error:
+        sampling_settings(*args)
+    assert message in str(error.value)

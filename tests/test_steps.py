@@ -4,20 +4,16 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import analysis as A
+from explorer.inputs import InputProblem
 from explorer.steps import MASKED_BELOW, attention_steps, recompute_attention
 from modeling.modeling_scratch_transformer import alibi_slopes
 from tiny_models import random_ids, tiny_causal_lm, tiny_seq2seq
-from training.paths import REPO_ROOT
+from shipped import inputs_of, shipped
 
 TOLERANCE = dict(rtol=0, atol=1e-5)
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 SHIPPED = ["shakespeare-sinusoidal", "shakespeare-learned", "shakespeare-rope", "shakespeare-alibi", "shakespeare-none",
            "shakespeare-main", "folio-to-modern"]
-
-
-def shipped(name):
-    return A.load_checkpoint(REPO_ROOT / "checkpoints" / name)
 
 
 def check_every_layer(model, inputs):
@@ -50,7 +46,7 @@ def test_recomputation_reproduces_every_shipped_model(name):
     """All five position encodings (shakespeare-<encoding>, and main: RoPE) and the encoder-decoder (encoder self,
     decoder self, cross), every layer and head, on a real text."""
     model, tokenizer = shipped(name)
-    inputs, _ = A.model_inputs(model, tokenizer, TEXT)
+    inputs = inputs_of(model, tokenizer, TEXT)
     kinds = check_every_layer(model, inputs)
     assert set(kinds) == ({"encoder", "decoder", "cross"} if model.config.is_encoder_decoder else {"self"})
 
@@ -97,13 +93,14 @@ def test_the_scores_table_is_the_models_row_with_masked_keys_at_zero():
 
 
 @pytest.mark.parametrize("kind, layer, head, query, message", [
-    ("cross", 0, 0, 0, "attention must be one of self for this model; got 'cross'"),
-    ("self", 6, 0, 0, r"layer must be a whole number from 0 to 5 \(or -1 for the last\); got 6"),
-    ("self", 0, "x", 0, "head must be a whole number from 0 to 7"),
-    ("self", 0, 0, 500, "query token must be a whole number from 0 to"),
-    ("self", 0, 0, float("nan"), "query token must be a whole number"),
+    ("cross", 0, 0, 0, "Attention must be one of self for this model; got `cross`."),
+    ("self", 6, 0, 0, "Layer (−1 for the last) must be a whole number from -1 to 5; got `6`."),
+    ("self", 0, "x", 0, "Head (−1 for the last) must be a whole number from -1 to 7; got `x`."),
+    ("self", 0, 0, 500, "Query token (−1 for the last) must be a whole number from -1 to"),
+    ("self", 0, 0, float("nan"), "Query token (−1 for the last) must be a whole number"),
 ])
 def test_bad_picks_say_what_is_allowed(kind, layer, head, query, message):
     model, tokenizer = shipped("shakespeare-main")
-    with pytest.raises(ValueError, match=message):
+    with pytest.raises(InputProblem) as error:
         attention_steps(model, tokenizer, TEXT, kind, layer, head, query)
+    assert message in str(error.value)

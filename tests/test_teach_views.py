@@ -8,16 +8,15 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from explorer import analysis as A
 from explorer import teaching
 from explorer.ablation import HeadRanking
 from explorer.heads import HeadTypes
-from explorer.sampling import SamplingSettings, next_token_distribution
+from explorer.sampling import next_token_distribution, sampling_settings
 from explorer.steps import Step
 from explorer.teach_figures import distribution_figure, lens_heatmap, ranking_figure, token_centred_figure
 from explorer.teach_html import head_grid_html, head_types_html, lens_table_html, number, steps_html, token_strip_html
 from explorer.lens import logit_lens
-from training.paths import REPO_ROOT
+from shipped import shipped
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 
@@ -59,12 +58,12 @@ def test_token_strip_escapes_and_marks_the_selected_token():
 
 @pytest.fixture(scope="module")
 def main_model():
-    return A.load_checkpoint(REPO_ROOT / "checkpoints" / "shakespeare-main")
+    return shipped("shakespeare-main")
 
 
 def test_distribution_figure_greys_what_is_cut_and_writes_the_renormalised_probability(main_model):
     model, tokenizer = main_model
-    d = next_token_distribution(model, tokenizer, "Shall I compare thee to a summer's", SamplingSettings(0.8, 5, 1.0))
+    d = next_token_distribution(model, tokenizer, "Shall I compare thee to a summer's", sampling_settings(0.8, 5, 1.0))
     bars = distribution_figure(d).data[0]
     assert list(bars.marker.color[:5]) == ["#2b6cb0"] * 5 and set(bars.marker.color[5:]) == {"#cbd5e0"}
     assert list(bars.text[:5]) == [f"{p:.3f}" for p in d.final_probs[:5]] and set(bars.text[5:]) == {"cut"}
@@ -100,7 +99,7 @@ def test_token_centred_figure_has_a_row_per_head_with_its_type():
 def test_what_the_explanations_say_about_our_models_is_true_of_every_shipped_one(name):
     """teaching.py says: pre-norm with a final LayerNorm, embeddings x sqrt(d_model) tied to the LM head and
     initialised with std 0.02, GELU feed-forward 4 x d_model wide, RoPE base 10000."""
-    model, _ = A.load_checkpoint(REPO_ROOT / "checkpoints" / name)
+    model, _ = shipped(name)
     c = model.config
     assert c.norm_first and c.final_layer_norm and c.scale_embeddings and c.tie_word_embeddings
     assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
