@@ -104,6 +104,9 @@ def head_types(model, weights: np.ndarray, kind: str) -> HeadTypes:
         raise ValueError("head types are defined for self-attention; cross-attention heads look at another "
                          "sequence (pick encoder or decoder self-attention)")
     causal = kind != "encoder"
+    if weights.shape[-1] < 3:
+        short = f"needs a text of at least 3 tokens; this one has {weights.shape[-1]}"
+        return HeadTypes({}, {}, THRESHOLD, {t: short for t in TYPES})
     scores, baseline = pattern_scores(weights, causal)
     unmeasured = {}
     if kind == "self":

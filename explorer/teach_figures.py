@@ -48,7 +48,7 @@ def distribution_figure(d: NextTokenDistribution) -> go.Figure:
     cuts = [f"top-k {s.top_k}" if s.top_k else "", f"top-p {s.top_p:g}" if s.top_p < 1 else ""]
     kept = f"{d.n_kept:,} of {d.vocab_size:,} tokens kept" if any(cuts) else "nothing cut"
     fig.update_layout(title=f"T = {s.temperature:g}{''.join(', ' + c for c in cuts if c)}: {kept}",
-                      yaxis_title="probability", height=430, legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+                      yaxis_title="probability", xaxis_title=f"the {len(d.labels)} most likely next tokens", height=450, legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
                       **{**LAYOUT, "margin": dict(l=60, r=20, t=80, b=90)})
     fig.update_xaxes(type="category", tickangle=-45)
     fig.update_yaxes(rangemode="tozero")

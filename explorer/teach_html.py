@@ -20,6 +20,8 @@ CLICK_JS = """
 element.addEventListener('click', (event) => {
   const target = event.target.closest('[data-head], [data-index]');
   if (!target) return;
+  element.querySelectorAll('.selected').forEach((item) => item.classList.remove('selected'));
+  target.classList.add('selected');
   if (target.dataset.head !== undefined) trigger('click', {layer: Number(target.dataset.layer), head: Number(target.dataset.head)});
   else trigger('click', {index: Number(target.dataset.index)});
 });

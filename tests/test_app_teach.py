@@ -103,3 +103,20 @@ def test_next_token_distribution_redraws_with_the_settings(client):
                           ((1.0, -3, 1.0, 1.0), "Top-k (0 = off) must be a whole number"), ((1.0, 0, 2, 1.0), "Top-p must be above 0")]:
         _, note = client.predict("Shall I compare", "shakespeare-rope", *args, api_name="/next_token_distribution")
         assert note.startswith("⚠️") and message in note, note
+
+
+def test_token_centred_view_has_a_row_per_head_of_the_layer(client):
+    strip, plot, note = client.predict(TEXT, "shakespeare-rope", "self", "1", 3, api_name="/attention_token")
+    heat = figure(plot)["data"][0]
+    assert [row.split(" ")[0] for row in heat["y"]] == ["H0", "H1", "H2", "H3"] and "Layer 1: what `3:" in note
+    assert 'data-index="3" class="selected"' in strip
+    strip, plot, note = client.predict(TEXT, "shakespeare-rope", "self", "0", 999, api_name="/attention_token")
+    assert "does not exist" in note and not note.startswith("⚠️")  # kept in range, as the tab's other pickers are
+    strip, plot, note = client.predict("Thou art more louely", "folio-to-modern", "cross", "1", -1, api_name="/attention_token")
+    assert figure(plot)["data"][0]["y"] == ["H0", "H1", "H2", "H3"] and not note.startswith("⚠️")
+
+
+def test_a_grid_click_enlarges_that_head_with_its_types(client):
+    plot, note = client.predict(TEXT, "shakespeare-alibi", "self", "1", "3", api_name="/attention_grid_head")
+    assert "layer 1, head 3" in figure(plot)["layout"]["title"]["text"] and "Layer 1, head 3:" in note
+    assert "(threshold 0.4)" in note

@@ -98,3 +98,23 @@ def test_sampling_tab_redraws_as_top_k_changes(page):
     page.wait_for_selector("#sampling-status >> text=drawn from 5 of 384 tokens")
     shot(page, "sampling")
     assert_no_error_shown(page)
+
+
+def test_attention_tab_enlarges_a_clicked_head_and_follows_a_clicked_token(page):
+    open_tab(page, "Attention heads")
+    page.click("#att-button")
+    page.wait_for_selector("#att-status >> text=layers ×")
+    page.wait_for_selector("#att-token-status >> text=attends to")
+    assert "Head types, threshold 0.4" in page.inner_text("#att-grid")
+    page.locator('#att-grid button[data-layer="1"][data-head="2"]').click()
+    page.wait_for_selector("#att-status >> text=Layer 1, head 2:")
+    page.wait_for_selector("#plot-head .gtitle >> text=layer 1, head 2")
+    assert page.locator('#att-grid button.selected[data-layer="1"][data-head="2"]').count() == 1
+    page.locator('#att-tokens [data-index="3"]').click()
+    page.wait_for_selector("#att-token-status >> text=what 3:")
+    plot_drawn(page, "plot-token")
+    rows = page.locator("#plot-token .ytick").count()
+    assert rows == 4  # one row per head of the layer
+    shot(page, "attention")
+    shot(page, "attention-grid", "#att-grid")
+    assert_no_error_shown(page)

@@ -86,3 +86,8 @@ def test_cross_attention_has_no_types_and_the_encoder_no_induction(tiny_checkpoi
     types = head_types(model, maps.weights["encoder"], "encoder")
     assert "induction" not in types.scores and "induction" in types.unmeasured
     assert types.baseline["previous token"] == pytest.approx(1 / maps.weights["encoder"].shape[-1])
+
+
+def test_a_text_too_short_for_head_types_says_so():
+    types = head_types(None, np.full((1, 2, 2, 2), 0.5, dtype=np.float32), "self")
+    assert types.scores == {} and "at least 3 tokens" in types.unmeasured["previous token"]
