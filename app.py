@@ -769,11 +769,12 @@ def build_demo() -> gr.Blocks:
     with gr.Blocks(title="Transformer from scratch") as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
-        generate_menu, decoding = generate_tab(choices, value)
-        encodings_tab()
-        menus = [generate_menu, attention_tab(choices, value, decoding), forward_tab(choices, value, decoding),
-                 steps_tab(choices, value, decoding), lens_tab(choices, value, decoding),
-                 ablation_tab(choices, value, decoding), sampling_tab(choices, value)]
+        with gr.Tabs(overflow_behavior="wrap"):  # eight tabs: on a narrow page they wrap, none hides behind a menu
+            generate_menu, decoding = generate_tab(choices, value)
+            encodings_tab()
+            menus = [generate_menu, attention_tab(choices, value, decoding), forward_tab(choices, value, decoding),
+                     steps_tab(choices, value, decoding), lens_tab(choices, value, decoding),
+                     ablation_tab(choices, value, decoding), sampling_tab(choices, value)]
         demo.load(catalog_event(len(menus)), None, [*menus, catalog_status], api_name="catalog")
     demo.queue(default_concurrency_limit=4)
     return demo

@@ -7,9 +7,14 @@ import re
 import pytest
 from gradio_client import Client
 
-import app
-
 TEXT = "To be, or not to be, that is the question"
+
+
+@pytest.fixture(scope="module")
+def app(app_server):
+    import app as module  # built by the app_server fixture, with the tiny checkpoints
+
+    return module
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +27,7 @@ def figure(plot) -> dict:
     return json.loads(plot["plot"])
 
 
-def test_the_teaching_endpoints_are_public_and_share_the_cores(client):
+def test_the_teaching_endpoints_are_public_and_share_the_cores(client, app):
     public = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     for name in ("attention_steps", "attention_steps_query", "worked_example", "logit_lens", "logit_lens_position",
                  "ablate_heads", "rank_heads", "next_token_distribution"):

@@ -3,7 +3,7 @@ be clicked, nothing shows an error. Screenshots: artifacts/screenshots/teach-*-<
 
 import pytest
 
-from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, plot_drawn  # noqa: F401
+from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -22,15 +22,6 @@ def page(request, browser, app_server):  # noqa: F811 - the browser fixture is t
     page.close()
 
 
-def open_tab(page, name: str):
-    """Click the tab; on a narrow page gradio moves the tabs that do not fit into its "More tabs" menu."""
-    tab = page.get_by_role("tab", name=name)
-    if tab.count() == 0:
-        page.get_by_role("button", name="More tabs").click()
-        tab = page.locator(".overflow-dropdown button", has_text=name)
-    tab.click()
-
-
 def shot(page, name: str, selector: str | None = None):
     path = SHOTS / f"teach-{name}-{page.width}.png"
     if selector:
@@ -38,6 +29,14 @@ def shot(page, name: str, selector: str | None = None):
     else:
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=path, full_page=True)
+
+
+def test_every_tab_is_in_sight_even_on_a_narrow_page(page):
+    """Eight tabs: they wrap onto a second row rather than hide behind gradio's "More tabs" menu."""
+    tabs = page.get_by_role("tab")
+    assert tabs.count() == 8 and page.get_by_role("button", name="More tabs").count() == 0
+    for i in range(tabs.count()):
+        assert tabs.nth(i).is_visible()
 
 
 def test_steps_tab_shows_the_worked_example_then_the_models_steps(page):
