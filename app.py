@@ -25,7 +25,10 @@ from dataclasses import dataclass, replace
 
 import gradio as gr
 
-from explorer import attention, catalog, encodings, figures, generation, inputs, trace
+from explorer import (ablation, attention, catalog, encodings, figures, generation, heads, inputs, lens, sampling, steps,
+                      teach_figures, teach_html, teaching, trace)
+from explorer.tokens import numbered
+from explorer.worked_example import worked_example as compute_worked_example
 from explorer.inputs import InputProblem
 from modeling import POSITION_ENCODINGS
 
@@ -269,33 +272,71 @@ def decoder_read(rewrite: str, decoded_with: str) -> str:
     return f"The decoder read the model's own rewrite ({decoded_with}, set on the Generate tab): «{inputs.echo(rewrite, 300)}»."
 
 
-@guarded(NO_FIGURE, NO_FIGURE, KEPT, KEPT, KEPT)
+def head_types_of(model_name, maps, kind: str):
+    """The head types of ``kind`` (None for cross-attention, which has none), scored on the maps' text."""
+    if kind == "cross":
+        return None
+    _, model, _ = catalog.resolve(model_name)
+    return heads.head_types(model, maps.weights[kind], kind)
+
+
+def head_labels(types, layer: int, head: int | None) -> str:
+    """'Layer 4, head 2: previous token 0.58 (threshold 0.4).' for the status line of an enlarged head."""
+    if types is None or head is None:
+        return ""
+    found = types.labels(layer, head)
+    what = "; ".join(f"{kind} {score:.2f}" for kind, score in found) or "no type reaches the threshold"
+    return f"Layer {layer}, head {head}: {what} (threshold {types.threshold:g})."
+
+
+@guarded(NO_TEXT, NO_FIGURE, KEPT, KEPT, KEPT)
 def show_attention(text, model_name, kind, layer, head, *decoding):
-    """Grid of every layer × head, and one head (or the mean over heads) enlarged with token labels."""
+    """Every layer × head as a clickable grid with the heads' types, and one head (or the mean over heads)
+    enlarged with token labels."""
     info, maps, notices = attention_of(text, model_name, decoding)
     view, more = attention.pick_view(maps, kind, layer, head)
     weights = maps.weights[view.kind]
     n_layers, n_heads = weights.shape[:2]
     kinds = attention.kinds_of(info.is_encoder_decoder)
     rewrite = decoder_read(maps.rewrite, maps.decoded_with) if info.is_encoder_decoder else ""
+    types = head_types_of(model_name, maps, view.kind)
+    grid = teach_html.head_grid_html(weights, types, None if view.head is None else (view.layer, view.head))
     return (
-        figures.attention_grid_figure(maps, view.kind),
+        grid if types is None else teach_html.head_types_html(types) + grid,
         figures.attention_head_figure(maps, view),
         gr.update(choices=[(attention.ATTENTION_KINDS[k], k) for k in kinds], value=view.kind),
         gr.update(choices=[str(i) for i in range(n_layers)], value=str(view.layer)),
         gr.update(choices=["average"] + [str(h) for h in range(n_heads)], value="average" if view.head is None else str(view.head)),
         status(f"{info.name}: {n_layers} layers × {n_heads} heads, {weights.shape[2]} query × {weights.shape[3]} key "
-               f"tokens ({attention.ATTENTION_KINDS[view.kind]}). Hover a cell for query, key and weight.",
-               rewrite, *notices, *more, *maps.notices),
+               f"tokens ({attention.ATTENTION_KINDS[view.kind]}). Click a head in the grid to enlarge it; hover a cell "
+               "for query, key and weight.", head_labels(types, view.layer, view.head), rewrite, *notices, *more, *maps.notices),
     )
 
 
 @guarded(NO_FIGURE)
 def show_head(text, model_name, kind, layer, head, *decoding):
-    """Only the enlarged head, for the layer and head pickers (the grid stays)."""
+    """Only the enlarged head, for the layer and head pickers and the grid (the grid stays)."""
     info, maps, notices = attention_of(text, model_name, decoding)
     view, more = attention.pick_view(maps, kind, layer, head)
-    return figures.attention_head_figure(maps, view), status(*notices, *more) or gr.skip()
+    labels = head_labels(head_types_of(model_name, maps, view.kind), view.layer, view.head)
+    return figures.attention_head_figure(maps, view), status(labels, *notices, *more) or gr.skip()
+
+
+@guarded(NO_TEXT, NO_FIGURE)
+def attention_token(text, model_name, kind, layer, query, *decoding):
+    """Token-centred: what one query token attends to in every head of a layer."""
+    info, maps, notices = attention_of(text, model_name, decoding)
+    view, more = attention.pick_view(maps, kind, layer, "average")
+    queries = maps.query_labels[view.kind]
+    last = query is None or str(query).strip() == "-1"  # the default: the last token, whatever the text's length
+    t, moved = (len(queries) - 1, []) if last else inputs.index(query, len(queries), "query token")
+    more += moved
+    types = head_types_of(model_name, maps, view.kind)
+    figure = teach_figures.token_centred_figure(maps.weights[view.kind][view.layer, :, t, :], queries[t],
+                                                maps.key_labels[view.kind], view.layer, types)
+    return teach_html.token_strip_html(queries, t), figure, status(
+        f"Layer {view.layer}: what {inputs.echo(queries[t])} attends to in each of its {figure.data[0].z.shape[0]} heads. "
+        "Click another token to follow it.", *notices, *more)
 
 
 @guarded(NO_FIGURE, NO_FIGURE, NO_TEXT)
@@ -320,12 +361,117 @@ def trace_forward(text, model_name, *decoding):
 
 
 # ----------------------------------------------------------------------------------------------
+# Teaching views (issue 11): attention step by step, logit lens, head ablation, sampling
+# ----------------------------------------------------------------------------------------------
+
+STEPS_EXAMPLE = "To be, or not to be, that is the question"
+SAMPLING_EXAMPLE = "Shall I compare thee to a summer's"
+
+
+def kind_choices(model_name, current=None):
+    """The attention kinds of the picked model for a kind menu (keeping the current one where it exists)."""
+    info = catalog.discover_checkpoints().get(model_name) if isinstance(model_name, str) else None
+    kinds = attention.kinds_of(bool(info and info.is_encoder_decoder))
+    return gr.update(choices=[(attention.ATTENTION_KINDS[k], k) for k in kinds],
+                     value=current if current in kinds else kinds[-1])
+
+
+def clicked(field: str):
+    """The handler of a click on a clickable gr.HTML (``teach_html.CLICK_JS``): the clicked item's number."""
+    def pick(evt: gr.EventData):
+        return int(getattr(evt, field))
+    pick.__name__ = f"clicked_{field}"
+    return pick
+
+
+def clicked_head(evt: gr.EventData):
+    """A click on a head of the grid: its layer and head, as the layer and head menus hold them."""
+    return str(int(evt.layer)), str(int(evt.head))
+
+
+def teaching_inputs(text, model_name, decoding):
+    """(text, info, model, tokenizer, decoding settings, notices) for a teaching view."""
+    text, notices = inputs.require_text(text, "some text")
+    settings, more = decoding_of(decoding)
+    info, model, tokenizer = catalog.resolve(model_name)
+    return text, info, model, tokenizer, settings, notices + (more if info.is_encoder_decoder else [])
+
+
+def worked_example():
+    """The notes' Hello World example, computed with the model's own functions (no model needed)."""
+    steps, where_wrong = compute_worked_example()
+    return where_wrong, teach_html.steps_html(steps)
+
+
+@guarded(NO_TEXT, NO_TEXT)
+def attention_steps(text, model_name, kind, layer, head, query, full_precision, *decoding):
+    """One head, one query token: every step of the attention computation with the model's numbers."""
+    text, info, model, tokenizer, settings, notices = teaching_inputs(text, model_name, decoding)
+    view = steps.attention_steps(model, tokenizer, text, kind, layer, head, query, settings)
+    return (teach_html.token_strip_html(view.query_tokens, view.query),
+            teach_html.steps_html(view.steps, full=full_precision is True),
+            status(f"**{info.name}**, {attention.ATTENTION_KINDS[view.kind]}, layer {view.layer}, head {view.head}, query "
+                   f"token {inputs.echo(view.query_tokens[view.query])}: {len(view.steps)} steps; every number the model "
+                   f"also computed matches it within {view.max_difference:.1e}. Click a token to follow another query.",
+                   *notices, *view.notices))
+
+
+@guarded(NO_TEXT, NO_TEXT, NO_FIGURE)
+def logit_lens(text, model_name, position, *decoding):
+    """Top 5 next tokens per layer at one position; the probability of the actual next token everywhere."""
+    text, info, model, tokenizer, settings, notices = teaching_inputs(text, model_name, decoding)
+    result = lens.logit_lens(model, tokenizer, text, position, settings)
+    return (teach_html.token_strip_html(numbered(result.tokens), result.position), teach_html.lens_table_html(result),
+            teach_figures.lens_heatmap(result),
+            status(f"**{info.name}**: {len(result.rows)} read-outs (the embeddings and {len(result.rows) - 1} layers) of "
+                   f"{len(result.tokens)} tokens; the last row is the model's own prediction. Click a token to read after it.",
+                   *notices, *result.notices))
+
+
+@guarded(NO_FIGURE, NO_FIGURE)
+def ablate_heads(text, model_name, kind, heads, *decoding):
+    """The loss and next-token probabilities with the chosen heads removed."""
+    text, info, model, tokenizer, settings, notices = teaching_inputs(text, model_name, decoding)
+    result = ablation.ablate_heads(model, tokenizer, text, heads, kind, settings)
+    removed = ", ".join(f"L{l}.H{h}" for l, h in result.removed) or "none"
+    change = result.loss_after - result.loss_before
+    return (teach_figures.ablation_figure(result), teach_figures.token_loss_figure(result),
+            status(f"**{info.name}**, {attention.ATTENTION_KINDS[result.kind]} heads removed: {removed}. Loss on the text "
+                   f"{result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", *notices, *result.notices))
+
+
+@guarded(NO_FIGURE)
+def rank_heads(text, model_name, kind, *decoding, progress=gr.Progress()):
+    """Every head removed alone: the rise in loss, as a layer × head map."""
+    text, info, model, tokenizer, settings, notices = teaching_inputs(text, model_name, decoding)
+    ranking = ablation.rank_heads(model, tokenizer, text, kind, settings, progress=lambda f, d: progress(f, desc=d))
+    top = ", ".join(f"L{l}.H{h} ({teach_figures.signed(v)})" for l, h, v in ranking.order()[:3])
+    return teach_figures.ranking_figure(ranking), status(
+        f"**{info.name}**: {ranking.increase.size} heads, each removed alone. Costliest: {top}.", *notices, *ranking.notices)
+
+
+@guarded(NO_FIGURE)
+def next_token_distribution(prompt, model_name, temperature, top_k, top_p, repetition_penalty):
+    """The next-token distribution after temperature, top-k and top-p, as generate samples from it."""
+    text, notices = inputs.require_text(prompt)
+    settings = sampling.sampling_settings(temperature, top_k, top_p, repetition_penalty)
+    info, model, tokenizer = catalog.resolve(model_name)
+    d = sampling.next_token_distribution(model, tokenizer, text, settings)
+    first = "the first token of the rewrite" if info.is_encoder_decoder else "the next token"
+    return teach_figures.distribution_figure(d), status(
+        f"**{info.name}**: {first} is drawn from {d.n_kept:,} of {d.vocab_size:,} tokens "
+        f"({d.kept_mass:.1%} of the probability after temperature, renormalised to 100%).", *notices, *d.notices)
+
+
+# ----------------------------------------------------------------------------------------------
 # Layout: one function per tab
 # ----------------------------------------------------------------------------------------------
 
 INTRO = """# A Transformer from scratch
-Four views of the same models: **generate** text, **compare** positional encodings (sinusoidal, learned, RoPE,
-ALiBi, none), look at **attention heads**, and follow the tensors **through one forward pass**."""
+The same models, seen from every side: **generate** text, **compare** positional encodings (sinusoidal, learned,
+RoPE, ALiBi, none), look at **attention heads**, follow the tensors **through one forward pass**, then take it
+apart with the model's own numbers: **attention step by step**, the **logit lens**, **head ablation** and
+**sampling**."""
 
 TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "where in the model's output"]  # figures.trace_table's columns
 GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always takes the most likely token, and a small "
@@ -465,14 +611,29 @@ def attention_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
                                elem_id="att-head")
         gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded with the "
                     "settings of the Generate tab.")
-        grid_plot = gr.Plot(label="Every layer × head", elem_id="plot-grid")
+        with gr.Accordion("How to read this view", open=False):
+            gr.Markdown(teaching.HEADS)
+        grid = clickable("att-grid")
         head_plot = gr.Plot(label="One head, enlarged", elem_id="plot-head")
+        gr.Markdown("### One token, every head\nClick a token: what it attends to in each head of the layer chosen above.")
+        query = gr.Number(value=-1, precision=0, visible=False)
+        token_strip = clickable("att-tokens")
+        token_status = gr.Markdown(elem_id="att-token-status", elem_classes="status-line")
+        token_plot = gr.Plot(label="One token, every head of the layer", elem_id="plot-token")
     request = [text, menu, kind, layer, head, *decoding.all()]
-    everything = [grid_plot, head_plot, kind, layer, head, status_line]
-    button.click(show_attention, request, everything, api_name="attention", **INTERACTIVE, **UNCHECKED)
+    token_request, token_outputs = [text, menu, kind, layer, query, *decoding.all()], [token_strip, token_plot, token_status]
+    everything = [grid, head_plot, kind, layer, head, status_line]
+    button.click(show_attention, request, everything, api_name="attention", **INTERACTIVE, **UNCHECKED).then(
+        attention_token, token_request, token_outputs, api_name="attention_token", **INTERACTIVE, **UNCHECKED)
     for picker, name in ((layer, "attention_layer"), (head, "attention_head")):
         picker.input(show_head, request, [head_plot, status_line], api_name=name, **INTERACTIVE, **UNCHECKED)
-    kind.input(show_attention, request, everything, api_name="attention_kind", **INTERACTIVE, **UNCHECKED)
+    layer.input(attention_token, token_request, token_outputs, api_name="attention_token_layer", **INTERACTIVE, **UNCHECKED)
+    grid.click(clicked_head, None, [layer, head], api_name="attention_pick_head", api_visibility="private").then(
+        show_head, request, [head_plot, status_line], api_name="attention_grid_head", **INTERACTIVE, **UNCHECKED)
+    token_strip.click(clicked("index"), None, query, api_name="attention_pick_token", api_visibility="private").then(
+        attention_token, token_request, token_outputs, api_name="attention_token_query", **INTERACTIVE, **UNCHECKED)
+    kind.input(show_attention, request, everything, api_name="attention_kind", **INTERACTIVE, **UNCHECKED).then(
+        attention_token, token_request, token_outputs, api_name="attention_token_kind", **INTERACTIVE, **UNCHECKED)
     return menu
 
 
@@ -494,14 +655,126 @@ def forward_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     return menu
 
 
+def clickable(elem_id: str) -> gr.HTML:
+    """A gr.HTML whose items (data-layer/data-head, data-index) send click events (``teach_html.CLICK_JS``)."""
+    return gr.HTML(elem_id=elem_id, js_on_load=teach_html.CLICK_JS, css_template=teach_html.CSS)
+
+
+def steps_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    with gr.Tab("Attention, step by step", id="steps") as tab:
+        gr.Markdown(teaching.STEPS.split("\n\n")[0])
+        with gr.Accordion("The notes' worked example, done right (no model needed)", open=True) as example_box:
+            gr.Markdown(teaching.WORKED_EXAMPLE)
+            example_wrong = gr.Markdown(elem_id="example-wrong")
+            example_steps = gr.HTML(elem_id="example-steps", css_template=teach_html.CSS)
+        with gr.Row():
+            text = gr.Textbox(label="Text", value=STEPS_EXAMPLE, lines=2, scale=4, elem_id="steps-text")
+            with gr.Column(scale=2):
+                menu = model_menu("steps-model", choices, value)
+                kind = gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
+                                   label="Attention", elem_id="steps-kind")
+        with gr.Row():
+            layer = gr.Number(value=0, precision=0, label="Layer (−1: last)", elem_id="steps-layer", min_width=100)
+            head = gr.Number(value=0, precision=0, label="Head", elem_id="steps-head", min_width=100)
+            query = gr.Number(value=-1, precision=0, label="Query token (−1: last)", elem_id="steps-query", min_width=100)
+            full = gr.Checkbox(label="Every digit (float32)", value=False, elem_id="steps-full")
+            button = gr.Button("Show the steps", variant="primary", elem_id="steps-button")
+        strip = clickable("steps-tokens")
+        status_line = gr.Markdown(elem_id="steps-status", elem_classes="status-line")
+        body = gr.HTML(elem_id="steps-body", css_template=teach_html.CSS)
+        with gr.Accordion("The concepts behind these steps", open=False):
+            gr.Markdown("\n\n".join(teaching.CONCEPTS))
+    request, outputs = [text, menu, kind, layer, head, query, full, *decoding.all()], [strip, body, status_line]
+    tab.select(worked_example, None, [example_wrong, example_steps], api_name="worked_example")
+    menu.change(kind_choices, [menu, kind], kind, api_name="steps_kinds", api_visibility="private", **UNCHECKED)
+    gr.on([button.click, full.input], attention_steps, request, outputs, api_name="attention_steps", **INTERACTIVE, **UNCHECKED)
+    button.click(lambda: gr.Accordion(open=False), None, example_box, api_name="steps_fold_example", api_visibility="private")
+    strip.click(clicked("index"), None, query, api_name="steps_pick_query", api_visibility="private").then(
+        attention_steps, request, outputs, api_name="attention_steps_query", **INTERACTIVE, **UNCHECKED)
+    return menu
+
+
+def lens_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    with gr.Tab("Logit lens", id="lens"):
+        gr.Markdown(teaching.LENS)
+        with gr.Row():
+            text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="lens-text")
+            with gr.Column(scale=2):
+                menu = model_menu("lens-model", choices, value)
+                position = gr.Number(value=-1, precision=0, label="Position (−1: last)", elem_id="lens-position")
+                button = gr.Button("Read every layer", variant="primary", elem_id="lens-button")
+        strip = clickable("lens-tokens")
+        status_line = gr.Markdown(elem_id="lens-status", elem_classes="status-line")
+        table = gr.HTML(elem_id="lens-table", css_template=teach_html.CSS)
+        plot = gr.Plot(label="Probability of the actual next token", elem_id="plot-lens")
+    request, outputs = [text, menu, position, *decoding.all()], [strip, table, plot, status_line]
+    button.click(logit_lens, request, outputs, api_name="logit_lens", **INTERACTIVE, **UNCHECKED)
+    strip.click(clicked("index"), None, position, api_name="lens_pick_position", api_visibility="private").then(
+        logit_lens, request, outputs, api_name="logit_lens_position", **INTERACTIVE, **UNCHECKED)
+    return menu
+
+
+def ablation_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    with gr.Tab("Head ablation", id="ablation"):
+        gr.Markdown(teaching.ABLATION)
+        with gr.Row():
+            text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="ablation-text")
+            with gr.Column(scale=2):
+                menu = model_menu("ablation-model", choices, value)
+                kind = gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
+                                   label="Attention", elem_id="ablation-kind")
+        with gr.Row():
+            heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads", value="0.0, 1.2",
+                               scale=3, elem_id="ablation-heads")
+            button = gr.Button("Remove these heads", variant="primary", elem_id="ablation-button")
+            rank_button = gr.Button("Rank every head", elem_id="rank-button")
+        status_line = gr.Markdown(elem_id="ablation-status", elem_classes="status-line")
+        with gr.Row():  # side by side when there is room for both, one above the other on narrow pages
+            next_plot = gr.Plot(label="Next token", elem_id="plot-ablation", min_width=480)
+            loss_plot = gr.Plot(label="Loss per token", elem_id="plot-token-loss", min_width=480)
+        rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank")
+    menu.change(kind_choices, [menu, kind], kind, api_name="ablation_kinds", api_visibility="private", **UNCHECKED)
+    button.click(ablate_heads, [text, menu, kind, heads, *decoding.all()], [next_plot, loss_plot, status_line],
+                 api_name="ablate_heads", **INTERACTIVE, **UNCHECKED)
+    rank_button.click(rank_heads, [text, menu, kind, *decoding.all()], [rank_plot, status_line], api_name="rank_heads",
+                      **INTERACTIVE, **UNCHECKED)
+    return menu
+
+
+def sampling_tab(choices, value) -> gr.Dropdown:
+    with gr.Tab("Sampling, seen", id="sampling"):
+        gr.Markdown(teaching.SAMPLING)
+        with gr.Row():
+            with gr.Column(scale=3, min_width=520):
+                prompt = gr.Textbox(label="Prompt", value=SAMPLING_EXAMPLE, lines=2, elem_id="sampling-prompt")
+                plot = gr.Plot(label="Next-token distribution", elem_id="plot-sampling")
+                status_line = gr.Markdown(elem_id="sampling-status", elem_classes="status-line")
+            with gr.Column(scale=2):
+                menu = model_menu("sampling-model", choices, value)
+                controls = [
+                    gr.Slider(0.05, sampling.MAX_TEMPERATURE, value=1.0, step=0.05, label="Temperature", elem_id="sampling-temperature"),
+                    gr.Slider(0, 200, value=0, step=1, label="Top-k (0 = off)", elem_id="sampling-top-k"),
+                    gr.Slider(0.01, 1.0, value=1.0, step=0.01, label="Top-p (1 = off)", elem_id="sampling-top-p"),
+                    gr.Slider(0.5, 2.0, value=1.0, step=0.05, label="Repetition penalty (1 = off)", elem_id="sampling-penalty"),
+                ]
+                button = gr.Button("Show the distribution", variant="primary", elem_id="sampling-button")
+    gr.on([button.click, prompt.submit, *(control.input for control in controls)], next_token_distribution,
+          [prompt, menu, *controls], [plot, status_line], api_name="next_token_distribution", trigger_mode="always_last",
+          **INTERACTIVE, **UNCHECKED)
+    return menu
+
+
 def build_demo() -> gr.Blocks:
     choices, value, note = menus_now()
     with gr.Blocks(title="Transformer from scratch") as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
-        generate_menu, decoding = generate_tab(choices, value)
-        encodings_tab()
-        menus = [generate_menu, attention_tab(choices, value, decoding), forward_tab(choices, value, decoding)]
+        with gr.Tabs(overflow_behavior="wrap"):  # eight tabs: on a narrow page they wrap, none hides behind a menu
+            generate_menu, decoding = generate_tab(choices, value)
+            encodings_tab()
+            menus = [generate_menu, attention_tab(choices, value, decoding), forward_tab(choices, value, decoding),
+                     steps_tab(choices, value, decoding), lens_tab(choices, value, decoding),
+                     ablation_tab(choices, value, decoding), sampling_tab(choices, value)]
         demo.load(catalog_event(len(menus)), None, [*menus, catalog_status], api_name="catalog")
     demo.queue(default_concurrency_limit=4)
     return demo

@@ -10,7 +10,10 @@ Prints, against the targets of the issues:
 - first streamed token: from submitting /generate to the first output holding generated text (target < 1 s);
 - attention tab: /attention on a 128-token text, request to figures received (target < 2 s);
 - first streamed token of /generate while two /recompute_extrapolation requests on 20,000 CJK characters are
-  in flight (one running, one queued behind it; target < 5 s).
+  in flight (one running, one queued behind it; target < 5 s);
+- teaching views on 128 tokens (target <= 1 s each): /attention_steps (last layer, last head, last query),
+  /logit_lens, /ablate_heads (two heads), /next_token_distribution (T 0.8, top-k 40, top-p 0.95), and
+  /rank_heads (one forward pass per head: layers x heads passes).
 Writes the figures to artifacts/bench_app.json as well. Each figure is one function below: a new endpoint's
 latency is one more function and one more line in ``main``.
 """
@@ -80,6 +83,29 @@ def first_token_under_long_jobs(url: str, client, model: str, repeats: int) -> l
             job.leave()
 
 
+TEACHING = {  # endpoint -> the arguments after (text, model)
+    "attention_steps": ("self", -1, -1, -1, False),
+    "logit_lens": (-1,),
+    "ablate_heads": ("self", "0.1, 2.3"),
+    "next_token_distribution": (0.8, 40, 0.95, 1.0),
+    "rank_heads": ("self",),
+}
+
+
+def teaching_latencies(client, model: str, texts: list[str]) -> dict[str, list[float]]:
+    """Seconds from request to answer of each teaching endpoint, once per text (after one call to warm up)."""
+    seconds = {}
+    for name, args in TEACHING.items():
+        client.predict(texts[0], model, *args, api_name=f"/{name}")
+        seconds[name] = []
+        for text in texts:
+            start = time.perf_counter()
+            *_, note = client.predict(text, model, *args, api_name=f"/{name}")
+            seconds[name].append(time.perf_counter() - start)
+            assert not note.startswith("⚠️"), (name, note)
+    return seconds
+
+
 def text_of_tokens(root: Path, model: str, n_tokens: int, variant: int) -> str:
     from transformers import AutoTokenizer
 
@@ -133,6 +159,7 @@ def main() -> None:
         warm = [first_token_latency(client, model, seed=s) for s in range(1, args.repeats + 1)]
         attention_latency(client, model, text_of_tokens(root, model, 128, -1))  # first use of the tab
         attention = [attention_latency(client, model, text_of_tokens(root, model, 128, i)) for i in range(args.repeats)]
+        teaching = teaching_latencies(client, model, [text_of_tokens(root, model, 128, i) for i in range(args.repeats)])
         under_load = first_token_under_long_jobs(url, client, model, args.repeats)
     finally:
         stop_app(process)
@@ -151,6 +178,8 @@ def main() -> None:
         "attention_128_tokens_median_s": statistics.median(attention),
         "attention_128_tokens_s": attention,
         "first_token_under_two_recomputes_s": under_load,
+        **{f"{name}_128_tokens_s": values for name, values in teaching.items()},
+        **{f"{name}_128_tokens_median_s": statistics.median(values) for name, values in teaching.items()},
     }
     print(f"python app.py ready (HTTP 200):     median {figures['ready_median_s']:.2f} s  "
           f"({', '.join(f'{s:.2f}' for s in ready)})   target < 10 s")
@@ -166,6 +195,9 @@ def main() -> None:
               f"{statistics.median(under_load):.3f} s, worst {max(under_load):.3f} s ({len(under_load)} requests)   target < 5 s")
     else:
         print("first streamed token under two /recompute_extrapolation: not measured (the long jobs ended first)")
+    for name, values in teaching.items():
+        print(f"{'/' + name + ', 128 tokens:':42}median {statistics.median(values):.3f} s   target <= 1 s "
+              f"({', '.join(f'{v:.3f}' for v in values)})")
     out = REPO / "artifacts" / "bench_app.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(figures, indent=2))

@@ -10,5 +10,13 @@
 - ``trace``: the shape of every step of one forward pass, read from the model's own intermediates;
 - ``figures``: plotly figures of all of the above, one colour per position encoding.
 
+The teaching views (every number the model's own, each proven equal to it in a test):
+
+- ``steps``: one attention sublayer recomputed from its input and the layer's weights, step by step for one head
+  and query, each step compared with the model's intermediates; ``worked_example``: the notes' example, done right;
+- ``lens``: the logit lens; ``ablation``: heads removed through the model's head masks, and ranked;
+- ``sampling``: the next-token distribution exactly as ``generate`` samples from it; ``heads``: head types;
+- ``teaching``: the explanations beside the views; ``teach_figures`` and ``teach_html``: their plots and HTML.
+
 Nothing here imports gradio.
 """

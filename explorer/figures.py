@@ -131,35 +131,6 @@ def extrapolation_figure(curves: dict[str, dict[int, float | None]], encodings: 
     return fig
 
 
-def attention_grid_figure(maps: AttentionMaps, kind: str) -> go.Figure:
-    """Every layer (rows) x head (columns) as a small heatmap, one colour scale (0 to the largest weight).
-
-    The subplot axes are laid out by hand: ``make_subplots`` took most of the tab's time at 4 x 6 heads."""
-    weights = maps.weights[kind]
-    n_layers, n_heads = weights.shape[:2]
-    gap_x, gap_y = 0.015, 0.06
-    width, height = (1 - gap_x * (n_heads - 1)) / n_heads, (1 - gap_y * (n_layers - 1)) / n_layers
-    traces, axes, titles = [], {}, []
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            n = layer * n_heads + head + 1
-            suffix = "" if n == 1 else str(n)
-            left, top = head * (width + gap_x), 1 - layer * (height + gap_y)
-            traces.append(go.Heatmap(
-                z=weights[layer, head].astype(np.float32), xaxis=f"x{suffix}", yaxis=f"y{suffix}", coloraxis="coloraxis",
-                hovertemplate=f"layer {layer} head {head}<br>query %{{y}}<br>key %{{x}}<br>weight %{{z:.3f}}<extra></extra>"))
-            axes[f"xaxis{suffix}"] = dict(domain=[max(left, 0.0), min(left + width, 1.0)], anchor=f"y{suffix}", showticklabels=False)
-            axes[f"yaxis{suffix}"] = dict(domain=[max(top - height, 0.0), min(top, 1.0)], anchor=f"x{suffix}", showticklabels=False,
-                                          autorange="reversed")
-            titles.append(dict(text=f"L{layer} H{head}", x=left + width / 2, y=top, xref="paper", yref="paper",
-                               xanchor="center", yanchor="bottom", showarrow=False, font=dict(size=11)))
-    return go.Figure(data=traces, layout=dict(
-        title=_title(f"{ATTENTION_KINDS[kind]}: every layer × head", detail="rows: layers · columns: heads · in each: queries down, keys across"),
-        annotations=titles,
-        coloraxis=dict(colorscale="Blues", cmin=0, cmax=float(weights.max())), height=max(260, 170 * n_layers + 80),
-        **{**LAYOUT, "margin": dict(l=20, r=20, t=70, b=20)}, **axes))
-
-
 def attention_head_figure(maps: AttentionMaps, view: View) -> go.Figure:
     """One head (or the mean over heads) with token labels; hover shows query, key and weight."""
     weights = maps.weights[view.kind][view.layer]

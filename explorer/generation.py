@@ -158,9 +158,9 @@ class StopFlag(StoppingCriteria):
         return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool)
 
 
-def generation_kwargs(model, settings: DecodingSettings, stop: threading.Event | None = None) -> dict:
-    """Keyword arguments for ``model.generate``: always the greedy loop, sampling done by GumbelSampler
-    after temperature, top-k and top-p."""
+def sampling_processors(settings: DecodingSettings) -> LogitsProcessorList:
+    """transformers' own temperature, top-k and top-p processors for ``settings``, in the order
+    ``generate(do_sample=True)`` applies them (after the repetition penalty); none for greedy decoding."""
     processors = LogitsProcessorList()
     if settings.do_sample:
         if settings.temperature != 1.0:
@@ -169,6 +169,14 @@ def generation_kwargs(model, settings: DecodingSettings, stop: threading.Event |
             processors.append(TopKLogitsWarper(settings.top_k))
         if settings.top_p < 1.0:
             processors.append(TopPLogitsWarper(settings.top_p))
+    return processors
+
+
+def generation_kwargs(model, settings: DecodingSettings, stop: threading.Event | None = None) -> dict:
+    """Keyword arguments for ``model.generate``: always the greedy loop, sampling done by GumbelSampler
+    after the repetition penalty (``generate``'s own), temperature, top-k and top-p."""
+    processors = sampling_processors(settings)
+    if settings.do_sample:
         processors.append(GumbelSampler(settings.seed))
     config = model.generation_config
     return dict(

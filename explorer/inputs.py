@@ -167,3 +167,10 @@ def index(value, size: int, what: str) -> tuple[int, list[str]]:
         kept = min(max(result, 0), size - 1)
         return kept, [f"{what.capitalize()} {result:,} does not exist (this model has {allowed}); showing {what} {kept}."]
     return result, []
+
+
+def pick(value, size: int, what: str) -> int:
+    """An index into ``size`` things (a layer, a head, a token) from a client, -1 meaning the last; anything
+    else out of range is an InputProblem saying what exists (the step-by-step views follow exactly one)."""
+    result = whole_number(value, f"{what.capitalize()} (−1 for the last)", -1, size - 1)
+    return size - 1 if result == -1 else result

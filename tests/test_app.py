@@ -64,8 +64,14 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
     public = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     expected = {"/catalog", "/generate", "/generate_submit", "/stop_generation", "/folio_example", "/encoding_plots",
                 "/recompute_extrapolation", "/compare_encodings", "/attention", "/attention_layer", "/attention_head",
-                "/attention_kind", "/forward_trace"}
-    private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note"}  # UI only
+                "/attention_kind", "/forward_trace", "/worked_example", "/attention_steps", "/attention_steps_query",
+                "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution",
+                "/attention_token", "/attention_token_layer", "/attention_token_kind", "/attention_token_query",
+                "/attention_grid_head"}
+    private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note",  # UI only
+               "steps_model_note", "lens_model_note", "ablation_model_note", "sampling_model_note",
+               "steps_kinds", "ablation_kinds", "steps_fold_example", "steps_pick_query", "lens_pick_position",
+               "attention_pick_head", "attention_pick_token"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -79,8 +85,9 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
 
 
 def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model(client, tiny_checkpoints):
-    gen_menu, attention_menu, trace_menu, note = client.predict(api_name="/catalog")
-    for menu in (gen_menu, attention_menu, trace_menu):
+    *menus, note = client.predict(api_name="/catalog")
+    assert len(menus) == 7  # generate, attention, forward pass, steps, lens, ablation, sampling
+    for menu in menus:
         assert [value for _, value in menu["choices"]] == MODELS and menu["value"] == "shakespeare-rope"
         labels = dict((value, label) for label, value in menu["choices"])
         assert labels["shakespeare-rope"].startswith("shakespeare-rope · rope positions · ") and "the main model" in labels["shakespeare-rope"]
@@ -257,7 +264,8 @@ def test_one_prompt_five_encodings_samples_with_one_seed_by_default(client):
 def test_attention_grid_and_enlarged_head(client):
     grid, head, kind, layer, heads, note = client.predict(
         "To be, or not to be", "shakespeare-rope", "self", "1", "2", api_name="/attention")
-    assert len(figure(grid)["data"]) == 2 * 4
+    assert grid.count("<button") == 2 * 4 and 'class="cell selected" data-layer="1" data-head="2"' in grid
+    assert "Head types, threshold 0.4" in grid and "Layer 1, head 2:" in note
     assert "layer 1, head 2" in figure(head)["layout"]["title"]["text"]
     assert [c[1] for c in heads["choices"]] == ["average", "0", "1", "2", "3"]
     average, _ = client.predict("To be, or not to be", "shakespeare-rope", "self", "0", "average", api_name="/attention_head")
@@ -274,7 +282,7 @@ def test_attention_of_folio_to_modern_shows_the_rewrite_it_read(client, kind):
 
 def test_attention_with_empty_text_says_so_and_clears_the_plots(client):
     grid, head, *_, note = client.predict("", "shakespeare-rope", "self", "0", "average", api_name="/attention")
-    assert note.startswith("⚠️ Type some text first") and grid is None and head is None
+    assert note.startswith("⚠️ Type some text first") and not grid and head is None
 
 
 def test_forward_trace_table(client, app):

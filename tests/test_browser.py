@@ -268,9 +268,9 @@ def test_attention_grid_appears(page):
     assert page.input_value("#att-model input").startswith("shakespeare-rope")
     page.click("#att-button")
     page.wait_for_selector("#att-status >> text=layers ×")
-    plot_drawn(page, "plot-grid")
+    page.wait_for_selector("#att-grid button[data-head]")
     plot_drawn(page, "plot-head")
-    assert page.locator("#plot-grid .heatmaplayer .hm").count() == 2 * 4  # one heatmap per layer x head
+    assert page.locator("#att-grid button[data-head]").count() == 2 * 4  # one clickable thumbnail per layer x head
     cells = page.locator("#plot-head .nsewdrag").first
     cells.scroll_into_view_if_needed()
     box = cells.bounding_box()

@@ -27,9 +27,7 @@ def test_every_encoding_has_one_distinct_colour():
     assert len(set(figures.ENCODING_COLOURS.values())) == len(POSITION_ENCODINGS)
 
 
-def test_attention_figures_have_a_cell_per_layer_and_head_and_hover_labels(maps):
-    grid = figures.attention_grid_figure(maps, "self")
-    assert len(grid.data) == 2 * 4 and all(t.type == "heatmap" for t in grid.data)
+def test_the_enlarged_head_has_token_labels_and_hover_values(maps):
     head = figures.attention_head_figure(maps, attention.View("self", 1, None))
     assert list(head.data[0].x) == figures.plotly_text(maps.key_labels["self"])
     assert np.allclose(head.data[0].z, maps.weights["self"][1].mean(0))

@@ -1,0 +1,156 @@
+"""Head ablation: switch heads off and see what the model loses.
+
+Removing head h of a layer multiplies its output o_h = softmax(q k^T / sqrt(d_k) + bias) v by 0 before the
+heads are concatenated, so its slice of Concat(o_1, ..., o_H) W_O is zero and nothing of it reaches the
+residual stream. The model does this itself through its ``head_mask`` argument (1 keeps a head bit for bit,
+0 removes it); nothing here touches the model.
+
+The loss is the mean next-token cross-entropy over the text, in nats: -1/(T-1) sum_t log p(x_{t+1} | x_0..x_t)
+(for the encoder-decoder: over its own rewrite of the text, the decoder tokens).
+"""
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .generation import DecodingSettings
+from .inputs import InputProblem, echo, kind_of
+from .steps import check_kind
+from .tokens import FORWARD_MAX_TOKENS, forward_inputs, token_labels
+
+MASK_ARGUMENT = {"self": "head_mask", "encoder": "head_mask", "decoder": "decoder_head_mask",
+                 "cross": "cross_attn_head_mask"}  # the model's (BART's) names
+SHOWN_TOKENS = 10
+
+
+def layers_of(model, kind: str) -> int:
+    return model.config.n_encoder_layers if kind == "encoder" else model.config.n_layers
+
+
+def parse_heads(spec, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
+    """'0.3, 2.5' (layer.head) or '4' (every head of layer 4), separated by commas or spaces; '' is none."""
+    allowed = (f"heads as layer.head (layer 0–{n_layers - 1}, head 0–{n_heads - 1}) or a layer number alone for all "
+               f"its heads, separated by commas, e.g. '0.3, 2.5' or '4'")
+    if spec is None:
+        return []
+    if not isinstance(spec, str):
+        raise InputProblem(f"Heads to remove: {allowed}; got {kind_of(spec)}.")
+    heads = []
+    for item in filter(None, re.split(r"[,\s]+", spec.strip())):
+        match = re.fullmatch(r"(\d+)(?:\.(\d+))?", item)
+        if not match:
+            raise InputProblem(f"Heads to remove: {allowed}; could not read {echo(item, 20)}.")
+        layer = int(match.group(1))
+        if layer >= n_layers:
+            raise InputProblem(f"Heads to remove: {allowed}; layer {layer} does not exist.")
+        if match.group(2) is None:
+            heads += [(layer, h) for h in range(n_heads)]
+            continue
+        head = int(match.group(2))
+        if head >= n_heads:
+            raise InputProblem(f"Heads to remove: {allowed}; head {head} of layer {layer} does not exist.")
+        heads.append((layer, head))
+    return sorted(set(heads))
+
+
+def head_mask(n_layers: int, n_heads: int, removed: list[tuple[int, int]]) -> torch.Tensor:
+    """(layers, heads): 1 keeps a head, 0 removes it."""
+    mask = torch.ones(n_layers, n_heads)
+    for layer, head in removed:
+        mask[layer, head] = 0.0
+    return mask
+
+
+def _targets(model, inputs: dict) -> torch.Tensor:
+    return inputs["decoder_input_ids"] if model.config.is_encoder_decoder else inputs["input_ids"]
+
+
+def run_masked(model, inputs: dict, kind: str, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits (T, vocab), per-token loss (T-1,)) of one forward pass with ``mask`` as the kind's head mask."""
+    extra = {} if mask is None else {MASK_ARGUMENT[kind]: mask}
+    with torch.inference_mode():
+        logits = model(**inputs, use_cache=False, **extra).logits[0].float()
+    targets = _targets(model, inputs)[0, 1:]
+    losses = torch.nn.functional.cross_entropy(logits[:-1], targets, reduction="none")
+    return logits, losses
+
+
+@dataclass
+class Ablation:
+    kind: str
+    removed: list[tuple[int, int]]
+    tokens: list[str]  # the tokens scored (decoder tokens for an encoder-decoder model)
+    loss_before: float
+    loss_after: float
+    token_loss_before: np.ndarray  # (T-1,): -log p(token t+1) before and after
+    token_loss_after: np.ndarray
+    next_labels: list[str]  # the most likely next tokens after the text, before or after
+    next_before: np.ndarray
+    next_after: np.ndarray
+    logits_after: torch.Tensor = field(repr=False)
+    notices: list[str] = field(default_factory=list)
+
+
+def prepare(model, tokenizer, text: str, kind: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS):
+    """(kind checked, model inputs, notices); the text must give at least two tokens to score."""
+    kind = check_kind(model, kind)
+    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
+    if read.target_ids.shape[0] < 2:
+        raise InputProblem("The loss needs at least two tokens (one to read, one to predict): type a longer text.")
+    return kind, read.inputs, read.notices
+
+
+def ablate_heads(model, tokenizer, text: str, heads, kind: str = "self",
+                 decoding: DecodingSettings = DecodingSettings(False)) -> Ablation:
+    """The text's loss and the next-token probabilities with the given heads removed, against the full model.
+    An encoder-decoder is scored on its own rewrite of the text, decoded with ``decoding``."""
+    kind, inputs, notices = prepare(model, tokenizer, text, kind, decoding)
+    removed = parse_heads(heads, layers_of(model, kind), model.config.n_heads)
+    logits_before, losses_before = run_masked(model, inputs, kind, None)
+    mask = head_mask(layers_of(model, kind), model.config.n_heads, removed)
+    logits_after, losses_after = run_masked(model, inputs, kind, mask)
+    p_before, p_after = logits_before[-1].softmax(-1), logits_after[-1].softmax(-1)
+    shown = torch.cat([p_before.topk(SHOWN_TOKENS).indices, p_after.topk(SHOWN_TOKENS).indices]).unique()
+    shown = shown[p_before[shown].argsort(descending=True)]
+    if not removed:
+        notices.append("No head removed: the model is unchanged (nothing to compare).")
+    return Ablation(
+        kind=kind, removed=removed, tokens=token_labels(tokenizer, _targets(model, inputs)[0]),
+        loss_before=float(losses_before.mean()), loss_after=float(losses_after.mean()),
+        token_loss_before=losses_before.numpy(), token_loss_after=losses_after.numpy(),
+        next_labels=token_labels(tokenizer, shown), next_before=p_before[shown].numpy(), next_after=p_after[shown].numpy(),
+        logits_after=logits_after, notices=notices,
+    )
+
+
+@dataclass
+class HeadRanking:
+    kind: str
+    loss: float  # the full model's loss on the text
+    increase: np.ndarray  # (layers, heads): loss with that head alone removed, minus ``loss``
+    notices: list[str] = field(default_factory=list)
+
+    def order(self) -> list[tuple[int, int, float]]:
+        """(layer, head, increase), the head whose removal costs most first."""
+        flat = [(l, h, float(self.increase[l, h])) for l in range(self.increase.shape[0]) for h in range(self.increase.shape[1])]
+        return sorted(flat, key=lambda item: -item[2])
+
+
+def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: DecodingSettings = DecodingSettings(False),
+               progress=None) -> HeadRanking:
+    """Every head removed alone, one forward pass each: how much the loss on the text rises.
+    ``progress(fraction, description)`` is called before each layer."""
+    kind, inputs, notices = prepare(model, tokenizer, text, kind, decoding)
+    n_layers, n_heads = layers_of(model, kind), model.config.n_heads
+    base = float(run_masked(model, inputs, kind, None)[1].mean())
+    increase = np.zeros((n_layers, n_heads))
+    for layer in range(n_layers):
+        if progress is not None:
+            progress(layer / n_layers, f"removing the heads of layer {layer}, one at a time")
+        for head in range(n_heads):
+            increase[layer, head] = float(run_masked(model, inputs, kind, head_mask(n_layers, n_heads, [(layer, head)]))[1].mean()) - base
+    return HeadRanking(kind, base, increase, notices)
+
+

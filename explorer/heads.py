@@ -1,0 +1,116 @@
+"""What a head is for, where the evidence is clear: scores computed from its attention weights A[query, key].
+
+Each score is the weight the head puts, on average over the queries, where its type says it looks:
+
+    previous token    mean_t A[t, t-1]
+    first-token sink  mean_t A[t, 0]
+    same token        mean_t A[t, t]
+    induction         on a sequence of random tokens r_0..r_{n-1} followed by the same tokens again, for a
+                      query in the repeat at t = n + i: A[t, t - n + 1], the token that FOLLOWED the earlier
+                      occurrence of the current token (what an induction head copies forward)
+
+The first three are measured on the user's text over queries t >= 2, where the first token, the previous
+token and the token itself are three different keys (at t = 1 the previous token IS the first token). A
+head is labelled with a type when its score reaches ``THRESHOLD``; ``baseline`` is what a head spreading
+its weight evenly over the keys it may see would score, for scale.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+THRESHOLD = 0.4
+TYPES = ("previous token", "first-token sink", "same token", "induction")
+INDUCTION_LENGTH = 32  # random tokens, then the same tokens again
+INDUCTION_SEED = 0
+
+
+@dataclass
+class HeadTypes:
+    """``scores[type]``: (layers, heads); a type is missing where it cannot be measured (``unmeasured`` says why)."""
+
+    scores: dict[str, np.ndarray]
+    baseline: dict[str, float]
+    threshold: float = THRESHOLD
+    unmeasured: dict[str, str] = field(default_factory=dict)
+
+    def labels(self, layer: int, head: int) -> list[tuple[str, float]]:
+        """(type, score) for every type whose score reaches the threshold, strongest first."""
+        found = [(kind, float(s[layer, head])) for kind, s in self.scores.items() if s[layer, head] >= self.threshold]
+        return sorted(found, key=lambda pair: -pair[1])
+
+    def strongest(self, kind: str) -> tuple[int, int, float]:
+        """(layer, head, score) of the head scoring highest for ``kind``."""
+        scores = self.scores[kind]
+        layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+        return int(layer), int(head), float(scores[layer, head])
+
+
+def visible_keys(n_queries: int, n_keys: int, causal: bool) -> np.ndarray:
+    """(queries, keys) bool: which keys each query may attend to."""
+    if not causal:
+        return np.ones((n_queries, n_keys), dtype=bool)
+    return np.tril(np.ones((n_queries, n_keys), dtype=bool), k=n_keys - n_queries)
+
+
+def pattern_scores(weights: np.ndarray, causal: bool) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Previous-token, first-token-sink and same-token scores of every head, and the uniform baseline.
+
+    weights: (layers, heads, T, T) self-attention weights of one text, T >= 3."""
+    n = weights.shape[-1]
+    if n < 3 or weights.shape[-2] != n:
+        raise ValueError(f"head types need self-attention over at least 3 tokens; got {weights.shape[-2]} x {n}")
+    t = np.arange(2, n)
+    where = {"previous token": t - 1, "first-token sink": np.zeros_like(t), "same token": t}
+    uniform = visible_keys(n, n, causal) / visible_keys(n, n, causal).sum(1, keepdims=True)
+    scores = {kind: weights[..., t, keys].mean(-1) for kind, keys in where.items()}
+    baseline = {kind: float(uniform[t, keys].mean()) for kind, keys in where.items()}
+    return scores, baseline
+
+
+def induction_sequence(vocab_size: int, length: int = INDUCTION_LENGTH, seed: int = INDUCTION_SEED,
+                       skip: int = 3) -> torch.Tensor:
+    """(1, 2 * length): ``length`` random token ids (seeded, not the first ``skip`` special ids), twice."""
+    generator = torch.Generator().manual_seed(seed)
+    first = torch.randint(skip, vocab_size, (1, length), generator=generator)
+    return torch.cat([first, first], dim=1)
+
+
+def induction_scores_from(weights: np.ndarray, length: int) -> np.ndarray:
+    """mean over i = 1..length-1 of A[length + i, i + 1]: weights (layers, heads, 2L, 2L) on the repeated sequence."""
+    t = np.arange(length + 1, 2 * length)
+    return weights[..., t, t - length + 1].mean(-1)
+
+
+def induction_scores(model, length: int = INDUCTION_LENGTH) -> tuple[np.ndarray, float]:
+    """Induction scores of a decoder-only model's heads from one forward pass over ``induction_sequence``, and
+    the uniform baseline."""
+    limit = model.config.position_limit
+    length = min(length, limit // 2) if limit else length
+    ids = induction_sequence(model.config.vocab_size, length)
+    with torch.inference_mode():
+        out = model(ids, output_attentions=True, use_cache=False)
+    weights = torch.stack([w[0] for w in out.attentions]).float().numpy()
+    t = np.arange(length + 1, 2 * length)
+    return induction_scores_from(weights, length), float((1.0 / (t + 1)).mean())
+
+
+def head_types(model, weights: np.ndarray, kind: str) -> HeadTypes:
+    """Scores of every head of one attention kind ("self", "encoder", "decoder"; "cross" has no types).
+
+    weights: (layers, heads, queries, keys) of the user's text, from the same model."""
+    if kind == "cross":
+        raise ValueError("head types are defined for self-attention; cross-attention heads look at another "
+                         "sequence (pick encoder or decoder self-attention)")
+    causal = kind != "encoder"
+    if weights.shape[-1] < 3:
+        short = f"needs a text of at least 3 tokens; this one has {weights.shape[-1]}"
+        return HeadTypes({}, {}, THRESHOLD, {t: short for t in TYPES})
+    scores, baseline = pattern_scores(weights, causal)
+    unmeasured = {}
+    if kind == "self":
+        scores["induction"], baseline["induction"] = induction_scores(model)
+    else:
+        unmeasured["induction"] = "measured on decoder-only models (random tokens repeated)"
+    return HeadTypes(scores, baseline, THRESHOLD, unmeasured)

@@ -1,0 +1,278 @@
+"""Attention, step by step, with the real numbers.
+
+A ``Step`` is one line of the computation: its formula, its values (a vector or a matrix whose rows are
+tokens) and, where the model computed the same quantity in its own forward pass, the largest difference
+between the two. ``attend`` is the formula every step-by-step view uses:
+
+    scores  = q k^T / sqrt(d_k)          (queries x keys)
+    weights = softmax(scores + bias)     (bias: 0 where a key may be seen, very negative where it is masked,
+                                          ALiBi's -slope * distance)
+    output  = weights v
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .attention import kinds_of
+from .generation import DecodingSettings
+from .inputs import InputProblem, echo, pick
+from .tokens import FORWARD_MAX_TOKENS, forward_inputs, numbered, token_labels
+from modeling.modeling_scratch_transformer import alibi_bias, alibi_slopes, apply_rope, build_attention_bias, rope_angles
+
+
+@dataclass
+class Step:
+    """One step: ``values`` is 1-D (one vector) or 2-D (rows labelled by ``rows``, e.g. one per token)."""
+
+    title: str
+    formula: str
+    values: np.ndarray
+    rows: list[str] | None = None
+    columns: list[str] | None = None
+    note: str = ""
+    model_difference: float | None = None  # max |recomputed - the model's own|, where the model has it
+    highlight: int | None = None  # a row to highlight (the query's own key, the head being followed)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.values.shape)
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(scores q k^T / sqrt(d_k), weights softmax(scores + bias), output weights v); d_k = q.shape[-1]."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    weights = (scores if bias is None else scores + bias).softmax(dim=-1)
+    return scores, weights, weights @ v
+
+
+# ----------------------------------------------------------------------------------------------
+# Recomputing one attention sublayer from its input and the layer's weights
+# ----------------------------------------------------------------------------------------------
+
+
+def layer_norm(x: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
+    """LayerNorm(x) = (x - mean) / sqrt(var + eps) * gamma + beta, over the last dimension (biased variance)."""
+    centred = x - x.mean(-1, keepdim=True)
+    normed = centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight
+    return normed if norm.bias is None else normed + norm.bias
+
+
+def linear(x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
+    """x W^T + b (torch stores W as (out, in))."""
+    y = x @ layer.weight.T
+    return y if layer.bias is None else y + layer.bias
+
+
+@dataclass
+class Recomputed:
+    """One attention sublayer recomputed for every head and query; batch of 1 kept, shapes as in the record."""
+
+    residual_in: torch.Tensor  # (1, T, D)
+    sublayer_input: torch.Tensor  # (1, T, D): LayerNorm(x) (pre-norm) or x (post-norm)
+    q: torch.Tensor  # (1, H, T, Dh) before RoPE
+    k: torch.Tensor  # (1, H, S, Dh)
+    v: torch.Tensor  # (1, H, S, Dh)
+    q_rotated: torch.Tensor | None
+    k_rotated: torch.Tensor | None
+    bias: torch.Tensor | None  # broadcastable to (1, H, T, S)
+    scores: torch.Tensor  # (1, H, T, S) q.k / sqrt(d_k), before the bias
+    weights: torch.Tensor  # (1, H, T, S)
+    heads: torch.Tensor  # (1, H, T, Dh)
+    concatenated: torch.Tensor  # (1, T, D)
+    output: torch.Tensor  # (1, T, D) concatenated W_O^T + b_O
+    residual_out: torch.Tensor  # (1, T, D) after Add & Norm
+
+
+def attention_modules(model, kind: str, layer: int):
+    """(MultiHeadAttention, its AddAndNorm) of ``kind`` ("self", "encoder", "decoder", "cross") in ``layer``."""
+    stack = model.model.encoder.stack if kind == "encoder" else model.model.decoder.stack
+    block = stack.layers[layer]
+    return (block.cross_attn, block.cross_attn_norm) if kind == "cross" else (block.self_attn, block.self_attn_norm)
+
+
+def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
+                        memory: torch.Tensor | None = None) -> Recomputed:
+    """The sublayer from the residual stream going in (1, T, D) (and the encoder memory (1, S, D) for
+    cross-attention), with the layer's own weights and the project's RoPE, ALiBi and mask functions."""
+    config, cross = model.config, kind == "cross"
+    attention, add_norm = attention_modules(model, kind, layer)
+    n_heads, d_head = config.n_heads, config.d_head
+    x = residual_in
+    sub = layer_norm(x, add_norm.norm) if config.norm_first else x
+    source = memory if cross else sub
+    length, keys = x.shape[1], source.shape[1]
+
+    def split(y: torch.Tensor) -> torch.Tensor:  # (1, T, D) -> (1, H, T, Dh)
+        return y.view(1, y.shape[1], n_heads, d_head).transpose(1, 2)
+
+    q, k, v = split(linear(sub, attention.q_proj)), split(linear(source, attention.k_proj)), split(linear(source, attention.v_proj))
+    q_rot = k_rot = position_bias = None
+    positions = torch.arange(length)[None]
+    if config.position_encoding == "rope" and not cross:
+        cos, sin = rope_angles(positions, d_head, config.rope_theta)
+        q_rot, k_rot = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+    if config.position_encoding == "alibi" and not cross:
+        position_bias = alibi_bias(positions, positions, n_heads)
+    bias = build_attention_bias(length, keys, causal=kind in ("self", "decoder"), position_bias=position_bias,
+                                n_heads=n_heads, dtype=x.dtype)
+    scores, weights, heads = attend(q if q_rot is None else q_rot, k if k_rot is None else k_rot, v, bias)
+    concatenated = heads.transpose(1, 2).reshape(1, length, -1)
+    output = linear(concatenated, attention.out_proj)
+    residual_out = x + output if config.norm_first else layer_norm(x + output, add_norm.norm)
+    return Recomputed(x, sub, q, k, v, q_rot, k_rot, bias, scores, weights, heads, concatenated, output, residual_out)
+
+
+# ----------------------------------------------------------------------------------------------
+# The step-by-step view of one head and one query token
+# ----------------------------------------------------------------------------------------------
+
+MASKED_BELOW = -1e30  # a bias below this is a mask (the model uses the dtype's most negative value)
+
+
+@dataclass
+class StepsView:
+    steps: list[Step]
+    query_tokens: list[str]
+    key_tokens: list[str]
+    kind: str
+    layer: int
+    head: int
+    query: int
+    max_difference: float  # the largest model_difference of any step
+    notices: list[str]
+
+
+def check_kind(model, kind) -> str:
+    """The attention kind asked for, if the model has it ("self"; or "encoder", "decoder", "cross")."""
+    kinds = kinds_of(bool(model.config.is_encoder_decoder))
+    if kind not in kinds:
+        raise InputProblem(f"Attention must be one of {', '.join(kinds)} for this model; got {echo(kind, 40)}.")
+    return kind
+
+
+def _difference(mine: torch.Tensor, theirs: torch.Tensor) -> float:
+    return float((mine.float() - theirs.float()).abs().max())
+
+
+def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
+                    decoding: DecodingSettings = DecodingSettings(False), max_tokens: int = FORWARD_MAX_TOKENS) -> StepsView:
+    """One forward pass recording the model's intermediates; the chosen sublayer recomputed from its input;
+    the steps of head ``head`` for query token ``query``, each compared with the model's own number. An
+    encoder-decoder's decoder reads its own rewrite of the text, decoded with ``decoding``."""
+    kind, config = check_kind(model, kind), model.config
+    n_layers = config.n_encoder_layers if kind == "encoder" else config.n_layers
+    layer = pick(layer, n_layers, "layer")
+    head = pick(head, config.n_heads, "head")
+    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
+    inputs, notices = read.inputs, read.notices
+    with torch.inference_mode():
+        record = model(**inputs, use_cache=False, output_intermediates=True).intermediates
+        stack = record.encoder if kind == "encoder" else record.decoder
+        block = stack.layers[layer]
+        own = block.cross_attention if kind == "cross" else block.self_attention
+        residual_in = block.after_self_attention if kind == "cross" else block.input
+        own_out = block.after_cross_attention if kind == "cross" else block.after_self_attention
+        r = recompute_attention(model, kind, layer, residual_in, record.encoder.output if kind == "cross" else None)
+    source, target = numbered(token_labels(tokenizer, read.source_ids)), numbered(token_labels(tokenizer, read.target_ids))
+    queries = source if kind == "encoder" else target
+    keys = source if kind in ("encoder", "cross") else target
+    t = pick(query, len(queries), "query token")
+    steps = _steps(model, kind, layer, head, t, r, own, own_out, stack.embeddings, queries, keys)
+    worst = max((s.model_difference for s in steps if s.model_difference is not None), default=0.0)
+    return StepsView(steps, queries, keys, kind, layer, head, t, worst, notices)
+
+
+def _steps(model, kind, layer, h, t, r: Recomputed, own, own_out, embeddings, queries, keys) -> list[Step]:
+    config = model.config
+    d, dh = config.d_model, config.d_head
+    query_name = queries[t]
+    wrap = dict(columns=[f"{c}" for c in range(dh)])
+    chunks = [f"{i * dh}–{(i + 1) * dh - 1}" for i in range(d // dh)]
+
+    def vector(title, formula, x, theirs=None, note="", highlight=None):  # a d_model vector, shown dh per row
+        return Step(title, formula, x.reshape(d // dh, dh).numpy(), chunks, wrap["columns"], note,
+                    None if theirs is None else _difference(x, theirs), highlight)
+
+    def per_key(title, formula, x, theirs=None, note=""):  # (keys, Dh)
+        return Step(title, formula, x.numpy(), keys, wrap["columns"], note,
+                    None if theirs is None else _difference(x, theirs), t if kind != "cross" else None)
+
+    steps = []
+    where = "the decoder's residual stream after its masked self-attention" if kind == "cross" else (
+        "the embeddings" if layer == 0 else f"the output of layer {layer - 1}")
+    if layer == 0 and kind != "cross" and embeddings is not None:
+        steps.append(vector("Token embedding", "E[x_t] · √d_model", embeddings.token[0, t], note=(
+            f"Row x_t of the embedding table, times √{d} = {d ** 0.5:.3g}." if config.scale_embeddings else "")))
+        if embeddings.position is not None:
+            steps.append(vector(f"Position encoding ({config.position_encoding})", "PE(t)", embeddings.position[0, t],
+                                note="Added to the token embedding once, before layer 0."))
+    steps.append(vector("Residual stream going in", "x_t", r.residual_in[0, t], note=(
+        f"Row {query_name} of {where}: the model's own numbers, where the recomputation starts.")))
+    if config.norm_first:
+        x = r.residual_in[0, t]
+        steps.append(vector("After LayerNorm (pre-norm)", "LN(x_t) = (x_t − mean) / √(var + ε) · γ + β", r.sublayer_input[0, t],
+                            own.input[0, t], note=f"mean {float(x.mean()):.4g}, std {float(x.std(unbiased=False)):.4g}: "
+                            "every row is rescaled to mean 0, variance 1 before attention reads it."))
+    sl = slice(h * dh, (h + 1) * dh)
+    steps.append(Step(f"Query of head {h}", ("q = LN(x_t) W_Q^h + b_Q^h" if config.norm_first else "q = x_t W_Q^h + b_Q^h"),
+                      r.q[0, h, t].numpy()[None], [query_name], wrap["columns"],
+                      f"W_Q^h is columns {sl.start}–{sl.stop - 1} of W_Q (d_model × d_model; in torch, rows {sl.start}–"
+                      f"{sl.stop - 1} of q_proj.weight): each head works in d_k = d_model / heads = {d} / {config.n_heads} "
+                      f"= {dh} dimensions.", _difference(r.q[0, h, t], own.query[0, h, t])))
+    source = "the encoder's output (memory)" if kind == "cross" else "every token's LN(x)"
+    steps.append(per_key(f"Keys of head {h}", "k_j = source_j W_K^h + b_K^h", r.k[0, h], own.key[0, h],
+                         f"One key per token it may attend to, from {source}."))
+    steps.append(per_key(f"Values of head {h}", "v_j = source_j W_V^h + b_V^h", r.v[0, h], own.value[0, h]))
+    if r.q_rotated is not None:
+        steps.append(Step("Query after RoPE", "R(t) q: pair i turned by t · θ_i, θ_i = θ^(−2i/d_k)", r.q_rotated[0, h, t].numpy()[None],
+                          [query_name], wrap["columns"], "RoPE acts here, inside attention, in every layer; nothing was added to the embeddings.",
+                          _difference(r.q_rotated[0, h, t], own.query_rotated[0, h, t])))
+        steps.append(per_key("Keys after RoPE", "R(j) k_j", r.k_rotated[0, h], own.key_rotated[0, h],
+                             "R(t)q · R(j)k = q · R(j − t)k: the score depends on the offset j − t, not on t itself."))
+    bias = torch.zeros(r.scores.shape[-1]) if r.bias is None else r.bias.expand_as(r.scores)[0, h, t]
+    own_bias = torch.zeros_like(bias) if own.bias is None else own.bias.expand_as(own.scores)[0, h, t]
+    table = torch.stack([r.scores[0, h, t], bias, r.scores[0, h, t] + bias, r.weights[0, h, t]], dim=1)
+    steps.append(Step("Scores, mask and softmax", "s_j = q · k_j / √d_k;   w = softmax(s + bias)", table.numpy(), keys,
+                      ["q·k/√d_k", "bias", "s + bias", "weight w"], _bias_note(config, kind, h),
+                      _scores_difference(table, own.scores[0, h, t], own_bias, own.weights[0, h, t]),
+                      t if kind != "cross" else None))
+    steps.append(Step(f"Output of head {h}", "o = Σ_j w_j v_j", r.heads[0, h, t].numpy()[None], [query_name], wrap["columns"],
+                      "The values, mixed by the weights.", _difference(r.heads[0, h, t], own.heads[0, h, t])))
+    steps.append(Step("All heads concatenated", "Concat(o_0, …, o_H−1)", r.concatenated[0, t].reshape(config.n_heads, dh).numpy(),
+                      [f"head {i}" for i in range(config.n_heads)], wrap["columns"],
+                      f"Every head did the same with its own W_Q, W_K, W_V; head {h} is highlighted.",
+                      _difference(r.concatenated[0, t], own.concatenated[0, t]), h))
+    steps.append(vector("Output projection", "Concat(…) W_O^T + b_O", r.output[0, t], own.output[0, t],
+                        "W_O mixes the heads back into one d_model vector."))
+    steps.append(vector("Add & Norm", "x_t + attention(LN(x_t))" if config.norm_first else "LN(x_t + attention(x_t))",
+                        r.residual_out[0, t], own_out[0, t], (
+                            "Pre-norm: the sublayer's output is added to the stream. The stream itself is not normalised "
+                            "between layers: each sublayer reads LN(x), and the final LayerNorm comes before the LM head." if config.norm_first else
+                            "Post-norm (the paper): add, then LayerNorm.")))
+    return steps
+
+
+def _scores_difference(table: torch.Tensor, own_scores, own_bias, own_weights) -> float:
+    """Largest difference to the model's own scores (with bias), bias and weights. The model adds the bias
+    before it keeps anything, so its q.k of a masked key is not known: a masked key must be masked in both."""
+    visible = table[:, 1] > MASKED_BELOW
+    if not torch.equal(visible, own_bias > MASKED_BELOW):
+        return float("inf")
+    return max(_difference(table[visible, 0], (own_scores - own_bias)[visible]), _difference(table[visible, 1], own_bias[visible]),
+               _difference(table[visible, 2], own_scores[visible]), _difference(table[:, 3], own_weights))
+
+
+def _bias_note(config, kind: str, head: int) -> str:
+    parts = []
+    if kind in ("self", "decoder"):
+        parts.append("causal mask: a key after the query is masked (weight exactly 0)")
+    else:
+        parts.append("no mask: every " + ("source token" if kind == "cross" else "token") + " is visible")
+    if config.position_encoding == "alibi" and kind != "cross":
+        slope = float(alibi_slopes(config.n_heads)[head])
+        parts.append(f"ALiBi adds −{slope:.4g} · |t − j| (this head's slope)")
+    return "Bias: " + "; ".join(parts) + "."

@@ -1,0 +1,124 @@
+"""The short explanations shown beside each view: what you see, how to read it, the formula.
+
+One home for the app's teaching text. Every claim is about OUR models and was checked against
+``modeling/modeling_scratch_transformer.py``: pre-norm layers with a final LayerNorm, token embeddings scaled
+by sqrt(d_model) and tied to the LM head, sinusoidal / learned encodings added once at the input, RoPE applied
+to q and k inside every self-attention layer, ALiBi added to the scores of every self-attention layer,
+GELU feed-forward networks. Where the paper differs, the text says so.
+"""
+
+EMBEDDING = """**Token embedding × √d_model.** Each token id picks one row of the embedding matrix E, and our models
+multiply it by √d_model (16 for d_model = 256), as the paper does. Why: E is shared with the output layer (the
+LM head is E itself, *tied*), which keeps its entries small (initialised with standard deviation 0.02); the
+factor brings a token vector to the size of the position encoding added to it (sinusoidal values lie in
+[−1, 1]), so neither drowns the other. With RoPE, ALiBi or no encoding nothing is added here, and the factor only
+sets how large the token vector is against what the layers add to the stream."""
+
+ENCODINGS = """**Position encodings.** Attention by itself ignores order, so position must come from somewhere:
+- *sinusoidal* (the paper), added to the embedding once: PE(pos, 2i) = sin(pos / 10000^(2i/d)),
+  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)). **i is the pair index**: dimensions 2i and 2i+1 share one frequency,
+  so PE(pos + k) is a fixed rotation of PE(pos) for every pos;
+- *learned*: a trained table P[pos], added once; it has no row past its last position;
+- *RoPE*: nothing is added; inside every self-attention layer each pair (q_2i, q_2i+1) of a query or key at
+  position m is turned by the angle m·θ_i, θ_i = 10000^(−2i/d_k), so q_m · k_n depends on n − m only;
+- *ALiBi*: nothing is added; every self-attention score gets −slope_h · |i − j|, one slope per head
+  (2^(−8h/H), h = 1..H, when H is a power of two; the paper's interleaving rule otherwise), so far tokens weigh
+  less;
+- *none*: a decoder can still tell order from the causal mask (token t sees t+1 tokens), an encoder cannot.
+
+Cross-attention gets no RoPE or ALiBi in our models: its keys are another sequence."""
+
+ATTENTION = """**Multi-head attention.** Each head h projects the (normalised) stream into queries, keys and values of
+d_k = d_model / H dimensions: q = x W_Q^h, k = x W_K^h, v = x W_V^h. Its output is
+softmax(q k^T / √d_k + bias) v: every query mixes the values of the keys it may see, weighted by how well
+its query matches their keys. √d_k keeps the scores from growing with the width. The H heads run side by side;
+their outputs are concatenated and multiplied by W_O: MultiHead(x) = Concat(head_1, …, head_H) W_O."""
+
+MASKS = """**Masks.** A mask is part of the bias added to the scores. *Causal*: in a decoder, query t may not see
+keys after t; those scores get the most negative float, so their softmax weight is exactly 0. *Padding*: when
+texts of different lengths are batched, the short ones are padded and the padded keys are blocked the same
+way. The app runs one text at a time, so you will see causal masks (and ALiBi's penalty), never padding."""
+
+ADD_NORM = """**Add & Norm, pre- and post-norm.** Every sublayer (attention, feed-forward) sits on a residual
+connection. The paper is *post-norm*: x ← LayerNorm(x + sublayer(x)). Our models are *pre-norm*, like GPT-2:
+x ← x + sublayer(LayerNorm(x)); the stream itself is never normalised between layers, which keeps a clean path
+for gradients in deep stacks, and one final LayerNorm comes before the LM head.
+LayerNorm(x) = (x − mean(x)) / √(var(x) + ε) · γ + β, over the d_model numbers of one token."""
+
+FEED_FORWARD = """**Feed-forward network.** After attention mixes information between tokens, the same two-layer
+network runs on every position alone: FFN(x) = act(x W_1 + b_1) W_2 + b_2, widened to d_ff (4 × d_model in our
+models) and back. Ours use GELU where the paper used ReLU."""
+
+SHIFTED_RIGHT = """**Outputs shifted right.** Training feeds the target sequence shifted one step right: the decoder
+reads [start, y_1, …, y_{n−1}] and must predict [y_1, …, y_n], so with the causal mask position t predicts
+token t+1 from tokens up to t only. A decoder-only model does the same with its own text: the logits at
+position t are scored against token t+1. For folio-to-modern the decoder's first token is the start token
+<|endoftext|>."""
+
+CROSS_ATTENTION = """**Cross-attention** (encoder-decoder only). In each decoder layer, after its masked
+self-attention, the queries come from the decoder's stream and the keys and values from the encoder's output
+(after its final LayerNorm), the *memory*. There is no causal mask: every output token may look at every
+source token. This is how folio-to-modern reads the Folio spelling while it writes the modern one."""
+
+STEPS = f"""### Attention, step by step
+- **What you see:** one head of one layer computing the output for one query token, with the real numbers of
+  the model. Every line was recomputed here from the layer's input and weights and compared with the number
+  the model itself computed in the same forward pass: "matches" gives the largest difference (float32;
+  anything below 1e-5 is rounding).
+- **How to read it:** vectors of d_model numbers are shown d_k per row; tables list one row per token, the
+  query's own row highlighted. Masked keys show "masked" and get weight exactly 0. Click a token to follow it.
+
+{ATTENTION}
+
+{MASKS}
+
+{ADD_NORM}"""
+
+WORKED_EXAMPLE = f"""### The notes' worked example, done right
+Two tokens, d_model = 4, two heads with d_k = 3 whose W_Q, W_K, W_V are the notes' own (4 × 3), no mask (an
+encoder), no W_O (the notes stop at the concatenation). The position encoding is computed by the model's own
+`sinusoidal_encoding`.
+
+{EMBEDDING}"""
+
+LENS = """### Logit lens: what the model would say if it stopped after each layer
+- **What you see:** for each layer, the 5 most likely next tokens after the chosen position (click a token),
+  and a heatmap of the probability each layer gives to the token that really came next, at every position.
+- **How it works:** the stream after layer l is read out the way the model reads its last one:
+  p_l = softmax(LayerNorm_final(h_l) · E^T), with the final LayerNorm and the tied LM head (the embedding
+  matrix E). The last row IS the model's prediction (a test holds it equal, bit for bit). The *embeddings* row
+  reads the stream before any layer: with a tied head it mostly predicts the current token itself.
+- **How to read it:** top to bottom, the prediction forming layer by layer; in the heatmap, a column turns
+  dark at the layer where the model "knows" the next token."""
+
+ABLATION = """### Head ablation: switch heads off
+- **What you see:** the loss on your text (mean −log p of each next token, in nats) and the next-token
+  probabilities, with and without the heads you remove; per token, how much harder the text became.
+- **How it works:** removing head h multiplies its output softmax(q k^T/√d_k + bias) v by 0 before the heads
+  are concatenated, so its slice of the input of W_O is zero (the model's own `head_mask`). *Rank every head*
+  removes each head alone, one forward pass each, and draws the rise in loss as a layer × head map.
+- **How to read it:** red cells are heads the model needs on this text; near-zero ones it can do without
+  here. A removal can also lower the loss: no head is tuned to one text."""
+
+SAMPLING = """### Sampling, seen
+- **What you see:** the distribution of the next token after your prompt, redrawn as you move the controls.
+  Bars: the probability after temperature; grey bars are the tokens top-k or top-p cut; the number on a kept
+  bar is its renormalised probability, the one the next token is actually drawn from. Diamonds: the model's
+  own probability at temperature 1.
+- **The formula:** p_i = exp(z_i / T) / Σ_j exp(z_j / T) for the logits z. T < 1 sharpens (T → 0 is greedy),
+  T > 1 flattens. In this order (transformers' own processors, as `generate` applies them): the repetition
+  penalty, temperature, *top-k* keeps the k most likely, *top-p* keeps the most likely tokens until their
+  probability reaches p (of what top-k kept), and the kept ones are renormalised to sum to 1."""
+
+HEADS = """### What each head does
+- **Grid:** every layer (rows) × head (columns) of the attention on your text; each thumbnail is coloured from
+  0 (white) to its own largest weight (dark). Click one to enlarge it.
+- **Token view:** click a token to see what it attends to in every head of the layer.
+- **Head types**, where the evidence is clear: the score is the average weight the head puts, over the
+  queries (from the third token on), where its type says it looks: the *previous token* (t−1), the *first
+  token* (a "sink" that holds weight a head does not need elsewhere), the *same token* (t), or, for
+  *induction*, the token that followed the earlier occurrence of the current token, on random tokens repeated
+  twice. A label appears when the score reaches the threshold; the baseline is what a head spreading its
+  weight evenly would score."""
+
+CONCEPTS = (EMBEDDING, ENCODINGS, ATTENTION, MASKS, ADD_NORM, FEED_FORWARD, SHIFTED_RIGHT, CROSS_ATTENTION)

@@ -1,0 +1,119 @@
+"""The teaching tabs in headless Chromium, at 1366 and 800 px wide: each view opens, a token and a grid head can
+be clicked, nothing shows an error. Screenshots: artifacts/screenshots/teach-*-<width>.png (look at them)."""
+
+import pytest
+
+from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module", params=[1366, 800], ids=lambda w: f"{w}px")
+def page(request, browser, app_server):  # noqa: F811 - the browser fixture is test_browser's
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": request.param, "height": 900})
+    page.set_default_timeout(TIMEOUT_MS)
+    page.errors = []
+    page.width = request.param
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(app_server)
+    page.wait_for_selector("#catalog-status >> text=model(s) ready")
+    yield page
+    page.close()
+
+
+def shot(page, name: str, selector: str | None = None):
+    path = SHOTS / f"teach-{name}-{page.width}.png"
+    if selector:
+        page.locator(selector).screenshot(path=path)
+    else:
+        page.evaluate("window.scrollTo(0, 0)")
+        page.screenshot(path=path, full_page=True)
+
+
+def test_every_tab_is_in_sight_even_on_a_narrow_page(page):
+    """Eight tabs: they wrap onto a second row rather than hide behind gradio's "More tabs" menu."""
+    tabs = page.get_by_role("tab")
+    assert tabs.count() == 8 and page.get_by_role("button", name="More tabs").count() == 0
+    for i in range(tabs.count()):
+        assert tabs.nth(i).is_visible()
+
+
+def test_steps_tab_shows_the_worked_example_then_the_models_steps(page):
+    open_tab(page, "Attention, step by step")
+    page.wait_for_selector("#example-steps >> text=Both heads concatenated")
+    assert "pair index" in page.inner_text("#example-wrong")
+    shot(page, "worked-example", "#example-steps")
+    page.click("#steps-button")
+    page.wait_for_selector("#steps-status >> text=matches it within")
+    assert page.locator("#steps-body .match.ok").count() >= 7 and page.locator("#steps-body .match.bad").count() == 0
+    page.locator('#steps-tokens [data-index="2"]').click()
+    page.wait_for_selector("#steps-status >> text=query token 2:")
+    assert page.locator('#steps-tokens [data-index="2"].selected').count() == 1
+    scores = page.locator("#steps-body .teach-step", has_text="Scores, mask and softmax")
+    rows = scores.locator("tbody tr")
+    assert rows.count() == page.locator("#steps-tokens [data-index]").count()  # one row per key token
+    assert rows.nth(2).locator("th").inner_text() == page.locator('#steps-tokens [data-index="2"]').inner_text()
+    masked = rows.nth(3).locator("td")  # a key after the query: its bias, and a weight of exactly 0
+    assert masked.nth(1).inner_text() == "masked" and masked.nth(3).inner_text() == "0.000"
+    shot(page, "steps")
+    assert_no_error_shown(page)
+
+
+def test_lens_tab_reads_every_layer_after_the_clicked_token(page):
+    open_tab(page, "Logit lens")
+    page.click("#lens-button")
+    page.wait_for_selector("#lens-status >> text=read-outs")
+    plot_drawn(page, "plot-lens")
+    page.locator('#lens-tokens [data-index="1"]').click()
+    page.wait_for_selector("#lens-table >> text=(position 1)")
+    assert page.locator("#lens-table tbody tr").count() == 3  # embeddings + 2 layers
+    shot(page, "lens")
+    assert_no_error_shown(page)
+
+
+def test_ablation_tab_removes_heads_and_ranks_them(page):
+    open_tab(page, "Head ablation")
+    page.click("#ablation-button")
+    page.wait_for_selector("#ablation-status >> text=Loss on the text")
+    plot_drawn(page, "plot-ablation")
+    plot_drawn(page, "plot-token-loss")
+    page.click("#rank-button")
+    page.wait_for_selector("#ablation-status >> text=each removed alone")
+    plot_drawn(page, "plot-rank")
+    assert page.locator("#plot-rank .heatmaplayer .hm").count() == 1
+    shot(page, "ablation")
+    assert_no_error_shown(page)
+
+
+def test_sampling_tab_redraws_as_top_k_changes(page):
+    open_tab(page, "Sampling, seen")
+    page.click("#sampling-button")
+    page.wait_for_selector("#sampling-status >> text=drawn from 384 of 384 tokens")
+    plot_drawn(page, "plot-sampling")
+    box = page.locator("#sampling-top-k input[type=number]")
+    box.fill("5")
+    box.press("Enter")
+    page.wait_for_selector("#sampling-status >> text=drawn from 5 of 384 tokens")
+    shot(page, "sampling")
+    assert_no_error_shown(page)
+
+
+def test_attention_tab_enlarges_a_clicked_head_and_follows_a_clicked_token(page):
+    open_tab(page, "Attention heads")
+    page.click("#att-button")
+    page.wait_for_selector("#att-status >> text=layers ×")
+    page.wait_for_selector("#att-token-status >> text=attends to")
+    assert "Head types, threshold 0.4" in page.inner_text("#att-grid")
+    page.locator('#att-grid button[data-layer="1"][data-head="2"]').click()
+    page.wait_for_selector("#att-status >> text=Layer 1, head 2:")
+    page.wait_for_selector("#plot-head .gtitle >> text=layer 1, head 2")
+    assert page.locator('#att-grid button.selected[data-layer="1"][data-head="2"]').count() == 1
+    page.locator('#att-tokens [data-index="3"]').click()
+    page.wait_for_selector("#att-token-status >> text=what 3:")
+    plot_drawn(page, "plot-token")
+    rows = page.locator("#plot-token .ytick").count()
+    assert rows == 4  # one row per head of the layer
+    shot(page, "attention")
+    shot(page, "attention-grid", "#att-grid")
+    assert_no_error_shown(page)

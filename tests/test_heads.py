@@ -1,0 +1,93 @@
+"""explorer/heads.py: head types are scored from the attention weights as their definitions say."""
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.heads import (THRESHOLD, head_types, induction_scores, induction_scores_from, induction_sequence,
+                            pattern_scores, visible_keys)
+from fixtures_checkpoints import SEQ2SEQ_NAME
+from explorer.attention import attention_maps
+from shipped import GREEDY, load
+
+T = 12
+
+
+def causal_pattern(pick) -> np.ndarray:
+    """(1, 1, T, T) causal weights with all of each query's weight on key pick(t) (t itself for t = 0)."""
+    w = np.zeros((1, 1, T, T), dtype=np.float32)
+    for t in range(T):
+        w[0, 0, t, pick(t) if t else 0] = 1.0
+    return w
+
+
+@pytest.mark.parametrize("kind, pick", [("previous token", lambda t: t - 1), ("first-token sink", lambda t: 0),
+                                        ("same token", lambda t: t)])
+def test_a_pure_pattern_scores_one_for_its_type_and_zero_for_the_others(kind, pick):
+    scores, _ = pattern_scores(causal_pattern(pick), causal=True)
+    for other, s in scores.items():
+        assert s[0, 0] == pytest.approx(1.0 if other == kind else 0.0)
+
+
+def test_uniform_attention_scores_its_baseline_and_is_not_labelled():
+    visible = visible_keys(T, T, causal=True)
+    uniform = (visible / visible.sum(1, keepdims=True))[None, None].astype(np.float32)
+    scores, baseline = pattern_scores(uniform, causal=True)
+    for kind, s in scores.items():
+        assert s[0, 0] == pytest.approx(baseline[kind]) and s[0, 0] < THRESHOLD
+    assert baseline["previous token"] == pytest.approx(np.mean([1 / (t + 1) for t in range(2, T)]))
+
+
+def test_induction_score_reads_the_token_after_the_earlier_occurrence():
+    n = 6
+    w = np.zeros((1, 1, 2 * n, 2 * n), dtype=np.float32)
+    for t in range(2 * n):
+        w[0, 0, t, t - n + 1 if t > n else 0] = 1.0
+    assert induction_scores_from(w, n)[0, 0] == pytest.approx(1.0)
+    ids = induction_sequence(vocab_size=50, length=n)
+    assert torch.equal(ids[0, :n], ids[0, n:]) and int(ids.min()) >= 3
+
+
+@pytest.fixture(scope="module")
+def rope(tiny_checkpoints):
+    return load(tiny_checkpoints, "shakespeare-rope")
+
+
+def test_scores_of_a_real_model_are_read_from_its_own_attention(rope):
+    model, tokenizer = rope
+    maps = attention_maps(model, tokenizer, "Shall I compare thee to a summer's day?", GREEDY)
+    types = head_types(model, maps.weights["self"], "self")
+    w = maps.weights["self"]
+    t = np.arange(2, w.shape[-1])
+    np.testing.assert_array_equal(types.scores["previous token"], w[:, :, t, t - 1].mean(-1))
+    ids = induction_sequence(model.config.vocab_size)
+    with torch.inference_mode():
+        attentions = model(ids, output_attentions=True).attentions
+    n = ids.shape[1] // 2
+    expected = np.array([[float(a[0, h, n + 1:, 2:n + 1].diagonal().mean()) for h in range(a.shape[1])] for a in attentions])
+    np.testing.assert_allclose(types.scores["induction"], expected, rtol=1e-6)
+    for layer in range(w.shape[0]):
+        for head in range(w.shape[1]):
+            for kind, score in types.labels(layer, head):
+                assert score >= THRESHOLD and types.scores[kind][layer, head] == score
+
+
+def test_learned_positions_keep_the_induction_sequence_inside_the_table(tiny_checkpoints):
+    model, _ = load(tiny_checkpoints, "shakespeare-learned")
+    scores, _ = induction_scores(model, length=1000)
+    assert scores.shape == (model.config.n_layers, model.config.n_heads)
+
+
+def test_cross_attention_has_no_types_and_the_encoder_no_induction(tiny_checkpoints):
+    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    maps = attention_maps(model, tokenizer, "Shall I compare thee to a Summers day?", GREEDY)
+    with pytest.raises(ValueError, match="defined for self-attention"):
+        head_types(model, maps.weights["cross"], "cross")
+    types = head_types(model, maps.weights["encoder"], "encoder")
+    assert "induction" not in types.scores and "induction" in types.unmeasured
+    assert types.baseline["previous token"] == pytest.approx(1 / maps.weights["encoder"].shape[-1])
+
+
+def test_a_text_too_short_for_head_types_says_so():
+    types = head_types(None, np.full((1, 2, 2, 2), 0.5, dtype=np.float32), "self")
+    assert types.scores == {} and "at least 3 tokens" in types.unmeasured["previous token"]
