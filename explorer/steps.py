@@ -20,7 +20,7 @@ from .attention import kinds_of
 from .generation import DecodingSettings
 from .inputs import InputProblem, echo, pick
 from .tokens import FORWARD_MAX_TOKENS, forward_inputs, numbered, token_labels
-from modeling.modeling_scratch_transformer import alibi_bias, alibi_slopes, apply_rope, build_attention_bias, rope_angles
+from modeling.modeling_scratch_transformer import alibi_bias, alibi_slopes, apply_rope, rope_angles, score_bias
 
 
 @dataclass
@@ -117,8 +117,7 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
         q_rot, k_rot = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
     if config.position_encoding == "alibi" and not cross:
         position_bias = alibi_bias(positions, positions, n_heads)
-    bias = build_attention_bias(length, keys, causal=kind in ("self", "decoder"), position_bias=position_bias,
-                                n_heads=n_heads, dtype=x.dtype)
+    bias = score_bias(None, position_bias, kind in ("self", "decoder"), length, keys, x.dtype, x.device)
     scores, weights, heads = attend(q if q_rot is None else q_rot, k if k_rot is None else k_rot, v, bias)
     concatenated = heads.transpose(1, 2).reshape(1, length, -1)
     output = linear(concatenated, attention.out_proj)
