@@ -86,7 +86,7 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     """Build a ``ScratchTransformerForCausalLM`` holding the weights of a ``GPT2LMHeadModel``.
 
     GPT-2 is our decoder-only model with: learned positions, unscaled embeddings, pre-norm with a
-    final LayerNorm, gelu_new, biases everywhere, tied LM head.
+    final LayerNorm, gelu_new, biases everywhere, tied LM head, no dropout inside the MLP.
     """
     if not isinstance(m, GPT2LMHeadModel):
         raise ValueError(f"m must be a transformers GPT2LMHeadModel, got {type(m).__name__}")
@@ -108,6 +108,7 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
         activation={"gelu_new": "gelu_new", "gelu": "gelu", "relu": "relu"}[c.activation_function],
         scale_embeddings=False,
         dropout=c.resid_pdrop,
+        activation_dropout=0.0,  # GPT-2's MLP has no dropout inside
         attention_dropout=c.attn_pdrop,
         layer_norm_eps=c.layer_norm_epsilon,
         bos_token_id=c.bos_token_id,

@@ -86,3 +86,23 @@ def test_converters_refuse_other_models_naming_what_they_take():
         transformer_from_torch(_tiny_gpt2())
     with pytest.raises(ValueError, match="m must be a transformers GPT2LMHeadModel, got Transformer"):
         causal_lm_from_gpt2(nn.Transformer(d_model=16, nhead=2, num_encoder_layers=1, num_decoder_layers=1, batch_first=True))
+
+
+def test_gpt2_conversion_trains_like_gpt2_dropout_included():
+    """In training mode the converted model drops out where GPT-2 does (embeddings, attention weights, each
+    sublayer's output; nothing inside the MLP), drawing the same random masks: equal losses and gradients."""
+    gpt2 = _tiny_gpt2()
+    ours = causal_lm_from_gpt2(gpt2)
+    ids = torch.randint(1, 120, (2, 12), generator=torch.Generator().manual_seed(1))
+    losses, grads = [], []
+    for model in (gpt2.train(), ours.train()):
+        torch.manual_seed(5)
+        loss = model(ids, labels=ids).loss
+        loss.backward()
+        losses.append(loss.item())
+        grads.append(model.lm_head.weight.grad.clone())
+    assert ours.config.activation_dropout == 0.0 and ours.config.dropout == gpt2.config.resid_pdrop == 0.1
+    assert losses[0] == pytest.approx(losses[1], abs=1e-5)
+    assert (grads[0] - grads[1]).abs().max().item() <= 1e-5
+    torch.manual_seed(6)
+    assert ours(ids, labels=ids).loss.item() != pytest.approx(losses[1], abs=1e-3)  # dropout is on: another draw differs

@@ -34,7 +34,9 @@ class ScratchTransformerConfig(PretrainedConfig):
             which pre-norm needs; ``torch.nn.Transformer`` has it in both modes).
         activation: feed-forward non-linearity: "relu", "gelu" (exact) or "gelu_new" (tanh approximation).
         scale_embeddings: multiply token embeddings by sqrt(d_model) as the paper does (GPT-2 does not).
-        dropout: dropout on embeddings, on every sublayer output and inside the feed-forward network.
+        dropout: dropout on embeddings and on every sublayer output.
+        activation_dropout: dropout on the feed-forward hidden act(x W1 + b1) (default: ``dropout``, as in
+            ``torch.nn.Transformer``; GPT-2 has none there).
         attention_dropout: dropout on the attention weights.
         bias: whether the linear layers and LayerNorms have a bias.
         training_context_length: context length the checkpoint was trained at (informational; used
@@ -67,6 +69,7 @@ class ScratchTransformerConfig(PretrainedConfig):
         activation: str = "gelu",
         scale_embeddings: bool = True,
         dropout: float = 0.1,
+        activation_dropout: float | None = None,
         attention_dropout: float = 0.0,
         bias: bool = True,
         layer_norm_eps: float = 1e-5,
@@ -95,6 +98,7 @@ class ScratchTransformerConfig(PretrainedConfig):
         self.activation = activation
         self.scale_embeddings = scale_embeddings
         self.dropout = dropout
+        self.activation_dropout = dropout if activation_dropout is None else activation_dropout
         self.attention_dropout = attention_dropout
         self.bias = bias
         self.layer_norm_eps = layer_norm_eps
@@ -163,7 +167,7 @@ class ScratchTransformerConfig(PretrainedConfig):
             )
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {self.activation!r}")
-        for name in ("dropout", "attention_dropout"):
+        for name in ("dropout", "activation_dropout", "attention_dropout"):
             value = getattr(self, name)
             if not _is_number(value) or not 0.0 <= value < 1.0:
                 raise ValueError(f"{name} must be a number in [0, 1), got {value!r}")

@@ -473,7 +473,7 @@ class FeedForward(nn.Module):
         self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
         self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
         self.activation = ACTIVATION_FUNCTIONS[config.activation]
-        self.dropout = config.dropout
+        self.dropout = config.activation_dropout
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """-> (FFN(x), the hidden activation act(x W1 + b1) of width d_ff)."""
