@@ -10,6 +10,7 @@ The loss is the mean next-token cross-entropy over the text, in nats: -1/(T-1) s
 """
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -139,18 +140,24 @@ class HeadRanking:
 
 
 def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: DecodingSettings = DecodingSettings(False),
-               progress=None) -> HeadRanking:
+               progress=None, workers: int = 2) -> HeadRanking:
     """Every head removed alone, one forward pass each: how much the loss on the text rises.
-    ``progress(fraction, description)`` is called before each layer."""
+
+    The passes are independent, so ``workers`` threads run them side by side: torch releases the GIL inside
+    its kernels, and the app runs one torch thread per request, so two workers use the machine's two cores.
+    ``progress(fraction, description)`` is called as the passes finish."""
     kind, inputs, notices = prepare(model, tokenizer, text, kind, decoding)
     n_layers, n_heads = layers_of(model, kind), model.config.n_heads
     base = float(run_masked(model, inputs, kind, None)[1].mean())
+    heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
+
+    def loss_without(removed: tuple[int, int]) -> float:
+        return float(run_masked(model, inputs, kind, head_mask(n_layers, n_heads, [removed]))[1].mean())
+
     increase = np.zeros((n_layers, n_heads))
-    for layer in range(n_layers):
-        if progress is not None:
-            progress(layer / n_layers, f"removing the heads of layer {layer}, one at a time")
-        for head in range(n_heads):
-            increase[layer, head] = float(run_masked(model, inputs, kind, head_mask(n_layers, n_heads, [(layer, head)]))[1].mean()) - base
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for done, ((layer, head), loss) in enumerate(zip(heads, pool.map(loss_without, heads)), start=1):
+            increase[layer, head] = loss - base
+            if progress is not None and done % n_heads == 0:
+                progress(done / len(heads), f"{done} of {len(heads)} heads removed, one at a time")
     return HeadRanking(kind, base, increase, notices)
-
-

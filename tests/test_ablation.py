@@ -97,13 +97,18 @@ def test_loss_before_is_the_models_own_language_model_loss():
     np.testing.assert_allclose(result.token_loss_after.mean(), result.loss_after, rtol=1e-6)
 
 
-def test_ranking_removes_each_head_alone():
-    model, tokenizer = shipped("shakespeare-learned")
-    ranking = rank_heads(model, tokenizer, TEXT)
-    assert ranking.increase.shape == (model.config.n_layers, model.config.n_heads)
-    for layer, head in ((0, 0), (2, 3)):
-        alone = ablate_heads(model, tokenizer, TEXT, f"{layer}.{head}")
-        assert ranking.increase[layer, head] == pytest.approx(alone.loss_after - alone.loss_before, abs=1e-6)
+@pytest.mark.parametrize("name, kind", [("shakespeare-learned", "self"), ("folio-to-modern", "cross")])
+def test_ranking_removes_each_head_alone(name, kind):
+    """The ranking equals removing every head alone through ablate_heads, and its threads change nothing."""
+    model, tokenizer = shipped(name)
+    ranking = rank_heads(model, tokenizer, TEXT, kind)
+    np.testing.assert_array_equal(rank_heads(model, tokenizer, TEXT, kind, workers=1).increase, ranking.increase)
+    n_layers = model.config.n_layers
+    assert ranking.increase.shape == (n_layers, model.config.n_heads)
+    for layer in range(n_layers):
+        for head in range(model.config.n_heads):
+            alone = ablate_heads(model, tokenizer, TEXT, f"{layer}.{head}", kind)
+            assert ranking.increase[layer, head] == pytest.approx(alone.loss_after - alone.loss_before, abs=1e-6)
     top = ranking.order()[0]
     assert top[2] == ranking.increase.max()
 
