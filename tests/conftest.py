@@ -5,6 +5,8 @@ the shipped layout, plus one random model at the shipped main model's size, buil
 app server on 127.0.0.1 that serves them.
 """
 
+import json
+
 import pytest
 import torch
 
@@ -54,6 +56,28 @@ def app_server(_app_url, tiny_checkpoints):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("SCRATCH_CHECKPOINTS", str(tiny_checkpoints))
         yield _app_url
+
+
+@pytest.fixture(scope="module")
+def app(app_server):
+    """The app module, as built by the app_server fixture (the tiny checkpoints)."""
+    import app as module
+
+    return module
+
+
+@pytest.fixture(scope="module")
+def client(app_server):
+    """A gradio_client on the app server."""
+    from gradio_client import Client
+
+    return Client(app_server, verbose=False)
+
+
+def figure(plot) -> dict:
+    """A gr.Plot's value as the client receives it -> the plotly figure dict."""
+    assert plot["type"] == "plotly"
+    return json.loads(plot["plot"])
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 import requests
 from gradio_client import Client
 
-from conftest import SLOW_MODEL
+from conftest import SLOW_MODEL, figure
 from fixtures_checkpoints import SEQ2SEQ_NAME
 
 MODELS = ["shakespeare-alibi", "shakespeare-learned", "shakespeare-none", "shakespeare-rope", "shakespeare-sinusoidal",
@@ -20,25 +20,11 @@ SAMPLING = ("Sampling", 0.8, 40, 0.95, 1.1)
 GREEDY = ("Greedy", 1.0, 0, 1.0, 1.0)
 
 
-@pytest.fixture(scope="module")
-def app(app_server):
-    import app as module  # built by the app_server fixture, with the tiny checkpoints
-
-    return module
-
-
-@pytest.fixture(scope="module")
-def client(app_server):
-    return Client(app_server, verbose=False)
 
 
 def generate(client, prompt="Shall I", model="shakespeare-rope", settings=SAMPLING, max_new=12, seed=0):
     return client.predict(prompt, model, *settings, max_new, seed, api_name="/generate")
 
-
-def figure(plot) -> dict:
-    assert plot["type"] == "plotly"
-    return json.loads(plot["plot"])
 
 
 def call_raw(url: str, api_name: str, data: list) -> tuple[str, object]:

@@ -1,30 +1,15 @@
 """The teaching views through the app's API (gradio_client against tests/conftest.py's server of tiny checkpoints):
 good input gives the computed view, bad input a message that says what was wrong and what is allowed."""
 
-import json
 import re
 
 import pytest
-from gradio_client import Client
+from conftest import figure
 
 TEXT = "To be, or not to be, that is the question"
 
 
-@pytest.fixture(scope="module")
-def app(app_server):
-    import app as module  # built by the app_server fixture, with the tiny checkpoints
 
-    return module
-
-
-@pytest.fixture(scope="module")
-def client(app_server):
-    return Client(app_server, verbose=False)
-
-
-def figure(plot) -> dict:
-    assert plot["type"] == "plotly"
-    return json.loads(plot["plot"])
 
 
 def test_the_teaching_endpoints_are_public_and_share_the_cores(client, app):
