@@ -1,53 +1,92 @@
-"""The checkpoints we ship: they load through the Auto classes, reproduce their recorded numbers,
-and work in pipelines. These read checkpoints/ as committed; a missing checkpoint is a failure."""
+"""The checkpoints we ship: they load through the Auto classes, reproduce their recorded numbers on fixed
+slices, hold the figures results.json records, and work in pipelines. These read checkpoints/ as committed."""
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from modeling import POSITION_ENCODINGS, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from training.checkpoints import MODEL_CODE_FILES, MODELING_DIR
-from training.corpus import read_split
-from training.evaluate import SLICE_CHARS, bits_per_character, character_error_rate, modernize
+from training.corpus import read_pairs, read_split
+from training.model_card import TRAINING_LABELS
+from training.evaluate import (
+    EXTRAPOLATION_FACTORS,
+    SEQ2SEQ_SLICE_PAIRS,
+    SLICE_CHARS,
+    bits_per_character,
+    character_error_rate,
+    modernize,
+)
+from training.paths import checkpoints_dir
+from training.presets import ENCODING_SEEDS
 
-ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
-ENCODINGS = ["sinusoidal", "learned", "rope", "alibi", "none"]
-EXPERIMENT = [f"shakespeare-{pe}" for pe in ENCODINGS]
-MAIN = "shakespeare-main"
+ROOT = checkpoints_dir()
+EXPERIMENT = [f"shakespeare-{pe}" for pe in POSITION_ENCODINGS]
+MAIN, FOLIO = "shakespeare-main", "folio-to-modern"
 CAUSAL = EXPERIMENT + [MAIN]
-RESULTS = json.loads((ROOT / "results.json").read_text()) if (ROOT / "results.json").exists() else {}
+RESULTS = json.loads((ROOT / "results.json").read_text())
+SIZE_LIMIT = 56 * 10**6  # "at most 56 MB", read strictly: decimal megabytes
+
+
+def summary(name: str) -> dict:
+    return json.loads((ROOT / name / "training_summary.json").read_text())
 
 
 def test_every_checkpoint_is_shipped_with_results_and_a_model_card():
-    for name in CAUSAL + ["folio-to-modern"]:
+    for name in CAUSAL + [FOLIO]:
         folder = ROOT / name
         assert (folder / "model.safetensors").exists(), name
         assert name in RESULTS["models"], name
         card = ModelCard.load(folder / "README.md")  # the Hub's own parser
         assert card.data.license == "mit" and card.data.library_name == "transformers"
-        assert card.data.pipeline_tag in ("text-generation", "text2text-generation")
         assert card.data.eval_results and card.data.eval_results[0].dataset_type == "shakespeare-gutenberg"
+        trained = summary(name)
+        for key, label in TRAINING_LABELS.items():  # the card shows every fact the training recorded
+            if trained.get(key) is not None:
+                assert f"- {label}: {trained[key]}" in card.text, (name, key)
     assert RESULTS["main_model"] == min(CAUSAL, key=lambda name: RESULTS["models"][name]["bits_per_char"])
+
+
+def test_checkpoints_fit_the_size_limit():
     total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
-    assert total <= 80 * 10**6  # "at most 80 MB", read strictly: decimal megabytes
+    assert total <= SIZE_LIMIT, f"{total / 1e6:.2f} MB"
 
 
-def test_the_encoding_experiment_is_controlled():
-    """The five models differ only in position_encoding (same size, data, steps, seed)."""
+@pytest.mark.parametrize("name", CAUSAL + [FOLIO])
+def test_training_summaries_record_device_and_wall_time(name):
+    s = summary(name)
+    assert s["device"] and s["wall_clock_seconds"] > 0 and s["command"].startswith(
+        ("python -m training.train", "torchrun", "python -m modeling.train"))  # modeling.train: before the layout split
+    if s["command"].startswith(("python -m training.train", "torchrun")):  # the current pipeline also counts tokens
+        assert s["tokens_seen"] > 0 and s["passes_over_train_split"] > 0
+        if s["weights_stored_as"] == "float16":
+            assert abs(s["float16_change"]) < 1e-4  # float16 storage moved bits/char by less than 1e-4
+
+
+def test_the_encoding_experiment_is_controlled_and_trained_until_flat():
+    """The five models differ only in position_encoding, saw at least 3 passes over the train split, and their
+    validation loss improved by less than 1% over the last fifth of training; two seeds each."""
     configs = {name: json.loads((ROOT / name / "config.json").read_text()) for name in EXPERIMENT}
-    summaries = {name: json.loads((ROOT / name / "training_summary.json").read_text()) for name in EXPERIMENT}
     ignore = {"position_encoding", "transformers_version"}
     reference = {k: v for k, v in configs[EXPERIMENT[0]].items() if k not in ignore}
     for name in EXPERIMENT:
         assert {k: v for k, v in configs[name].items() if k not in ignore} == reference, name
         assert configs[name]["position_encoding"] == name.removeprefix("shakespeare-")
-        for key in ("steps", "batch_size", "context_length", "seed", "learning_rate"):
-            assert summaries[name][key] == summaries[EXPERIMENT[0]][key], (name, key)
+        s = summary(name)
+        for key in ("steps", "batch_size", "context_length", "learning_rate", "settings"):
+            assert s[key] == summary(EXPERIMENT[0])[key], (name, key)
+    for encoding, entry in RESULTS["experiment"]["encodings"].items():
+        assert sorted(map(int, entry["runs"])) == sorted(ENCODING_SEEDS), encoding
+        for seed, run in entry["runs"].items():
+            assert run["passes_over_train_split"] >= 3, (encoding, seed)
+            assert run["last_fifth_improvement"] < 0.01, (encoding, seed)
+        values = [run["bits_per_char"] for run in entry["runs"].values()]
+        assert entry["bits_per_char"]["mean"] == pytest.approx(sum(values) / len(values))
+        assert entry["bits_per_char"]["spread"] == pytest.approx(max(values) - min(values))
 
 
 @pytest.mark.parametrize("name", CAUSAL)
@@ -57,9 +96,8 @@ def test_causal_lm_loads_and_reproduces_its_recorded_loss(name):
     assert isinstance(model, ScratchTransformerForCausalLM)
     assert next(model.parameters()).dtype == torch.float32  # also where the file stores float16
     recorded = RESULTS["models"][name]["slice"]
-    measured = bits_per_character(model, tokenizer, read_split("test")[:SLICE_CHARS], model.config.training_context_length)
-    assert measured["bits_per_char"] == pytest.approx(recorded["bits_per_char"], rel=0.01)
-    assert measured["bits_per_char"] < 4.0  # far better than chance (log2 of ~70 characters = 6.1)
+    measured = bits_per_character(model, tokenizer, read_split("test")[:SLICE_CHARS], model.config.context_length)
+    assert measured["bits_per_char"] == pytest.approx(recorded["bits_per_char"], abs=1e-4)  # float32 sums in another order
 
 
 @pytest.mark.parametrize("name", [MAIN, "shakespeare-rope", "shakespeare-learned"])
@@ -70,28 +108,31 @@ def test_causal_lm_works_in_a_text_generation_pipeline(name):
     assert out.startswith("ROMEO:\n") and len(out) > len("ROMEO:\n") + 20
 
 
-def test_main_model_meets_the_target():
-    """The app's main model: at most 2.2 bits per character on the held-out test plays (issue 3), a
-    larger model than the experiment's, trained at a longer context (its loss on the fixed slice is
-    re-measured above)."""
-    entry = RESULTS["models"][RESULTS["main_model"]]
+def test_main_model_is_the_best_we_ship():
+    """At most 2.2 bits per character on the whole held-out test split (issue 3; issue 13 asks for 1.85, not met
+    yet), and better than every experiment model; its figure on the fixed slice is re-measured above."""
+    entry = RESULTS["models"][MAIN]
     assert entry["bits_per_char"] <= 2.2
-    assert entry["chars_scored"] >= 0.99 * RESULTS["test_chars"]  # the whole test split, not a slice
-    best_experiment = min(RESULTS["models"][name]["bits_per_char"] for name in EXPERIMENT)
-    assert entry["bits_per_char"] < best_experiment
+    assert entry["chars_scored"] >= 0.99 * RESULTS["test_chars"]
+    assert entry["bits_per_char"] < min(RESULTS["models"][name]["bits_per_char"] for name in EXPERIMENT)
 
 
-def test_folio_to_modern_loads_and_beats_copying():
-    name = "folio-to-modern"
-    model = AutoModelForSeq2SeqLM.from_pretrained(ROOT / name).eval()
-    tokenizer = AutoTokenizer.from_pretrained(ROOT / name)
+def test_folio_to_modern_beats_copying_and_reproduces_its_slice():
+    """Its recorded figures on the issue's 1000 test pairs (identity: CER 0.0863), and greedy CER re-measured on a
+    fixed slice of them. Issue 13's targets (0.035 / 0.015 / 98%) are not met yet: the card and README say so."""
+    model = AutoModelForSeq2SeqLM.from_pretrained(ROOT / FOLIO).eval()
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / FOLIO)
     assert isinstance(model, ScratchTransformerForSeq2SeqLM)
-    recorded = RESULTS["models"][name]
-    assert recorded["cer"] < recorded["identity_cer"]
-    folio = ["Stand & vnfold your selfe", "Long liue the King", "Haue you had quiet Guard?"]
-    modern = ["Stand, and unfold yourself", "Long live the king", "Have you had quiet guard?"]
-    predictions = modernize(model, tokenizer, folio)
-    assert character_error_rate(predictions, modern) < character_error_rate(folio, modern)
+    recorded = RESULTS["models"][FOLIO]
+    assert recorded["pairs"] == 1000
+    greedy, beam, identity = recorded["greedy"], recorded["beam4"], recorded["identity"]
+    assert identity["cer"] == pytest.approx(0.0863, abs=1e-4)  # the same 1000 pairs as the issue's baseline
+    for decoded in (greedy, beam):
+        assert decoded["cer"] < identity["cer"] and decoded["insensitive_cer"] < identity["insensitive_cer"]
+    pairs = read_pairs("test")[:SEQ2SEQ_SLICE_PAIRS]
+    predictions = modernize(model, tokenizer, [p["folio"] for p in pairs])
+    cer = character_error_rate(predictions, [p["modern"] for p in pairs])
+    assert cer == pytest.approx(recorded["slice"]["greedy_cer"], abs=2e-3)  # a rounding flip or two of 100 lines
 
 
 def test_results_json_is_complete():
@@ -99,13 +140,17 @@ def test_results_json_is_complete():
         entry = RESULTS["models"][name]
         assert math.isclose(entry["perplexity"], math.exp(entry["test_loss"]), rel_tol=1e-9)
         context = entry["training_context"]
-        assert list(entry["extrapolation"]) == [str(f * context) for f in (1, 2, 4, 8)]
+        assert list(entry["extrapolation"]) == [str(f * context) for f in EXTRAPOLATION_FACTORS]
         values = [v for v in entry["extrapolation"].values() if v is not None]
         assert values and all(0 < v < 8 for v in values)
+        curve = entry["position_loss"]
+        expected = context if entry["position_encoding"] == "learned" else EXTRAPOLATION_FACTORS[-1] * context
+        assert curve["window"] == expected and len(curve["loss"]) == expected - 1
     assert all(v is None for v in list(RESULTS["models"]["shakespeare-learned"]["extrapolation"].values())[1:])
+    assert {"press2022_alibi", "kazemnejad2023_nope"} <= set(RESULTS["published"])
 
 
-@pytest.mark.parametrize("name", CAUSAL + ["folio-to-modern"])
+@pytest.mark.parametrize("name", CAUSAL + [FOLIO])
 def test_shipped_remote_code_is_the_package_code(name):
     """Each checkpoint ships a copy of the model code for trust_remote_code; it must not drift."""
     for file in MODEL_CODE_FILES:

@@ -51,7 +51,7 @@ SHOWCASE_LINES = (  # First Folio spelling; shown in results.json and the model 
 # Published perplexities against evaluation length, for the ratios next to ours (see results.json "published").
 PUBLISHED = {
     "press2022_alibi": {
-        "source": "Press, Smith & Lewis 2022 (ALiBi), Table/Figure on WikiText-103",
+        "source": "Press, Smith & Lewis 2022, Train Short, Test Long (ALiBi)",
         "setup": "WikiText-103, 16 layers, d_model 1024, trained at L = 512, non-overlapping evaluation",
         "training_length": 512,
         "perplexity": {"sinusoidal": {512: 20.05, 1012: 43.54, 2512: 132.41},
@@ -60,7 +60,7 @@ PUBLISHED = {
         "note": "learned position tables cannot run past L",
     },
     "kazemnejad2023_nope": {
-        "source": "Kazemnejad et al. 2023, The Impact of Positional Encoding on Length Generalization",
+        "source": "Kazemnejad et al. 2023, The Impact of Positional Encoding on Length Generalization in Transformers",
         "setup": "1.3B-parameter code model, trained at context 1024",
         "training_length": 1024,
         "perplexity": {"none": {1024: 3.75, 1400: 3.34, 1800: 39.4},

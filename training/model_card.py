@@ -15,6 +15,7 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from .paths import checkpoints_dir
+from .tokenization import BYTE_VOCABULARY_SIZE
 
 HUB_ORGANIZATION = "scratch-transformer"  # where the checkpoints live on the Hub: <organization>/<name>
 DATASET = dict(dataset_type="shakespeare-gutenberg", dataset_name="Shakespeare (Project Gutenberg), held-out plays")
@@ -90,6 +91,11 @@ def usage(name: str, seq2seq: bool) -> list[str]:
     ]
 
 
+def bytes_model(config: dict) -> bool:
+    """Whether the model reads and writes one token per byte (tokenizer "bytes"), not byte-level BPE."""
+    return config.get("vocab_size") == BYTE_VOCABULARY_SIZE
+
+
 def architecture(config: dict, training: dict) -> list[str]:
     seq2seq = config.get("is_encoder_decoder", False)
     fields = [
@@ -98,7 +104,7 @@ def architecture(config: dict, training: dict) -> list[str]:
         ("d_model", config.get("d_model")),
         ("heads", config.get("n_heads")),
         ("d_ff", config.get("d_ff")),
-        ("vocabulary", f"{config.get('vocab_size')} ({'one token per byte' if config.get('vocab_size') == 258 else 'byte-level BPE'})"),
+        ("vocabulary", f"{config.get('vocab_size')} ({'one token per byte' if bytes_model(config) else 'byte-level BPE'})"),
         ("position encoding", config.get("position_encoding")),
         ("normalisation", "pre-norm, final LayerNorm" if config.get("norm_first") else "post-norm"),
         ("activation", config.get("activation")),
@@ -163,8 +169,10 @@ def render_card(name: str, config: dict, result: dict, training: dict, main: boo
     lines = [f"# {name}\n"]
     if seq2seq:
         lines.append("An encoder-decoder Transformer, written from scratch, that rewrites First Folio spelling into "
-                     "modern spelling (\"Stand & vnfold your selfe\" -> \"Stand, and unfold yourself\"). It reads and "
-                     "writes one token per byte, so each spelling change is an edit it sees letter by letter.\n")
+                     "modern spelling (\"Stand & vnfold your selfe\" -> \"Stand, and unfold yourself\"). "
+                     + ("It reads and writes one token per byte, so each spelling change is an edit it sees letter by letter.\n"
+                        if bytes_model(config) else f"It reads and writes byte-level BPE tokens (a vocabulary of "
+                        f"{config.get('vocab_size')}), so a spelling change can alter how a word splits into tokens.\n"))
     else:
         encoding = config.get("position_encoding")
         lines.append(f"A decoder-only Transformer language model, written from scratch, trained on Shakespeare. "

@@ -67,8 +67,11 @@ def load_tokenizer(data_dir: Path | None = None) -> PreTrainedTokenizerFast:
     return wrap(Tokenizer.from_file(str(tokenizer_dir(data_dir) / "tokenizer.json")))
 
 
+BYTE_VOCABULARY_SIZE = 2 + 256  # <|endoftext|>, <pad>, then the 256 byte symbols
+
+
 def byte_tokenizer() -> PreTrainedTokenizerFast:
-    """One token per byte (258 tokens: <|endoftext|>, <pad>, then the 256 byte symbols); nothing to train."""
+    """One token per byte (BYTE_VOCABULARY_SIZE tokens: <|endoftext|>, <pad>, the 256 bytes); nothing to train."""
     alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
     vocab = {token: i for i, token in enumerate([END_OF_TEXT, PAD, *alphabet])}
     return wrap(_byte_level(models.BPE(vocab=vocab, merges=[])))
