@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 
 import gradio as gr
 
-from explorer import (ablation, attention, catalog, encodings, figures, generation, heads, inputs, lens, sampling, steps,
-                      teach_figures, teach_html, teaching, trace)
+from explorer import (ablation, attention, catalog, encodings, experiment, figures, generation, heads, inputs, lens, sampling,
+                      steps, teach_figures, teach_html, teaching, trace)
 from explorer.tokens import numbered
 from explorer.worked_example import worked_example as compute_worked_example
 from explorer.inputs import InputProblem
@@ -213,6 +213,21 @@ def encoding_plots():
         notices.append(results.notice)
     return (shown["sinusoidal"], shown["learned"], shown["rope"], shown["alibi"], shown["similarity"],
             extrapolation, status(*notices) or "Encodings computed from the checkpoints' configs.")
+
+
+@guarded(NO_FIGURE, NO_TEXT)
+def encoding_experiment():
+    """The experiment as evaluated: loss at each position of long windows (the shipped seed of each encoding),
+    and the tables over every seed, with the published ratios beside ours."""
+    found = catalog.discover_checkpoints()
+    results = catalog.read_results()
+    family = {name: encoding for encoding, name in catalog.encoding_models(found).items()}
+    curves = {name: results.position_loss[name] for name in family if name in results.position_loss}
+    contexts = {results.training_context[name] for name in curves if name in results.training_context}
+    figure = figures.position_loss_figure(curves, family, contexts.pop() if len(contexts) == 1 else None)
+    configs = [found[name].config for name in family]
+    tables = experiment.experiment_markdown(results.experiment, results.published, configs[0] if configs else None)
+    return figure, tables, status(results.notice or "Figures from results.json, as `python -m training.evaluate` wrote them.")
 
 
 @guarded(NO_FIGURE)
@@ -479,6 +494,8 @@ GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always t
 CSS = "\n".join([
     ".status-line {min-height: 1.5em}",
     ".plot-row {gap: 8px}",
+    "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",
+    "#experiment-tables td, #experiment-tables th {white-space: nowrap; word-break: normal !important}",
     ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",
     "#trace-table [role=gridcell], #trace-table [role=gridcell] *, #trace-table [role=columnheader] * {font-family: var(--font)"
     " !important; font-size: 13px; word-break: normal !important; overflow-wrap: normal !important}",
@@ -572,6 +589,10 @@ def encodings_tab() -> None:
             with gr.Column(scale=1):
                 recompute_button = gr.Button("Recompute on my text", elem_id="recompute-button")
                 recompute_status = gr.Markdown(elem_id="recompute-status", elem_classes="status-line")
+        gr.Markdown(teaching.EXPERIMENT)
+        experiment_status = gr.Markdown(elem_id="experiment-status", elem_classes="status-line")
+        position_loss_plot = gr.Plot(label="Loss by position", elem_id="plot-position-loss")
+        experiment_tables = gr.Markdown(elem_id="experiment-tables")
         gr.Markdown("### One prompt, five encodings\n" + GREEDY_LOOPS)
         with gr.Row():
             compare_prompt = gr.Textbox(label="Prompt", value=PROMPT_EXAMPLE, scale=4, elem_id="compare-prompt")
@@ -586,6 +607,8 @@ def encodings_tab() -> None:
             compare_outputs = [gr.Textbox(label=e, lines=6, elem_id=f"compare-{e}") for e in POSITION_ENCODINGS]
     tab.select(encoding_plots, None, [sinusoidal_plot, learned_plot, rope_plot, alibi_plot, similarity_plot,
                                       extrapolation_plot, plots_status], api_name="encoding_plots", **INTERACTIVE)
+    tab.select(encoding_experiment, None, [position_loss_plot, experiment_tables, experiment_status],
+               api_name="encoding_experiment", **INTERACTIVE)
     recompute_button.click(recompute_extrapolation, own_text, [extrapolation_plot, recompute_status],
                            api_name="recompute_extrapolation", **EXTRAPOLATION, **UNCHECKED)
     compare_button.click(compare_encodings, [compare_prompt, compare_tokens, compare_mode, compare_seed],

@@ -123,13 +123,18 @@ def encoding_models(catalog: dict[str, CheckpointInfo]) -> dict[str, str]:
 @dataclass
 class Results:
     """``results.json`` as the app uses it. ``extrapolation[name]`` maps context length -> bits/char (None
-    where the model cannot run that long); ``seq2seq[name]`` holds cer and identity_cer."""
+    where the model cannot run that long); ``position_loss[name]`` is the mean loss (nats) at positions
+    1..window-1 of the longest windows; ``seq2seq[name]`` holds cer and identity_cer; ``experiment`` and
+    ``published`` are the encoding experiment over every seed and the published figures, as written."""
 
     main_model: str | None = None
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
     training_context: dict[str, int] = field(default_factory=dict)
     extrapolation: dict[str, dict[int, float | None]] = field(default_factory=dict)
+    position_loss: dict[str, list[float]] = field(default_factory=dict)
     seq2seq: dict[str, dict[str, float]] = field(default_factory=dict)
+    experiment: dict = field(default_factory=dict)
+    published: dict = field(default_factory=dict)
     notice: str = ""
 
 
@@ -141,7 +146,8 @@ def read_results(root: Path | None = None) -> Results:
         return Results(notice=f"No evaluation results yet ({RESULTS_FILE} is missing): run `python -m training.evaluate` to fill this plot.")
     try:
         raw = json.loads(path.read_text())
-        results = Results(main_model=raw.get("main_model"))
+        results = Results(main_model=raw.get("main_model"), experiment=raw.get("experiment") or {},
+                          published=raw.get("published") or {})
         for name, entry in (raw.get("models") or {}).items():
             if "extrapolation" not in entry and "cer" in entry:
                 results.seq2seq[name] = {k: float(v) for k, v in entry.items() if isinstance(v, (int, float))}
@@ -153,6 +159,8 @@ def read_results(root: Path | None = None) -> Results:
                 results.training_context[name] = int(entry["training_context"])
             curve = {int(n): (None if bpc is None else float(bpc)) for n, bpc in (entry.get("extrapolation") or {}).items()}
             results.extrapolation[name] = dict(sorted(curve.items()))
+            if (entry.get("position_loss") or {}).get("loss"):
+                results.position_loss[name] = [float(v) for v in entry["position_loss"]["loss"]]
         return results
     except (OSError, ValueError, TypeError, AttributeError) as error:
         return Results(notice=f"Could not read {RESULTS_FILE}: {error_text(error)}")

@@ -18,6 +18,7 @@ from .encodings import (
     sinusoidal_table,
     table_similarity_by_distance,
 )
+from .experiment import POSITION_BIN, binned_curve
 from .trace import ForwardTrace
 
 # one colour per position encoding, in every plot of every tab (Okabe-Ito: told apart with colour blindness)
@@ -174,3 +175,32 @@ def trace_table(trace: ForwardTrace) -> list[list[str]]:
     """Rows for a table: stack, step, shape, what each dimension is, meaning, where it is in the model's output."""
     return [[s.stack, s.step, "(" + ", ".join(map(str, s.shape)) + ")" if s.shape else "—", s.dims_text(), s.meaning,
              where_text(s.source, s.stack)] for s in trace.steps]
+
+
+def position_loss_figure(curves: dict[str, list[float]], encodings: dict[str, str], training_context: int | None = None) -> go.Figure:
+    """The papers' picture: mean loss at token position p (p tokens of context before it) over windows longer
+    than the training context, one colour per model: each position faint, its mean over bins of
+    ``POSITION_BIN`` positions bold; a dotted line at the training context."""
+    if not curves:
+        return message_figure("No per-position losses to show yet.")
+    fig = go.Figure()
+    for name, curve in curves.items():
+        encoding = encodings.get(name)
+        label = plotly_text(f"{encoding} ({name})" if encoding else name)
+        colour = ENCODING_COLOURS.get(encoding)
+        fig.add_scatter(x=list(range(1, len(curve) + 1)), y=curve, mode="lines", name=label, legendgroup=label,
+                        showlegend=False, opacity=0.25, line=dict(color=colour, width=1),
+                        hovertemplate=f"{label}<br>position %{{x}}<br>%{{y:.3f}} nats/token<extra></extra>")
+        bins = binned_curve(curve)
+        fig.add_scatter(x=[(first + last) / 2 for first, last, _ in bins], y=[mean for _, _, mean in bins], mode="lines",
+                        name=label, legendgroup=label, line=dict(color=colour, width=2.5),
+                        customdata=[[first, last] for first, last, _ in bins],
+                        hovertemplate=f"{label}<br>positions %{{customdata[0]}}–%{{customdata[1]}}<br>mean %{{y:.3f}} nats/token<extra></extra>")
+    if training_context:
+        fig.add_vline(x=training_context, line=dict(dash="dot", color="#333333"),
+                      annotation_text=f"training context ({training_context})", annotation_position="top")
+    fig.update_layout(title=_title("Loss at each position of long windows",
+                                   detail=f"faint: each position; bold: the mean of every {POSITION_BIN} positions"),
+                      xaxis_title="position in the window (tokens of context)", yaxis_title="mean loss (nats per token)",
+                      height=420, legend=dict(orientation="h", y=-0.25), **LAYOUT)
+    return fig

@@ -121,4 +121,19 @@ HEADS = """### What each head does
   twice. A label appears when the score reaches the threshold; the baseline is what a head spreading its
   weight evenly would score."""
 
+EXPERIMENT = """### The experiment: five encodings, two seeds each
+- **What you see:** five decoder-only models that are identical (size, data, steps) except for the position
+  encoding, each trained twice with different seeds. The plot is the picture the length-extrapolation papers
+  draw: the mean loss of the token at position p of a long window (p tokens of context before it; windows
+  8 times the training context, over the whole test split), for the seed the app serves. The tables give
+  bits per character for every seed, and the perplexity ratios at longer windows beside the published ones.
+- **How it works:** up to the training context a token with more context before it is easier to predict, so
+  every curve falls. Past the dotted line the model meets what it never trained on: positions with no row
+  (learned), sinusoid values it never saw (sinusoidal), rotation angles between query and key beyond any in
+  training (RoPE), more tokens to average over (none, whose only clue to position is that count). ALiBi meets
+  only larger distance penalties, which push attention further to the nearby tokens it was trained on.
+- **How to read it:** a curve that rises past the dotted line belongs to an encoding that does not extend;
+  a flat one does. A gap between two encodings means something only when it is larger than the spread between
+  two seeds of the same encoding: the tables say which gaps are."""
+
 CONCEPTS = (EMBEDDING, ENCODINGS, ATTENTION, MASKS, ADD_NORM, FEED_FORWARD, SHIFTED_RIGHT, CROSS_ATTENTION)

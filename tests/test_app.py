@@ -49,7 +49,7 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
     assert "unnamed" not in names and None not in names
     public = set(client.view_api(print_info=False, return_format="dict")["named_endpoints"])
     expected = {"/catalog", "/generate", "/generate_submit", "/stop_generation", "/folio_example", "/encoding_plots",
-                "/recompute_extrapolation", "/compare_encodings", "/attention", "/attention_layer", "/attention_head",
+                "/encoding_experiment",                "/recompute_extrapolation", "/compare_encodings", "/attention", "/attention_layer", "/attention_head",
                 "/attention_kind", "/forward_trace", "/worked_example", "/attention_steps", "/attention_steps_query",
                 "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution",
                 "/attention_token", "/attention_token_layer", "/attention_token_kind", "/attention_token_query",
@@ -225,6 +225,23 @@ def test_encoding_tab_draws_its_plots_in_each_encodings_colour(client, app):
     assert all(line["line"]["color"] == app.figures.ENCODING_COLOURS[line["name"].split()[0]] for line in lines)
     assert figure(extrapolation)["layout"]["shapes"][0]["x0"] == 64  # the training context, on the log axis
     assert "Traceback" not in note
+
+
+def test_the_experiment_view_draws_results_json_per_position_and_tables_every_seed(client, app, tiny_checkpoints):
+    recorded = json.loads((tiny_checkpoints / "results.json").read_text())
+    plot, tables, note = client.predict(api_name="/encoding_experiment")
+    lines = figure(plot)["data"]
+    names = {f"{e} (shakespeare-{e})" for e in app.POSITION_ENCODINGS}
+    assert {line["name"] for line in lines} == names and len(lines) == 2 * len(names)  # each position, and binned
+    for raw, binned in zip(lines[::2], lines[1::2]):
+        curve = recorded["models"][raw["name"].split("(")[1].rstrip(")")]["position_loss"]["loss"]
+        assert raw["y"] == curve and raw["x"] == list(range(1, len(curve) + 1))  # the evaluation's numbers, as written
+        width = app.experiment.POSITION_BIN
+        assert binned["y"] == pytest.approx([sum(curve[i:i + width]) / len(curve[i:i + width]) for i in range(0, len(curve), width)])
+    assert figure(plot)["layout"]["shapes"][0]["x0"] == 64
+    for encoding, entry in recorded["experiment"]["encodings"].items():
+        assert f"| **{encoding}** | {entry['bits_per_char']['mean']:.4f} | {entry['bits_per_char']['spread']:.4f} |" in tables
+    assert "Press 2022" in tables and "Kazemnejad 2023" in tables and note.startswith("- Figures from")
 
 
 def test_extrapolation_recomputes_on_the_users_text_step_by_step(client):
