@@ -20,6 +20,8 @@ from training.evaluate import (
     bits_per_character,
     character_error_rate,
     modernize,
+    position_losses,
+    window_losses,
 )
 from training.paths import checkpoints_dir
 from training.presets import ENCODING_SEEDS
@@ -98,6 +100,17 @@ def test_causal_lm_loads_and_reproduces_its_recorded_loss(name):
     recorded = RESULTS["models"][name]["slice"]
     measured = bits_per_character(model, tokenizer, read_split("test")[:SLICE_CHARS], model.config.context_length)
     assert measured["bits_per_char"] == pytest.approx(recorded["bits_per_char"], abs=1e-4)  # float32 sums in another order
+
+
+@pytest.mark.parametrize("name", EXPERIMENT)
+def test_the_per_position_curve_the_app_draws_is_the_models_own(name):
+    """The whole curve of results.json (loss at each position of the longest windows over the whole test split),
+    recomputed from the checkpoint: about 20 s a model."""
+    model = AutoModelForCausalLM.from_pretrained(ROOT / name).eval()
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / name)
+    recorded = RESULTS["models"][name]["position_loss"]
+    curve = position_losses(window_losses(model, tokenizer, read_split("test"), recorded["window"]))
+    assert curve == pytest.approx(recorded["loss"], abs=1e-4)  # recorded to 4 decimals
 
 
 @pytest.mark.parametrize("name", [MAIN, "shakespeare-rope", "shakespeare-learned"])
