@@ -128,10 +128,11 @@ EXPERIMENT = """### The experiment: five encodings, two seeds each
   8 times the training context, over the whole test split), for the seed the app serves. The tables give
   bits per character for every seed, and the perplexity ratios at longer windows beside the published ones.
 - **How it works:** up to the training context a token with more context before it is easier to predict, so
-  every curve falls. Past the dotted line the model meets what it never trained on: positions with no row
-  (learned), sinusoid values it never saw (sinusoidal), rotation angles between query and key beyond any in
-  training (RoPE), more tokens to average over (none, whose only clue to position is that count). ALiBi meets
-  only larger distance penalties, which push attention further to the nearby tokens it was trained on.
+  every curve falls. Past the dotted line the model meets what it never trained on: combinations of sines and
+  cosines no training position had, as the slow dimensions move on (sinusoidal); distances between query and
+  key, so rotation angles, beyond any in training (RoPE); more tokens to average over (none, whose only clue
+  to position is that count). ALiBi meets only larger distance penalties, which push attention further
+  towards the nearby tokens it was trained on. A learned table has no row past its end: its curve stops there.
 - **How to read it:** a curve that rises past the dotted line belongs to an encoding that does not extend;
   a flat one does. A gap between two encodings means something only when it is larger than the spread between
   two seeds of the same encoding: the tables say which gaps are."""
