@@ -48,6 +48,27 @@ def test_alignment_pairs_folio_and_modern_spelling_of_the_same_line():
     assert ("Long liue the King", "Long live the king!") in pairs
 
 
+def test_alignment_takes_every_folio_word_that_a_modern_word_joins():
+    """The Folio splits what the modern edition joins: "to morrow?" is "tomorrow?", not "to" alone (the old
+    alignment paired "Will you Dine with me to" with "...tomorrow?", a word no model can read off its input)."""
+    folio = "   Cassi. Will you Dine with me to morrow?\n  Cask. I, if I be aliue, and your minde hold\n"
+    modern = "CASSIUS.\nWill you dine with me tomorrow?\n\nCASCA.\nAy, if I be alive, and your mind hold,\n"
+    assert C.align_play(folio, modern) == [("Will you Dine with me to morrow?", "Will you dine with me tomorrow?"),
+                                           ("I, if I be aliue, and your minde hold", "Ay, if I be alive, and your mind hold,")]
+    folio = "   Por. Why sent you for me? I must go in: Aye me! How weake a thing\n"
+    modern = "PORTIA.\nWhy sent you for me?\nI must go in.--[Aside.] Ah me, how weak a thing\n"
+    assert ("I must go in: Aye me! How weake a thing", "I must go in.-- Ah me, how weak a thing") in C.align_play(folio, modern)
+
+
+def test_stage_directions_are_taken_out_of_modern_lines():
+    modern = ("[Enter, in procession, with music, Caesar; Antony, for the\ncourse; a great crowd following.]\n\n"
+              "CAESAR.\nCalpurnia.\n\nCASCA.\nHe's ta'en; [Shout.] and, hark! they shout for joy.\n[Exit.]\n")
+    # the direction over two lines and the inline ones are gone; "CAESAR." and "Calpurnia." read as speaker names
+    assert C._modern_lines(modern) == ["He's ta'en; and, hark! they shout for joy."]
+    assert C._modern_words("When he doth run his course.--Antonius,--") == [
+        "When", "he", "doth", "run", "his", "course.", "Antonius,"]
+
+
 def test_a_corrupted_download_is_refused(tmp_path):
     archive = C.fetch_source()
     (tmp_path / "download").mkdir()

@@ -40,6 +40,9 @@ POEMS = ("sonnets", "lovers_complaint", "passionate_pilgrim", "phoenix_and_the_t
 TEST_PLAYS = ("julius_caesar", "macbeth", "tempest", "twelfth_night")
 VALIDATION_PLAYS = ("as_you_like_it", "richard_ii", "timon_of_athens", "two_gentlemen_of_verona")
 SPLITS = ("train", "validation", "test")
+# Bumped whenever align_play or _modern_lines change, so that pairs prepared by an older version are made anew
+# (2: stage directions taken out of modern lines, dashes split words, edge words spelled out by _edge_span).
+ALIGNMENT_VERSION = 2
 
 # modern file stem -> First Folio file stem, where the Folio spells the title differently
 FOLIO_NAMES = {
@@ -119,11 +122,19 @@ def _word_key(word: str) -> str:
 
 
 def _modern_lines(text: str) -> list[str]:
-    """Lines of speech: not blank, not a speaker name ("Ber."), not a [stage direction], not headings."""
-    lines = []
+    """Lines of speech: not blank, not a speaker name ("Ber."), not headings, with every [stage direction]
+    taken out, inline ("Caesar, I will. [Aside.] and so near") or over several lines ("[Enter ... the" ...
+    "... Soothsayer.]"): the Folio prints its directions elsewhere, so they have no counterpart to align."""
+    lines, in_direction = [], False
     for line in text.split("\n"):
-        s = line.strip()
-        if not s or s.startswith("[") or re.fullmatch(r"[A-Z][A-Za-z .']{0,30}\.", s) or s.isupper():
+        if in_direction:
+            in_direction = "]" not in line
+            line = line.split("]", 1)[1] if "]" in line else ""
+        line = re.sub(r"\[[^\]]*\]", " ", line)
+        if "[" in line:
+            line, in_direction = line.split("[", 1)[0], True
+        s = " ".join(line.split())
+        if not s or re.fullmatch(r"[A-Z][A-Za-z .']{0,30}\.", s) or s.isupper():
             continue
         if re.match(r"^(ACT|Scene|SCENE)\b", s):
             continue
@@ -139,6 +150,27 @@ def _folio_words(text: str) -> list[str]:
     return words
 
 
+def _modern_words(line: str) -> list[str]:
+    """A modern line's words; a dash joins none ("course.--Antonius,--" is two words)."""
+    return line.replace("--", " ").split()
+
+
+def _edge_span(target: str, keys: list[str], taken: set[int], start: int, step: int, most: int) -> int:
+    """How many unmatched Folio words, from ``start`` going ``step`` (+1 or -1), spell the modern word(s)
+    ``target`` best: the Folio often splits what the modern edition joins ("to morrow" ~ "tomorrow",
+    "my selfe" ~ "myself"). Words another line matched are never taken; at least one word when there is one."""
+    best, best_ratio, joined = 0, -1.0, []
+    for k in range(1, most + 1):
+        i = start + step * (k - 1)
+        if not 0 <= i < len(keys) or i in taken:
+            break
+        joined = joined + [keys[i]] if step > 0 else [keys[i]] + joined
+        ratio = difflib.SequenceMatcher(None, target, "".join(joined), autojunk=False).ratio()
+        if ratio > best_ratio:
+            best, best_ratio = k, ratio
+    return best
+
+
 def align_play(folio_text: str, modern_text: str, min_matched: float = 0.75) -> list[tuple[str, str]]:
     """Pairs (folio line, modern line) of one play.
 
@@ -147,37 +179,38 @@ def align_play(folio_text: str, modern_text: str, min_matched: float = 0.75) -> 
     word keys (``_word_key``), aligned with difflib's longest-matching-block algorithm. A modern line is
     paired with the Folio words between the matches of its first and last matched word when at least
     ``min_matched`` of its words found a match and the two sides have similar length (ratio 0.67..1.5).
+    Where a line's first or last words found no match, the Folio words beside the span that spell them
+    best are added (``_edge_span``), so "to morrow?" pairs with "tomorrow?", not "to" alone.
     Unmatched, partly matched and very short (< 3 words) lines are dropped.
     """
     lines = _modern_lines(modern_text)
-    modern_words, owner = [], []
-    for i, line in enumerate(lines):
-        for word in line.split():
-            modern_words.append(word)
-            owner.append(i)
+    line_words = [_modern_words(line) for line in lines]
+    modern_keys = [_word_key(w) for words in line_words for w in words]
     folio_words = _folio_words(folio_text)
-    matcher = difflib.SequenceMatcher(
-        None, [_word_key(w) for w in modern_words], [_word_key(w) for w in folio_words], autojunk=False
-    )
+    folio_keys = [_word_key(w) for w in folio_words]
+    matcher = difflib.SequenceMatcher(None, modern_keys, folio_keys, autojunk=False)
     to_folio = {}
     for block in matcher.get_matching_blocks():
         for k in range(block.size):
             to_folio[block.a + k] = block.b + k
+    taken = set(to_folio.values())
     pairs, start = [], 0
-    for i, line in enumerate(lines):
-        n = len(line.split())
+    for line, words in zip(lines, line_words):
+        n = len(words)
         indices = range(start, start + n)
         start += n
         matched = [to_folio[j] for j in indices if j in to_folio]
         if n < 3 or len(matched) < min_matched * n:
             continue
         first, last = matched[0], matched[-1]
-        # extend to unmatched words at the line's ends when the modern line's ends were unmatched too
-        if indices[0] not in to_folio:
-            first -= 1
-        if indices[-1] not in to_folio:
-            last += 1
-        first, last = max(first, 0), min(last, len(folio_words) - 1)
+        lead = next(k for k, j in enumerate(indices) if j in to_folio)
+        trail = next(k for k, j in enumerate(reversed(indices)) if j in to_folio)
+        if lead:
+            target = "".join(modern_keys[indices[0]:indices[lead]])
+            first -= _edge_span(target, folio_keys, taken, first - 1, -1, lead + 2)
+        if trail:
+            target = "".join(modern_keys[indices[-trail]:indices[-1] + 1])
+            last += _edge_span(target, folio_keys, taken, last + 1, +1, trail + 2)
         folio_line = " ".join(folio_words[first:last + 1])
         if 0.67 <= len(folio_line) / max(len(line), 1) <= 1.5:
             pairs.append((folio_line, line))
@@ -209,7 +242,9 @@ def prepare(data_dir: Path | None = None, verbose: bool = True) -> dict:
     corpus_dir, pairs_dir = data_dir / "corpus", data_dir / "folio_pairs"
     summary_file = corpus_dir / "splits.json"
     if summary_file.exists() and all((pairs_dir / f"{s}.jsonl").exists() for s in SPLITS):
-        return json.loads(summary_file.read_text())
+        summary = json.loads(summary_file.read_text())
+        if summary.get("alignment") == ALIGNMENT_VERSION:
+            return summary
     modern, folio = read_texts(fetch_source(data_dir))
     corpus_dir.mkdir(parents=True, exist_ok=True)
     pairs_dir.mkdir(parents=True, exist_ok=True)
@@ -227,6 +262,7 @@ def prepare(data_dir: Path | None = None, verbose: bool = True) -> dict:
                 for f, m in aligned:
                     out.write(json.dumps({"play": name, "folio": f, "modern": m}) + "\n")
     summary = {
+        "alignment": ALIGNMENT_VERSION,
         "source": SOURCE_FILE,
         "sha256": SOURCE_SHA256,
         "plays": plays,
