@@ -249,7 +249,7 @@ def main(argv: list[str] | None = None) -> None:
         train_set = SpellingPairs(pairs, tokenizer, length, args.train_limit)
         eval_set = SpellingPairs(read_pairs("validation", root), tokenizer, length, settings.eval_examples)
         collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
-        train_tokens = None
+        train_tokens = None  # a pass is counted in pairs, not tokens
     else:
         ids = token_ids("train", tokenizer, root)
         train_set = TokenBlocks(ids, length, args.train_limit)
@@ -324,7 +324,8 @@ def main(argv: list[str] | None = None) -> None:
         "context_length": length,
         "examples_seen": result.global_step * settings.batch_size,
         "tokens_seen": tokens_seen,  # non-padding input tokens (for seq2seq: source tokens)
-        "passes_over_train_split": round(tokens_seen / train_tokens, 2) if train_tokens else None,
+        "passes_over_train_split": round(tokens_seen / train_tokens if train_tokens
+                                         else result.global_step * settings.batch_size / len(train_set), 2),
         "learning_rate": settings.learning_rate,
         "schedule": f"{settings.warmup_steps} warm-up steps, cosine decay, AdamW (weight decay {settings.weight_decay})",
         "precision": "bf16 autocast" if settings.precision == "bf16" else "fp32",
