@@ -8,7 +8,9 @@
 Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens tokens):
 - greedy: batch 1, a 16-token prompt, dynamic cache, both models eager;
 - compiled: ours with the static cache and its decode step compiled (torch.compile, fullgraph), against GPT-2 eager;
-- batched: 8 left-padded prompts of 4..32 tokens, dynamic cache, both models eager.
+- batched: 8 left-padded prompts of 4..32 tokens, dynamic cache, both models eager;
+- forward: the decode step alone, without generate (a 16-token prefill, then each step one token through the
+  cache), so the model's own cost is told apart from generate's per-step bookkeeping.
 Each figure is the best of --repeats runs after a warm-up, the models alternating so that neither gets a quieter
 machine; the load average is printed with it (timings on a shared machine are noisy: compare ratios from one run).
 """
@@ -18,13 +20,13 @@ import os
 import time
 
 import torch
-from transformers import CompileConfig
+from transformers import CompileConfig, DynamicCache
 
 from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
 from modeling import ScratchTransformerConfig
 from modeling.convert import causal_lm_from_gpt2
 
-MEASURES = ("greedy", "compiled", "batched")
+MEASURES = ("greedy", "compiled", "batched", "forward")
 
 
 def prompts(batch: int, lengths: list[int], vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -49,15 +51,33 @@ def tokens_per_second(model, ids, mask, new_tokens: int, **kwargs) -> float:
     return ids.shape[0] * new_tokens / elapsed
 
 
-def best_of(runs: dict, repeats: int, ids, mask, new_tokens: int) -> dict[str, float]:
-    """{name: (model, generate kwargs)} -> {name: best tokens/s}, one warm-up each, the models alternating."""
-    for model, kwargs in runs.values():
-        tokens_per_second(model, ids, mask, new_tokens, **kwargs)
+def decode_steps_per_second(model, ids, new_tokens: int) -> float:
+    """Decode steps per second of the forward pass alone: prefill, then one greedy token at a time through the cache."""
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        start = time.perf_counter()
+        for _ in range(new_tokens):
+            token = model(token, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        return new_tokens / (time.perf_counter() - start)
+
+
+def best_of(runs: dict, repeats: int) -> dict[str, float]:
+    """{name: a function that times one run and returns its rate} -> {name: best rate}, one warm-up each, the
+    models alternating so that neither gets a quieter machine."""
+    for run in runs.values():
+        run()
     best = dict.fromkeys(runs, 0.0)
     for _ in range(repeats):
-        for name, (model, kwargs) in runs.items():
-            best[name] = max(best[name], tokens_per_second(model, ids, mask, new_tokens, **kwargs))
+        for name, run in runs.items():
+            best[name] = max(best[name], run())
     return best
+
+
+def generation_runs(runs: dict, ids, mask, new_tokens: int) -> dict:
+    """{name: (model, generate kwargs)} -> {name: a function timing one generate call}."""
+    return {name: (lambda m=model, k=kwargs: tokens_per_second(m, ids, mask, new_tokens, **k))
+            for name, (model, kwargs) in runs.items()}
 
 
 def report(title: str, best: dict[str, float], reference: str = "GPT2LMHeadModel") -> None:
@@ -94,21 +114,27 @@ def main() -> None:
             raise RuntimeError("GPT-2 and the converted model generate different tokens")
 
     if "greedy" in args.only:
-        best = best_of({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer": (ours, {})},
-                       args.repeats, ids, mask, args.new_tokens)
+        best = best_of(generation_runs({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer": (ours, {})},
+                                       ids, mask, args.new_tokens), args.repeats)
         report("greedy, batch 1, dynamic cache", best)
     if "compiled" in args.only:
         compile_config = CompileConfig(fullgraph=True, mode="default")
         compile_config._compile_all_devices = True  # generate compiles on GPUs only unless told
         compiled = dict(cache_implementation="static", compile_config=compile_config)
-        best = best_of({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer, static cache + torch.compile": (ours, compiled)},
-                       args.repeats, ids, mask, args.new_tokens)
+        best = best_of(generation_runs({"GPT2LMHeadModel": (gpt2, {}),
+                                        "ScratchTransformer, static cache + torch.compile": (ours, compiled)},
+                                       ids, mask, args.new_tokens), args.repeats)
         report("greedy, batch 1: ours compiled against GPT-2 eager", best)
     if "batched" in args.only:
         ids, mask = prompts(8, [4, 32, 9, 17, 25, 12, 6, 20], config.vocab_size)
-        best = best_of({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer": (ours, {})},
-                       args.repeats, ids, mask, args.new_tokens)
+        best = best_of(generation_runs({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer": (ours, {})},
+                                       ids, mask, args.new_tokens), args.repeats)
         report("greedy, batch 8, left-padded prompts of 4..32 tokens, dynamic cache", best)
+    if "forward" in args.only:
+        ids, _ = prompts(1, [16], config.vocab_size)
+        best = best_of({name: (lambda m=model: decode_steps_per_second(m, ids, args.new_tokens))
+                        for name, model in (("GPT2LMHeadModel", gpt2), ("ScratchTransformer", ours))}, args.repeats)
+        report("the decode step's forward pass alone (no generate), batch 1, dynamic cache", best)
 
 
 if __name__ == "__main__":
