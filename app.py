@@ -21,6 +21,7 @@ import functools
 import inspect
 import logging
 import os
+import time
 from dataclasses import dataclass, replace
 
 import gradio as gr
@@ -41,7 +42,7 @@ EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
 UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
 
-FOLIO_EXAMPLE = "Shall I compare thee to a Summers day? Thou art more louely and more temperate:"
+FOLIO_EXAMPLE = "Shall I compare thee to a Summers day?\nThou art more louely and more temperate:"  # rewritten line by line
 PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
 ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 DEFAULTS = generation.DecodingSettings(True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
@@ -145,37 +146,50 @@ stops = generation.StopRegistry()
 @guarded(NO_TEXT)
 def generate(prompt, model_name, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed,
              request: gr.Request = None):
-    """Stream the prompt and its continuation (or, for an encoder-decoder, the rewrite) token by token."""
+    """Stream the prompt and its continuation (or, for an encoder-decoder, the rewrite) token by token. An
+    encoder-decoder rewrites a passage line by line (``generation.rewrite_lines``), one generate call a line."""
     text, notices = inputs.require_text(prompt)
     settings, more = generation.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
     info, model, tokenizer = catalog.resolve(model_name)
-    ids, max_new, cut = generation.encode_prompt(model, tokenizer, text, settings.max_new_tokens)
-    settings = replace(settings, max_new_tokens=max_new)
-    notices += more + cut
-    shown = "" if info.is_encoder_decoder else text  # a continuation is shown after its prompt; a rewrite alone
-    run = generation.start_generation(model, tokenizer, ids, settings)
+    notices += more
+    sources, cut = generation.rewrite_lines(text) if info.is_encoder_decoder else ([text], [])
+    notices += cut
+    output = "" if info.is_encoder_decoder else text  # a continuation is shown after its prompt; a rewrite alone
     session = getattr(request, "session_hash", None)
-    stops.register(session, run.stop)
-    output = shown
-    try:
-        yield output, status(f"Generating with **{info.name}** ({tokens(ids.shape[1])} of prompt, "
-                             f"{settings.describe()})…", *notices)
-        for piece in run.streamer:
-            output += piece
-            yield output, status(f"{tokens(run.streamer.n_tokens)} · {run.tokens_per_second():.1f} tokens/s", *notices)
-    finally:
-        stopped = run.stop.is_set()
-        run.stop.set()  # a client that went away closes this generator: end generate() too
-        stops.release(session, run.stop)
-    if run.error:
-        raise run.error[0]
-    first = run.streamer.first_token_at
-    latency = f" · first token after {1000 * (first - run.streamer.started):.0f} ms" if first else ""
-    if output == shown or not output.strip():
+    n_tokens, seconds, first_latency, stopped = 0, 0.0, None, False
+    for k, source in enumerate(sources):
+        ids, max_new, cut = generation.encode_prompt(model, tokenizer, source, settings.max_new_tokens)
+        notices += [note for note in cut if note not in notices]
+        run = generation.start_generation(model, tokenizer, ids, replace(settings, max_new_tokens=max_new))
+        stops.register(session, run.stop)
+        output += "\n" if k else ""
+        line = f"line {k + 1} of {len(sources)}, " if len(sources) > 1 else ""
+        try:
+            yield output, status(f"Generating with **{info.name}** ({line}{tokens(ids.shape[1])} of prompt, "
+                                 f"{settings.describe()})…", *notices)
+            for piece in run.streamer:
+                output += piece
+                yield output, status(f"{line}{tokens(n_tokens + run.streamer.n_tokens)} · "
+                                     f"{run.tokens_per_second():.1f} tokens/s", *notices)
+        finally:
+            stopped = run.stop.is_set()
+            run.stop.set()  # a client that went away closes this generator: end generate() too
+            stops.release(session, run.stop)
+        if run.error:
+            raise run.error[0]
+        n_tokens += run.streamer.n_tokens
+        seconds += time.perf_counter() - run.streamer.started
+        if first_latency is None and run.streamer.first_token_at:
+            first_latency = run.streamer.first_token_at - run.streamer.started
+        if stopped:
+            break
+    latency = f" · first token after {1000 * first_latency:.0f} ms" if first_latency is not None else ""
+    if not output.strip() or output == ("" if info.is_encoder_decoder else text):
         notices.append("The model produced no visible text (it may have ended at once, or produced only special tokens).")
     outcome = "Stopped" if stopped else "Done"
-    yield output, status(f"{outcome}: **{tokens(run.streamer.n_tokens)}** · **{run.tokens_per_second():.1f} tokens/s**"
-                         f"{latency} · {settings.describe()}", *notices)
+    speed = n_tokens / max(seconds, 1e-9) if n_tokens else 0.0
+    yield output, status(f"{outcome}: **{tokens(n_tokens)}** · **{speed:.1f} tokens/s**{latency} · {settings.describe()}",
+                         *notices)
 
 
 def stop_generation(request: gr.Request = None) -> None:
@@ -539,7 +553,7 @@ def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
     with gr.Tab("Generate", id="generate"):
         with gr.Row():
             with gr.Column(scale=3):
-                prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio text to rewrite)", lines=4,
+                prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio lines to rewrite, one per line)", lines=4,
                                     value=PROMPT_EXAMPLE, elem_id="gen-prompt")
                 with gr.Row():
                     generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
@@ -547,6 +561,7 @@ def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
                     folio_button = gr.Button("Folio example", size="sm", elem_id="gen-folio")
                 gen_status = gr.Markdown(elem_id="gen-status", elem_classes="status-line")
                 output = gr.Textbox(label="Prompt and continuation (streamed token by token)", lines=10, elem_id="gen-output")
+                gr.Markdown(teaching.FOLIO_REWRITE, elem_id="gen-folio-note")
             with gr.Column(scale=2):
                 menu = model_menu("gen-model", choices, value)
                 decoding = DecodingControls(

@@ -76,6 +76,20 @@ def sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_n
     return DecodingSettings(True, temperature, int(top_k), top_p, penalty, max_new, seed), notices
 
 
+MAX_REWRITE_LINES = 24  # lines of a passage an encoder-decoder rewrites in one request (each up to max new tokens)
+
+
+def rewrite_lines(text: str) -> tuple[list[str], list[str]]:
+    """The lines an encoder-decoder rewrites, one at a time, and notices. folio-to-modern was trained on single
+    lines: fed a whole passage it loses the thread ("...lend me your eares:\\nI come to bury Caesar" came out as
+    "...lend me your ears. Welcome to bury,"), fed line by line it rewrites each. Blank lines are skipped; at
+    most MAX_REWRITE_LINES."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()] or [text]
+    if len(lines) > MAX_REWRITE_LINES:
+        return lines[:MAX_REWRITE_LINES], [f"The text has {len(lines)} lines; rewriting the first {MAX_REWRITE_LINES}."]
+    return lines, []
+
+
 def encode_prompt(model, tokenizer, text: str, max_new_tokens: int) -> tuple[torch.Tensor, int, list[str]]:
     """Token ids (1, T) for the prompt, kept inside what the model can attend to, and the max new tokens that
     still fit. A decoder-only model keeps the END of a long prompt (the text it continues); a seq2seq model

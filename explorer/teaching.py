@@ -60,6 +60,10 @@ self-attention, the queries come from the decoder's stream and the keys and valu
 (after its final LayerNorm), the *memory*. There is no causal mask: every output token may look at every
 source token. This is how folio-to-modern reads the Folio spelling while it writes the modern one."""
 
+FOLIO_REWRITE = """**folio-to-modern** (the *Folio example* button) rewrites First Folio spelling into modern spelling,
+one line at a time, as it was trained: its encoder reads one line, its decoder writes the modern line token by
+token. A passage is rewritten line by line; the output keeps your line breaks."""
+
 STEPS = f"""### Attention, step by step
 - **What you see:** one head of one layer computing the output for one query token, with the real numbers of
   the model. Every line was recomputed here from the layer's input and weights and compared with the number

@@ -11,7 +11,11 @@ import pytest
 import requests
 from gradio_client import Client
 
+import torch
+
 from conftest import SLOW_MODEL, figure
+from explorer.generation import MAX_REWRITE_LINES
+from training.checkpoints import load_checkpoint
 from fixtures_checkpoints import SEQ2SEQ_NAME
 
 MODELS = ["shakespeare-alibi", "shakespeare-learned", "shakespeare-none", "shakespeare-rope", "shakespeare-sinusoidal",
@@ -110,6 +114,23 @@ def test_folio_to_modern_rewrites_without_the_prompt_and_without_a_spurious_noti
     text, note = generate(client, prompt, model, (mode, *SAMPLING[1:]), max_new=10)  # the sliders keep their values
     assert note.startswith("- Done: **") and note.count("\n") == 0 and "greedy, repetition penalty 1.1" in note
     assert not text.startswith(prompt)
+
+
+def test_folio_to_modern_rewrites_a_passage_line_by_line(client, tiny_checkpoints):
+    """The model was trained on single lines: each non-empty line of a passage is rewritten on its own, and the
+    app's text is those rewrites, one per line, exactly as ``generate`` gives them for each line."""
+    passage = "Shall I compare thee to a Summers day?\n\n  Thou art more louely and more temperate:\n"
+    text, note = generate(client, passage, SEQ2SEQ_NAME, GREEDY, max_new=5)
+    model, tokenizer = load_checkpoint(tiny_checkpoints / SEQ2SEQ_NAME)
+    lines = ["Shall I compare thee to a Summers day?", "Thou art more louely and more temperate:"]
+    with torch.inference_mode():
+        rewrites = [tokenizer.decode(model.generate(tokenizer(line, return_tensors="pt").input_ids, do_sample=False,
+                                                    max_new_tokens=5)[0], skip_special_tokens=True) for line in lines]
+    assert text == "\n".join(rewrites)
+    assert note.startswith("- Done: **10 tokens**") and note.count("\n") == 0
+    many = "\n".join(["Stand & vnfold your selfe"] * (MAX_REWRITE_LINES + 6))
+    assert f"The text has {MAX_REWRITE_LINES + 6} lines; rewriting the first {MAX_REWRITE_LINES}." in generate(
+        client, many, SEQ2SEQ_NAME, GREEDY, max_new=1)[1]
 
 
 @pytest.mark.parametrize("prompt, settings, max_new, seed, expected", [  # (the learned model stops at 63 tokens: quick)
