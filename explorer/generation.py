@@ -90,6 +90,14 @@ def rewrite_lines(text: str) -> tuple[list[str], list[str]]:
     return lines, []
 
 
+def first_line(text: str) -> tuple[str, list[str]]:
+    """The line an encoder-decoder's one-pass views (attention, the forward pass, sampling) read: the first of
+    ``rewrite_lines``, with a notice when the text has more."""
+    lines = rewrite_lines(text)[0]
+    more = [] if len(lines) == 1 else [f"This model rewrites one line at a time: showing the first of your {len(lines)} lines."]
+    return lines[0], more
+
+
 def encode_prompt(model, tokenizer, text: str, max_new_tokens: int) -> tuple[torch.Tensor, int, list[str]]:
     """Token ids (1, T) for the prompt, kept inside what the model can attend to, and the max new tokens that
     still fit. A decoder-only model keeps the END of a long prompt (the text it continues); a seq2seq model

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 
-from .generation import MAX_TEMPERATURE, DecodingSettings, encode_prompt, sampling_processors
+from .generation import MAX_TEMPERATURE, DecodingSettings, encode_prompt, first_line, sampling_processors
 from .inputs import InputProblem, echo, number, whole_number
 from .tokens import token_labels
 
@@ -79,8 +79,12 @@ class NextTokenDistribution:
 
 def prompt_ids(model, tokenizer, text: str) -> tuple[dict, list[str]]:
     """Model inputs whose last position predicts the next token: the prompt (decoder-only), or the source
-    with the decoder start token (encoder-decoder: the first token of the rewrite)."""
+    with the decoder start token (encoder-decoder: the first token of the rewrite of the text's first line)."""
+    first = []
+    if model.config.is_encoder_decoder:
+        text, first = first_line(text)
     ids, _, notices = encode_prompt(model, tokenizer, text, 1)
+    notices = first + notices
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     if model.config.is_encoder_decoder:
         inputs["decoder_input_ids"] = torch.tensor([[model.config.decoder_start_token_id]])

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from .generation import DecodingSettings, encode_prompt, generate_ids
+from .generation import DecodingSettings, encode_prompt, first_line, generate_ids
 
 FORWARD_MAX_TOKENS = 256  # tokens of the user's text one view reads
 
@@ -52,9 +52,12 @@ def forward_inputs(model, tokenizer, text: str, decoding: DecodingSettings, max_
     (and no more than a learned table has rows). An encoder-decoder reads the text as its source, as the
     Generate tab would, and its decoder reads the model's own rewrite, generated with ``decoding`` (so
     cross-attention shows what it attends to while writing what the user would see), without the final
-    end-of-text token: the last position's prediction is then the model's decision to stop."""
+    end-of-text token: the last position's prediction is then the model's decision to stop. It reads one line,
+    as it was trained and as the Generate tab feeds it: the first line of a passage (``first_line``)."""
     if model.config.is_encoder_decoder:
-        ids, max_new, notices = encode_prompt(model, tokenizer, text, min(decoding.max_new_tokens, max_tokens))
+        line, first = first_line(text)
+        ids, max_new, notices = encode_prompt(model, tokenizer, line, min(decoding.max_new_tokens, max_tokens))
+        notices = first + notices
         target = generate_ids(model, ids, replace(decoding, max_new_tokens=max_new))
         eos = model.generation_config.eos_token_id
         if target.shape[1] > 1 and int(target[0, -1]) in (eos if isinstance(eos, list) else [eos]):  # the decoder reads up to its last word; it then predicts the end

@@ -82,6 +82,16 @@ def test_the_decoder_reads_the_models_whole_rewrite_decoded_as_the_user_chose(to
     assert maps.rewrite == read.rewrite and len(maps.query_labels["cross"]) == len(expected)
 
 
+def test_an_encoder_decoder_reads_the_first_line_of_a_passage_and_says_so(tokenizer):
+    """As the Generate tab feeds it: one line (blank lines and surrounding spaces dropped), with a notice."""
+    model = seq2seq(tokenizer)
+    read = forward_inputs(model, tokenizer, f"\n  {TEXT}  \n\nThou art more louely\nand more temperate", GREEDY)
+    assert torch.equal(read.source_ids, tokenizer(TEXT, return_tensors="pt").input_ids[0])
+    assert read.notices[0] == "This model rewrites one line at a time: showing the first of your 3 lines."
+    assert read.rewrite == forward_inputs(model, tokenizer, TEXT, GREEDY).rewrite
+    assert forward_inputs(model, tokenizer, TEXT, GREEDY).notices == []
+
+
 def test_pick_view_keeps_kind_layer_and_head_to_what_the_model_has(tokenizer):
     maps = attention.attention_maps(causal(tokenizer), tokenizer, TEXT, GREEDY)
     assert attention.pick_view(maps, "self", "1", "2") == (attention.View("self", 1, 2), [])

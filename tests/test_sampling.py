@@ -88,3 +88,15 @@ def test_bad_settings_say_what_is_wrong_and_what_is_allowed(args, message):
     with pytest.raises(InputProblem) as error:
         sampling_settings(*args)
     assert message in str(error.value)
+
+
+def test_an_encoder_decoder_reads_the_first_line_of_a_passage_and_says_so(models):
+    """As the Generate tab feeds it, one line: the distribution of the rewrite's first token of line one."""
+    model, tokenizer = models[SEQ2SEQ_NAME]
+    passage, _ = prompt_ids(model, tokenizer, f"{PROMPT}\n\nlend me your eares")
+    single, notices = prompt_ids(model, tokenizer, PROMPT)
+    assert torch.equal(passage["input_ids"], single["input_ids"]) and notices == []
+    assert prompt_ids(model, tokenizer, f"{PROMPT}\nlend me")[1] == [
+        "This model rewrites one line at a time: showing the first of your 2 lines."]
+    causal, _ = models["shakespeare-rope"]
+    assert prompt_ids(causal, tokenizer, f"{PROMPT}\nlend me")[0]["input_ids"].shape[1] > single["input_ids"].shape[1]
