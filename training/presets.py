@@ -59,6 +59,8 @@ PRESETS: dict[str, Preset] = {
     # side, so a step is ~0.15 s on 2 CPU threads; 20000 steps are ~20 passes over the cleaned training pairs.
     # Tried before: bytes at d192 (3000 steps) and BPE at 2500 steps both fell short; 12000 steps then a warm restart
     # to 20000 on the earlier alignment scored 0.0414 CER (greedy, first 1000 test pairs of that alignment).
+    # Tried after: this model fine-tuned 6000 steps (lr 1e-3) to read each line with the next 8 Folio words after
+    # " || " (3 lines in 4; the rest alone) scored 0.0369 greedy, 0.0385 with each line alone: too little to ship.
     "folio-to-modern": Preset(
         dict(d_model=256, n_heads=8, n_layers=3, n_encoder_layers=3, d_ff=1024, dropout=0.1,
              position_encoding="sinusoidal", is_encoder_decoder=True),
