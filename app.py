@@ -198,8 +198,9 @@ def stop_generation(request: gr.Request = None) -> None:
 
 
 def folio_example():
-    """A First Folio line, the encoder-decoder model and greedy decoding."""
-    return FOLIO_EXAMPLE, catalog.seq2seq_model(catalog.discover_checkpoints()) or gr.skip(), "Greedy"
+    """Two First Folio lines, the encoder-decoder model, and greedy decoding without a repetition penalty: how
+    its figures (results.json, the model menu) were measured. A rewrite repeats its source's words by design."""
+    return FOLIO_EXAMPLE, catalog.seq2seq_model(catalog.discover_checkpoints()) or gr.skip(), "Greedy", 1.0
 
 
 def sampling_controls(n: int):
@@ -579,7 +580,8 @@ def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
     generate_button.click(generate, request, [output, gen_status], api_name="generate", **INTERACTIVE, **UNCHECKED)
     prompt.submit(generate, request, [output, gen_status], api_name="generate_submit", **INTERACTIVE, **UNCHECKED)
     stop_button.click(stop_generation, None, None, api_name="stop_generation")
-    folio_button.click(folio_example, None, [prompt, menu, decoding.mode], api_name="folio_example")
+    folio_button.click(folio_example, None, [prompt, menu, decoding.mode, decoding.repetition_penalty],
+                       api_name="folio_example")
     decoding.mode.change(sampling_controls(4), decoding.mode, [decoding.temperature, decoding.top_k, decoding.top_p, decoding.seed],
                          api_name="decoding_mode", api_visibility="private", **UNCHECKED)
     return menu, decoding

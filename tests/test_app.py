@@ -109,8 +109,8 @@ def test_seeded_sampling_is_reproducible_through_the_api(client):
 
 
 def test_folio_to_modern_rewrites_without_the_prompt_and_without_a_spurious_notice(client):
-    prompt, model, mode = client.predict(api_name="/folio_example")
-    assert model == SEQ2SEQ_NAME and "Summers" in prompt and mode == "Greedy"
+    prompt, model, mode, penalty = client.predict(api_name="/folio_example")
+    assert model == SEQ2SEQ_NAME and "Summers" in prompt and mode == "Greedy" and penalty == 1.0  # as measured
     text, note = generate(client, prompt, model, (mode, *SAMPLING[1:]), max_new=10)  # the sliders keep their values
     assert note.startswith("- Done: **") and note.count("\n") == 0 and "greedy, repetition penalty 1.1" in note
     assert not text.startswith(prompt)
