@@ -2,11 +2,13 @@
 directory: with our package imported no flag is needed; without it, trust_remote_code=True on both calls.
 Either way no prompt (standard input is closed) and no warning."""
 
+import ast
 import json
 import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import tomllib
 import zipfile
 
@@ -94,14 +96,21 @@ def test_every_model_card_snippet_loads_with_trust_remote_code_where_our_package
     names = [folder.name for folder in checkpoint_folders()]
     programs = []
     for name in names:
-        snippet = python_blocks((checkpoints_dir() / name / "README.md").read_text())[0]
+        snippet, *examples = python_blocks((checkpoints_dir() / name / "README.md").read_text())
         assert snippet.count("trust_remote_code=True") == 2, name  # on the tokenizer AND the model
         programs.append(f"{snippet}\nloaded[{name!r}] = (type(model).__name__, len(tokenizer))\n")
-    code = ("loaded = {}\n" + "".join(programs) + "import importlib.util, json\n"
-            "print(json.dumps({'loaded': loaded, 'modeling': importlib.util.find_spec('modeling') is not None}))\n")
+        for example in examples:  # the card's usage examples, run as written; what they print is kept
+            programs.append(f"with contextlib.redirect_stdout(io.StringIO()) as shown:\n{textwrap.indent(example, '    ')}"
+                            f"printed[{name!r}] = printed.get({name!r}, '') + shown.getvalue()\n")
+    code = ("import contextlib, io\nloaded, printed = {}, {}\n" + "".join(programs) + "import importlib.util, json\n"
+            "print(json.dumps({'loaded': loaded, 'printed': printed, "
+            "'modeling': importlib.util.find_spec('modeling') is not None}))\n")
     out = run_isolated(code, tmp_path, hub_cache(tmp_path, names))
     assert out["modeling"] is False  # nothing of ours on the path: the code came from the checkpoints
     assert set(out["loaded"]) == set(names)
+    # folio-to-modern's card rewrites a passage line by line, one output per line
+    assert ast.literal_eval(out["printed"]["folio-to-modern"]) == ["Shall I compare thee to a summer's day?",
+                                                       "Thou art more lovely and more temperate;"]
     for name, (model_class, n_tokens) in out["loaded"].items():
         assert model_class.startswith("ScratchTransformerFor") and n_tokens > 200, name
     no_warning(out["stderr"])

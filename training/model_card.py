@@ -88,7 +88,18 @@ def usage(name: str, seq2seq: bool) -> list[str]:
         "`trust_remote_code=True` (on both calls) loads the model code shipped in this folder. With the "
         "`scratch-transformer` package installed (`pip install .` in its repository) and `import modeling` "
         "first, neither call needs it.\n",
+        *(SEQ2SEQ_LINES if seq2seq else []),
     ]
+
+
+SEQ2SEQ_LINES = [  # folio-to-modern was trained on single lines; a passage fed whole falls apart (tests/test_checkpoints.py)
+    "It was trained on single lines: rewrite a passage one line at a time, as the app does. Fed several lines at "
+    "once it loses the thread (four Julius Caesar lines: CER 0.68 whole, 0.047 line by line).\n",
+    "```python\npassage = \"Shall I compare thee to a Summers day?\\nThou art more louely and more temperate:\"\n"
+    "lines = [line.strip() for line in passage.splitlines() if line.strip()]\n"
+    "batch = tokenizer(lines, return_tensors=\"pt\", padding=True)\n"
+    "print(tokenizer.batch_decode(model.generate(**batch, max_new_tokens=64), skip_special_tokens=True))\n```\n",
+]
 
 
 def bytes_model(config: dict) -> bool:
