@@ -89,6 +89,10 @@ def pick(page, menu_id: str, option: str):
     page.wait_for_function("(id) => document.querySelector(`#${id} input`).getAttribute('aria-expanded') === 'true'", arg=menu_id)
     page.get_by_role("option", name=option).first.click()
     page.wait_for_function("([id, name]) => document.querySelector(`#${id} input`).value.startsWith(name)", arg=[menu_id, option])
+    # The menu's note is written by the server from the value it received: once it names the model, the page
+    # holds the new value and the next click sends it. (Clicking at once could send the old model under load.)
+    page.wait_for_function("([id, name]) => document.querySelector(`#${id}-note`).innerText.trim().startsWith(name)",
+                           arg=[menu_id, option])
 
 
 def assert_no_error_shown(page):
