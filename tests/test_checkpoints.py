@@ -3,6 +3,7 @@ slices, hold the figures results.json records, and work in pipelines. These read
 
 import json
 import math
+import shlex
 
 import pytest
 import torch
@@ -11,9 +12,10 @@ from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokeni
 
 from explorer.generation import rewrite_lines
 from modeling import POSITION_ENCODINGS, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from training import train
 from training.checkpoints import MODEL_CODE_FILES, MODELING_DIR
 from training.corpus import read_pairs, read_split
-from training.model_card import TRAINING_LABELS
+from training.model_card import TRAIN_COMMAND, TRAINING_LABELS
 from training.evaluate import (
     EXTRAPOLATION_FACTORS,
     SEQ2SEQ_SLICE_PAIRS,
@@ -53,6 +55,20 @@ def test_every_checkpoint_is_shipped_with_results_and_a_model_card():
             if trained.get(key) is not None:
                 assert f"- {label}: {trained[key]}" in card.text, (name, key)
     assert RESULTS["main_model"] == min(CAUSAL, key=lambda name: RESULTS["models"][name]["bits_per_char"])
+
+
+@pytest.mark.parametrize("name", CAUSAL + [FOLIO])
+def test_every_card_gives_a_training_command_todays_code_accepts(name):
+    """A card shows the command as it was run; where that ran an earlier layout (shakespeare-main: modeling.train
+    --eval-blocks), it adds one for today's code. One of them parses with training.train's own options."""
+    card = (ROOT / name / "README.md").read_text()
+    shown = [line.split(": ", 1)[1].strip("`") for line in card.splitlines()
+             if line.startswith(("- command (as it was run): ", "- to train it again with today's code"))]
+    runnable = [command for command in shown if command.startswith(TRAIN_COMMAND + " ")]
+    assert runnable, shown
+    args = train.parse_args(shlex.split(runnable[-1].removeprefix(TRAIN_COMMAND)))
+    assert args.preset == summary(name)["preset"]
+    assert train.settings_from(args) == train.PRESETS[args.preset].train  # the preset holds the run's settings
 
 
 def test_checkpoints_fit_the_size_limit():

@@ -56,7 +56,7 @@ TRAINING_LABELS = {
     "kept_checkpoint": "kept checkpoint (lowest validation loss)",
     "weights_stored_as": "weights stored as (loaded as float32)",
     "float16_change": "change in validation bits/char (seq2seq: loss) from storing float16",
-    "command": "command",
+    "command": "command (as it was run)",
 }
 
 
@@ -126,11 +126,26 @@ def architecture(config: dict, training: dict) -> list[str]:
     return ["## Architecture\n", "| | |\n|---|---|", *[f"| {k} | {v} |" for k, v in fields if v is not None], ""]
 
 
+TRAIN_COMMAND = "python -m training.train"
+
+
+def retrain_command(training: dict) -> str | None:
+    """The command today's code trains the same preset with, where the recorded one ran older code that no longer
+    exists (shakespeare-main: ``modeling.train --eval-blocks``, before training/ had its own package). The
+    preset holds that run's settings, so the command names only the preset and where to write."""
+    command, preset = training.get("command", ""), training.get("preset")
+    if not preset or command.startswith(TRAIN_COMMAND) or command.startswith("torchrun"):
+        return None
+    return f"{TRAIN_COMMAND} --preset {preset} --output-dir data/final/{preset} --threads 2 --resume"
+
+
 def training_section(training: dict) -> list[str]:
     lines = ["## Training\n"]
     if not training:
         return lines + ["- (no training summary recorded)", ""]
     lines += [f"- {label}: {training[key]}" for key, label in TRAINING_LABELS.items() if training.get(key) is not None]
+    if retrain := retrain_command(training):
+        lines.append(f"- to train it again with today's code (the command above ran an earlier layout): `{retrain}`")
     curve = training.get("validation_curve") or []
     if curve:
         lines.append(f"- validation loss during training: {curve[0][1]} at step {curve[0][0]} -> {curve[-1][1]} at step {curve[-1][0]}")
