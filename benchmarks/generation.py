@@ -10,7 +10,9 @@ Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens toke
 - compiled: ours with the static cache and its decode step compiled (torch.compile, fullgraph), against GPT-2 eager;
 - batched: 8 left-padded prompts of 4..32 tokens, dynamic cache, both models eager;
 - forward: the decode step alone, without generate (a 16-token prefill, then each step one token through the
-  cache), so the model's own cost is told apart from generate's per-step bookkeeping.
+  cache), so the model's own cost is told apart from generate's per-step bookkeeping; with it, the same step
+  written as bare torch functions (``functional_decode``), the floor any eager implementation of these weights
+  stands on.
 Each figure is the best of --repeats runs after a warm-up, the models alternating so that neither gets a quieter
 machine; the load average is printed with it (timings on a shared machine are noisy: compare ratios from one run).
 """
@@ -20,11 +22,13 @@ import os
 import time
 
 import torch
+import torch.nn.functional as F
 from transformers import CompileConfig, DynamicCache
 
 from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
 from modeling import ScratchTransformerConfig
 from modeling.convert import causal_lm_from_gpt2
+from modeling.modeling_scratch_transformer import ACTIVATION_FUNCTIONS
 
 MEASURES = ("greedy", "compiled", "batched", "forward")
 
@@ -59,6 +63,73 @@ def decode_steps_per_second(model, ids, new_tokens: int) -> float:
         start = time.perf_counter()
         for _ in range(new_tokens):
             token = model(token, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        return new_tokens / (time.perf_counter() - start)
+
+
+def functional_decode(model):
+    """The least eager PyTorch does for one decode step with ``model``'s weights (a GPT-2-shaped model: learned
+    positions, pre-norm, final LayerNorm, GELU, tied head): the same arithmetic as torch functions on plain
+    tensors, Q, K and V in one product, no modules, no cache object, no output classes. What is left is the
+    matrix products and about 75 tensor operations a step: a floor for any eager implementation of this model.
+    Returns step(token (1, 1), position, cache list) -> logits (1, 1, vocab)."""
+    c = model.config
+    if (c.position_encoding, c.norm_first, c.final_layer_norm, c.scale_embeddings) != ("learned", True, True, False):
+        raise ValueError("the functional floor is written for a GPT-2-shaped model (see causal_lm_from_gpt2)")
+    d, h = c.d_model, c.n_heads
+    decoder = model.model.decoder
+    token_table, position_table = decoder.embed.token.weight, decoder.embed.position.weight
+    act = ACTIVATION_FUNCTIONS[c.activation]
+    layers = [(layer.self_attn_norm.norm, torch.cat([layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight,
+                                                     layer.self_attn.v_proj.weight]),
+               torch.cat([layer.self_attn.q_proj.bias, layer.self_attn.k_proj.bias, layer.self_attn.v_proj.bias]),
+               layer.self_attn.out_proj, layer.feed_forward_norm.norm, layer.feed_forward.linear1,
+               layer.feed_forward.linear2) for layer in decoder.stack.layers]
+    final = decoder.stack.norm
+
+    def step(token: torch.Tensor, position: int, cache: list) -> torch.Tensor:
+        x = F.embedding(token, token_table) + position_table[position]
+        for i, (norm1, qkv_w, qkv_b, out, norm2, up, down) in enumerate(layers):
+            q, k, v = F.linear(F.layer_norm(x, (d,), norm1.weight, norm1.bias, norm1.eps), qkv_w, qkv_b).view(
+                1, 1, 3, h, d // h).transpose(1, 3).unbind(2)
+            k, v = torch.cat((cache[i][0], k), 2), torch.cat((cache[i][1], v), 2)
+            cache[i] = (k, v)
+            heads = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, 1, d)
+            x = x + F.linear(heads, out.weight, out.bias)
+            hidden = act(F.linear(F.layer_norm(x, (d,), norm2.weight, norm2.bias, norm2.eps), up.weight, up.bias))
+            x = x + F.linear(hidden, down.weight, down.bias)
+        return F.linear(F.layer_norm(x, (d,), final.weight, final.bias, final.eps), token_table)
+    return step
+
+
+def functional_steps_per_second(model, ids, new_tokens: int, check: int = 8) -> float:
+    """``decode_steps_per_second`` for ``functional_decode``, after checking that its logits equal the model's
+    (within 1e-4) on the first ``check`` steps."""
+    step, n_layers = functional_decode(model), model.config.n_layers
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        mine = [(cache.layers[i].keys, cache.layers[i].values) for i in range(n_layers)]
+        for position in range(ids.shape[1], ids.shape[1] + check):
+            expected, got = model(token, past_key_values=cache, use_cache=True).logits, step(token, position, mine)
+            if not torch.allclose(got, expected, atol=1e-4, rtol=0):
+                raise RuntimeError(f"the functional floor differs from the model by {(got - expected).abs().max():.2e}")
+            token = expected[:, -1:].argmax(-1)
+        start, first = time.perf_counter(), ids.shape[1] + check
+        for position in range(first, first + new_tokens):
+            token = step(token, position, mine)[:, -1:].argmax(-1)
+        return new_tokens / (time.perf_counter() - start)
+
+
+def matrix_products_per_second(model, new_tokens: int) -> float:
+    """Decode steps per second of the step's matrix products alone (every linear layer and the head, on one
+    token): the arithmetic every implementation of these weights must do, with nothing around it."""
+    weights = [(m.weight, m.bias) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = {width: torch.randn(1, 1, width) for width in {w.shape[1] for w, _ in weights}}
+    with torch.inference_mode():
+        start = time.perf_counter()
+        for _ in range(new_tokens):
+            for weight, bias in weights:
+                F.linear(inputs[weight.shape[1]], weight, bias)
         return new_tokens / (time.perf_counter() - start)
 
 
@@ -132,8 +203,11 @@ def main() -> None:
         report("greedy, batch 8, left-padded prompts of 4..32 tokens, dynamic cache", best)
     if "forward" in args.only:
         ids, _ = prompts(1, [16], config.vocab_size)
-        best = best_of({name: (lambda m=model: decode_steps_per_second(m, ids, args.new_tokens))
-                        for name, model in (("GPT2LMHeadModel", gpt2), ("ScratchTransformer", ours))}, args.repeats)
+        runs = {name: (lambda m=model: decode_steps_per_second(m, ids, args.new_tokens))
+                for name, model in (("GPT2LMHeadModel", gpt2), ("ScratchTransformer", ours))}
+        runs["functional floor (no modules; fused QKV)"] = lambda: functional_steps_per_second(ours, ids, args.new_tokens)
+        runs["its matrix products alone"] = lambda: matrix_products_per_second(ours, args.new_tokens)
+        best = best_of(runs, args.repeats)
         report("the decode step's forward pass alone (no generate), batch 1, dynamic cache", best)
 
 
