@@ -120,16 +120,34 @@ def functional_steps_per_second(model, ids, new_tokens: int, check: int = 8) -> 
         return new_tokens / (time.perf_counter() - start)
 
 
-def matrix_products_per_second(model, new_tokens: int) -> float:
-    """Decode steps per second of the step's matrix products alone (every linear layer and the head, on one
-    token): the arithmetic every implementation of these weights must do, with nothing around it."""
-    weights = [(m.weight, m.bias) for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    inputs = {width: torch.randn(1, 1, width) for width in {w.shape[1] for w, _ in weights}}
+def matrix_products(model, stored_as: str = "(out, in)", seed: int = 0):
+    """The step's matrix products alone: every linear layer and the head of ``model``, each on one token (a fixed
+    random input per width). Returns a function that computes them all and returns their outputs, in
+    ``model.modules()`` order: the arithmetic every implementation of these weights must do, nothing around it.
+
+    ``stored_as``: "(out, in)" is how ``nn.Linear`` keeps W, multiplied as x W^T + b (what our model does);
+    "(in, out)" keeps each weight transposed and contiguous, multiplied as x W + b (what GPT-2's Conv1D does). Same
+    numbers, same bytes, another order in memory: a one-token step reads every weight once, so the order can
+    decide how fast the CPU's matrix-vector kernel streams them."""
+    if stored_as not in ("(out, in)", "(in, out)"):
+        raise ValueError(f'stored_as must be "(out, in)" or "(in, out)"; got {stored_as!r}')
+    generator = torch.Generator().manual_seed(seed)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    inputs = {width: torch.randn(1, width, generator=generator) for width in sorted({m.in_features for m in linears})}
+    if stored_as == "(out, in)":
+        products = [(inputs[m.in_features], m.weight.detach(), m.bias) for m in linears]
+        return lambda: [F.linear(x, weight, bias) for x, weight, bias in products]
+    products = [(inputs[m.in_features], m.weight.detach().t().contiguous(), m.bias) for m in linears]
+    return lambda: [x @ weight if bias is None else torch.addmm(bias, x, weight) for x, weight, bias in products]
+
+
+def matrix_products_per_second(model, new_tokens: int, stored_as: str = "(out, in)") -> float:
+    """Decode steps per second of ``matrix_products`` (weights ``stored_as``)."""
+    step = matrix_products(model, stored_as)
     with torch.inference_mode():
         start = time.perf_counter()
         for _ in range(new_tokens):
-            for weight, bias in weights:
-                F.linear(inputs[weight.shape[1]], weight, bias)
+            step()
         return new_tokens / (time.perf_counter() - start)
 
 
@@ -207,6 +225,8 @@ def main() -> None:
                 for name, model in (("GPT2LMHeadModel", gpt2), ("ScratchTransformer", ours))}
         runs["functional floor (no modules; fused QKV)"] = lambda: functional_steps_per_second(ours, ids, args.new_tokens)
         runs["its matrix products alone"] = lambda: matrix_products_per_second(ours, args.new_tokens)
+        runs["the same, weights stored (in, out) as GPT-2's"] = (
+            lambda: matrix_products_per_second(ours, args.new_tokens, stored_as="(in, out)"))
         best = best_of(runs, args.repeats)
         report("the decode step's forward pass alone (no generate), batch 1, dynamic cache", best)
 
