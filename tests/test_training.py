@@ -27,8 +27,37 @@ def _train(args: list[str]) -> None:
 
 def _validation_loss(model, tokenizer, blocks: int = 8, length: int = 32) -> float:
     data = train.TokenBlocks(tokenizer(read_split("validation")[:50_000])["input_ids"], length, blocks)
+    ids = torch.stack([data[i]["input_ids"] for i in range(len(data))])
     with torch.no_grad():
-        return model(data.blocks, labels=data.blocks).loss.item()
+        return model(ids, labels=ids).loss.item()
+
+
+def test_fixed_blocks_are_the_non_overlapping_cuts_of_the_text():
+    ids = list(range(103))
+    data = train.TokenBlocks(ids, 10)
+    assert len(data) == 10
+    assert [data[i]["input_ids"].tolist() for i in (0, 9)] == [ids[0:10], ids[90:100]]
+    item = data[3]
+    assert item["labels"] is item["input_ids"]  # the model shifts labels itself
+    assert len(train.TokenBlocks(ids, 10, limit=4)) == 4
+    with pytest.raises(IndexError):
+        data[10]
+
+
+def test_shifted_blocks_cut_the_text_at_every_shift_and_stay_inside_it():
+    """Block i starts at i*L + s, s uniform over 0..L-1: 2000 reads of a 10-token block see all 10 shifts,
+    each read is a contiguous slice of the text, and the last block never runs past its end."""
+    ids = list(range(100))  # the token at position k is k, so a block's first token is its start
+    data = train.TokenBlocks(ids, 10, shifted=True)
+    assert len(data) == 9  # one block fewer than the fixed cut, so that shift 9 still fits
+    torch.manual_seed(0)
+    shifts = {i: set() for i in range(len(data))}
+    for _ in range(2000):
+        i = int(torch.randint(len(data), ()))
+        block = data[i]["input_ids"].tolist()
+        assert block == list(range(block[0], block[0] + 10)) and block[-1] < 100
+        shifts[i].add(block[0] - 10 * i)
+    assert all(seen == set(range(10)) for seen in shifts.values()), shifts
 
 
 def test_a_tiny_training_run_lowers_the_validation_loss(corpus, tmp_path):

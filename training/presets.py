@@ -30,6 +30,7 @@ class TrainSettings:
     weights_dtype: str | None = None  # "float16": stored so when bits/char moves by less than FLOAT16_TOLERANCE
     tokenizer: str = "bpe"  # training.tokenization.TOKENIZER_KINDS: "bpe" (4096 tokens) or "bytes"
     group_by_length: bool = False  # batch pairs of similar length together (less padding)
+    shifted_blocks: bool = False  # language models: cut the training text at a random shift on every read
 
 
 @dataclass(frozen=True)

@@ -53,17 +53,28 @@ FLOAT16_CHECK_CHARS = 100_000  # validation characters scored with both weight d
 
 
 class TokenBlocks(torch.utils.data.Dataset):
-    """Non-overlapping blocks of ``length`` tokens; each block is its own label sequence."""
+    """Blocks of ``length`` tokens; each block is its own label sequence.
 
-    def __init__(self, ids, length: int, limit: int | None = None):
-        n = len(ids) // length
-        self.blocks = torch.as_tensor(ids[: n * length], dtype=torch.long).view(n, length)[:limit]
+    Fixed (validation, and the encoding models' training): the non-overlapping blocks ids[i·L : (i+1)·L].
+    Shifted (``shifted=True``): block i starts at i·L + s, with s drawn uniformly from [0, L) on every read,
+    so each pass cuts the text at new places and no token always sits at position 0 (random crops, as
+    nanoGPT samples its batches). One block fewer, so that every shift stays inside the text."""
+
+    def __init__(self, ids, length: int, limit: int | None = None, shifted: bool = False):
+        self.ids = torch.as_tensor(np.asarray(ids), dtype=torch.long)
+        self.length, self.shifted = length, shifted
+        count = len(self.ids) // length - (1 if shifted else 0)
+        self.count = count if limit is None else min(count, limit)
 
     def __len__(self) -> int:
-        return len(self.blocks)
+        return self.count
 
     def __getitem__(self, i: int) -> dict:
-        return {"input_ids": self.blocks[i], "labels": self.blocks[i]}
+        if not 0 <= i < self.count:
+            raise IndexError(f"block {i} of {self.count}")
+        start = i * self.length + (int(torch.randint(self.length, ())) if self.shifted else 0)
+        block = self.ids[start: start + self.length]
+        return {"input_ids": block, "labels": block}
 
 
 def token_ids(split: str, tokenizer, root: Path | None = None) -> np.ndarray:
@@ -217,6 +228,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--eval-steps", type=int)
     parser.add_argument("--eval-examples", type=int, help="validation sequences (or pairs) per evaluation")
     parser.add_argument("--precision", choices=["fp32", "bf16"])
+    parser.add_argument("--shifted-blocks", action=argparse.BooleanOptionalAction,
+                        help="cut the training text at a random shift on every read (language models)")
     parser.add_argument("--train-limit", type=int, help="use only the first N training examples (tests)")
     parser.add_argument("--threads", type=int, help="torch CPU threads per process")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --work-dir")
@@ -226,7 +239,8 @@ def parse_args(argv: list[str] | None):
 def settings_from(args) -> TrainSettings:
     preset = PRESETS[args.preset].train
     overrides = {key: getattr(args, key) for key in ("max_steps", "context_length", "batch_size", "learning_rate",
-                                                     "eval_steps", "eval_examples", "precision")
+                                                     "eval_steps", "eval_examples", "precision",
+                                                     "shifted_blocks")
                  if getattr(args, key) is not None}
     return replace(preset, **overrides)
 
@@ -252,7 +266,7 @@ def main(argv: list[str] | None = None) -> None:
         train_tokens = None  # a pass is counted in pairs, not tokens
     else:
         ids = token_ids("train", tokenizer, root)
-        train_set = TokenBlocks(ids, length, args.train_limit)
+        train_set = TokenBlocks(ids, length, args.train_limit, shifted=settings.shifted_blocks)
         eval_set = TokenBlocks(token_ids("validation", tokenizer, root), length, settings.eval_examples)
         collator, train_tokens = None, len(ids)
 
@@ -282,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
         metric_for_best_model="eval_loss",
         greater_is_better=False,
         logging_steps=10,
-        include_num_input_tokens_seen="non_padding",
+        include_num_input_tokens_seen="non_padding" if model.config.is_encoder_decoder else "all",  # blocks: no padding
         seed=args.seed,
         data_seed=args.seed,
         report_to="none",
