@@ -31,6 +31,7 @@ class TrainSettings:
     tokenizer: str = "bpe"  # training.tokenization.TOKENIZER_KINDS: "bpe" (4096 tokens) or "bytes"
     group_by_length: bool = False  # batch pairs of similar length together (less padding)
     shifted_blocks: bool = False  # language models: cut the training text at a random shift on every read
+    renamed_share: float = 0.0  # seq2seq: share of pairs read with their names invented anew (training.renaming)
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from .corpus import plausible_pair, read_pairs, read_split
 from .evaluate import bits_per_character
 from .paths import data_dir
 from .presets import DEFAULT_SEED, PRESETS, TrainSettings
+from .renaming import NameSwapper, lowercase_words
 from .tokenization import tokenizer_for
 
 FLOAT16_TOLERANCE = 1e-4  # store float16 weights only if validation bits/char moves by less than this
@@ -96,19 +97,31 @@ def token_ids(split: str, tokenizer, root: Path | None = None) -> np.ndarray:
 
 
 class SpellingPairs(torch.utils.data.Dataset):
-    """(First Folio line -> modern line) pairs, each side cut to ``length`` tokens, target ends with EOS."""
+    """(First Folio line -> modern line) pairs, each side cut to ``length`` tokens, target ends with EOS.
 
-    def __init__(self, pairs: list[dict], tokenizer, length: int, limit: int | None = None):
-        pairs = pairs[:limit]
-        sources = tokenizer([p["folio"] for p in pairs], truncation=True, max_length=length)["input_ids"]
-        targets = tokenizer([p["modern"] for p in pairs], truncation=True, max_length=length - 1)["input_ids"]
-        self.items = [{"input_ids": s, "labels": t + [tokenizer.eos_token_id]} for s, t in zip(sources, targets)]
+    With ``rename`` (a ``training.renaming.NameSwapper``), each read may replace the pair's copied names by
+    invented ones, the same on both sides, and tokenizes the result anew."""
+
+    def __init__(self, pairs: list[dict], tokenizer, length: int, limit: int | None = None, rename=None):
+        self.pairs, self.tokenizer, self.length, self.rename = pairs[:limit], tokenizer, length, rename
+        self.items = self.encode([p["folio"] for p in self.pairs], [p["modern"] for p in self.pairs])
+
+    def encode(self, folio: list[str], modern: list[str]) -> list[dict]:
+        sources = self.tokenizer(folio, truncation=True, max_length=self.length)["input_ids"]
+        targets = self.tokenizer(modern, truncation=True, max_length=self.length - 1)["input_ids"]
+        return [{"input_ids": s, "labels": t + [self.tokenizer.eos_token_id]} for s, t in zip(sources, targets)]
 
     def __len__(self) -> int:
         return len(self.items)
 
     def __getitem__(self, i: int) -> dict:
-        return self.items[i]
+        if self.rename is None:
+            return self.items[i]
+        pair = self.pairs[i]
+        folio, modern = self.rename(pair["folio"], pair["modern"])
+        if folio == pair["folio"]:
+            return self.items[i]
+        return self.encode([folio], [modern])[0]
 
 
 def attention_for(precision: str, context_length: int) -> str:
@@ -230,6 +243,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--precision", choices=["fp32", "bf16"])
     parser.add_argument("--shifted-blocks", action=argparse.BooleanOptionalAction,
                         help="cut the training text at a random shift on every read (language models)")
+    parser.add_argument("--renamed-share", type=float,
+                        help="seq2seq: share of pairs read with their names replaced by invented ones (0 to 1)")
     parser.add_argument("--train-limit", type=int, help="use only the first N training examples (tests)")
     parser.add_argument("--threads", type=int, help="torch CPU threads per process")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --work-dir")
@@ -240,7 +255,7 @@ def settings_from(args) -> TrainSettings:
     preset = PRESETS[args.preset].train
     overrides = {key: getattr(args, key) for key in ("max_steps", "context_length", "batch_size", "learning_rate",
                                                      "eval_steps", "eval_examples", "precision",
-                                                     "shifted_blocks")
+                                                     "shifted_blocks", "renamed_share")
                  if getattr(args, key) is not None}
     return replace(preset, **overrides)
 
@@ -260,7 +275,9 @@ def main(argv: list[str] | None = None) -> None:
     model = build_model(model_kwargs, tokenizer, length, attention_for(settings.precision, length))
     if model.config.is_encoder_decoder:
         pairs = [pair for pair in read_pairs("train", root) if plausible_pair(pair)]
-        train_set = SpellingPairs(pairs, tokenizer, length, args.train_limit)
+        rename = (NameSwapper(settings.renamed_share, lowercase_words(p["modern"] for p in pairs), args.seed)
+                  if settings.renamed_share else None)
+        train_set = SpellingPairs(pairs, tokenizer, length, args.train_limit, rename)
         eval_set = SpellingPairs(read_pairs("validation", root), tokenizer, length, settings.eval_examples)
         collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
         train_tokens = None  # a pass is counted in pairs, not tokens
