@@ -1,6 +1,7 @@
 """Training with the Trainer: a tiny run learns, and two processes (torchrun, gloo) train together."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -8,11 +9,14 @@ import sys
 
 import pytest
 import torch
+from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from tiny_models import tiny_seq2seq
 from training import checkpoints, train
-from training.corpus import read_split
-from training.tokenization import train_tokenizer
+from training.corpus import read_pairs, read_split
+from training.paths import data_dir
+from training.tokenization import tokenizer_for, train_tokenizer
 
 
 def _train(args: list[str]) -> None:
@@ -147,3 +151,40 @@ def test_weights_that_do_not_fit_in_float16_are_refused(tmp_path):
     with pytest.raises(ValueError, match="does not fit in float16"):
         checkpoints.store_weights_as(tmp_path, "float16")
     assert (tmp_path / "model.safetensors").read_bytes() == before  # the checkpoint is untouched
+
+
+def test_the_seq2seq_float16_check_is_in_bits_per_modern_character():
+    """FLOAT16_TOLERANCE is in bits per character, so a seq2seq model is measured in bits per modern character:
+    the padded batch's mean loss times its target tokens, over ln 2 and the characters, equals the same sum taken
+    pair by pair without padding (within 1e-5 relative)."""
+    tokenizer = tokenizer_for("bpe")
+    special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                   eos_token_id=tokenizer.eos_token_id)
+    model = tiny_seq2seq(vocab_size=len(tokenizer), training_context_length=64, **special)
+    measured = train.validation_spelling_bits_per_char(model, tokenizer, data_dir(), pairs=12)
+    pairs = read_pairs("validation")[:12]
+    bits = 0.0
+    for item in train.SpellingPairs(pairs, tokenizer, 64):
+        with torch.no_grad():
+            loss = model(input_ids=torch.tensor([item["input_ids"]]), labels=torch.tensor([item["labels"]])).loss
+        bits += loss.item() * len(item["labels"]) / math.log(2)
+    assert measured == pytest.approx(bits / sum(len(p["modern"]) for p in pairs), rel=1e-5)
+    assert 2 < measured < 10  # a random model over 4096 tokens: about log2(4096) bits a token, ~3.4 characters
+
+
+def test_float16_is_stored_when_the_checkpoint_on_disk_moves_by_less_than_the_tolerance(tmp_path):
+    """The check reads both sides from disk: float32 as saved, then float16. The change it reports is that
+    difference of bits per modern character, and the stored file holds float16 tensors after it."""
+    tokenizer = tokenizer_for("bpe")
+    special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+                   eos_token_id=tokenizer.eos_token_id)
+    tiny_seq2seq(vocab_size=len(tokenizer), training_context_length=64, **special).save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    before = train.validation_spelling_bits_per_char(*checkpoints.load_checkpoint(tmp_path), data_dir())
+    stored, change = train.store_float16_if_harmless(tmp_path, data_dir())
+    model, _ = checkpoints.load_checkpoint(tmp_path)
+    after = train.validation_spelling_bits_per_char(model, tokenizer, data_dir())
+    assert stored == "float16" and change == pytest.approx(abs(after - before), abs=1e-12)
+    assert 0 < change < train.FLOAT16_TOLERANCE
+    with safe_open(tmp_path / "model.safetensors", "pt") as weights:
+        assert {weights.get_tensor(name).dtype for name in weights.keys()} == {torch.float16}

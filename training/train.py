@@ -201,21 +201,33 @@ def validation_bits_per_char(model, tokenizer, root: Path) -> float:
     return bits_per_character(model.eval(), tokenizer, text, model.config.context_length)["bits_per_char"]
 
 
-def store_float16_if_harmless(model, tokenizer, output_dir: Path, root: Path) -> tuple[str, float | None]:
+def validation_spelling_bits_per_char(model, tokenizer, root: Path, pairs: int = 256) -> float:
+    """Bits per modern character of the first ``pairs`` validation pairs, teacher-forced: the sum over the target
+    tokens (EOS included) of -log2 p(token), over the characters of the modern lines. The mean loss alone is in
+    nats per token, not in the unit of FLOAT16_TOLERANCE."""
+    chosen = read_pairs("validation", root)[:pairs]
+    batch = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)(
+        list(SpellingPairs(chosen, tokenizer, model.config.context_length)))
+    with torch.inference_mode():
+        mean_nats = model.eval()(**batch).loss.item()
+    tokens = int((batch["labels"] != -100).sum())
+    return mean_nats * tokens / math.log(2) / sum(len(pair["modern"]) for pair in chosen)
+
+
+def store_float16_if_harmless(output_dir: Path, root: Path) -> tuple[str, float | None]:
     """Store the saved weights as float16 when validation bits/char moves by less than FLOAT16_TOLERANCE
-    (decoder-only models; a seq2seq model is compared on validation loss); else keep float32.
+    (a seq2seq model: bits per modern character, teacher-forced); else keep float32.
+    Both sides are measured on the checkpoint as loaded from ``output_dir``, never on the model in memory: after a
+    bf16 run, accelerate leaves that model's forward wrapped in autocast, so it would compare bf16 with float16.
     Returns (dtype stored, the change measured)."""
     from .checkpoints import load_checkpoint
 
     def measure(m, t):
-        if not m.config.is_encoder_decoder:
-            return validation_bits_per_char(m, t, root)
-        pairs = SpellingPairs(read_pairs("validation", root), t, m.config.context_length, 256)
-        batch = DataCollatorForSeq2Seq(t, model=m, label_pad_token_id=-100)(list(pairs))
-        with torch.inference_mode():
-            return m.eval()(**batch).loss.item()
+        if m.config.is_encoder_decoder:
+            return validation_spelling_bits_per_char(m, t, root)
+        return validation_bits_per_char(m, t, root)
 
-    before = measure(model, tokenizer)
+    before = measure(*load_checkpoint(output_dir))
     original = (output_dir / "model.safetensors").read_bytes()
     store_weights_as(output_dir, "float16")
     after = measure(*load_checkpoint(output_dir))
@@ -342,7 +354,7 @@ def main(argv: list[str] | None = None) -> None:
     (args.output_dir / "training_args.bin").unlink(missing_ok=True)  # a pickle: not shipped
     stored, float16_change = "float32", None
     if settings.weights_dtype == "float16":
-        stored, float16_change = store_float16_if_harmless(model, tokenizer, args.output_dir, root)
+        stored, float16_change = store_float16_if_harmless(args.output_dir, root)
     curve = validation_curve(trainer.state.log_history)
     tokens_seen = int(trainer.state.num_input_tokens_seen)
     launcher = f"torchrun --nproc_per_node={world} -m training.train " if world > 1 else "python -m training.train "
