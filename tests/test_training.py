@@ -82,14 +82,19 @@ def test_a_tiny_training_run_lowers_the_validation_loss(corpus, tmp_path):
 
 
 def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
+    """Even after a finished run whose validation loss rose (8 training blocks at a high learning rate overfit),
+    so that an earlier checkpoint scored better: --resume picks up at the last step, not the best one."""
     args = ["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
-            "--eval-steps", "10", "--eval-examples", "4", "--train-limit", "400"]
-    _train(args + ["--max-steps", "10"])
-    assert (tmp_path / "work" / "checkpoint-10").exists()
-    _train(args + ["--max-steps", "20", "--resume"])
-    state = json.loads((tmp_path / "work" / "checkpoint-20" / "trainer_state.json").read_text())
-    assert state["global_step"] == 20
-    assert state["log_history"][0]["step"] == 10  # the first logged step: training picked up after step 10
+            "--eval-steps", "20", "--eval-examples", "4", "--train-limit", "8", "--learning-rate", "0.01"]
+    _train(args + ["--max-steps", "60"])
+    first = json.loads((tmp_path / "work" / "checkpoint-60" / "trainer_state.json").read_text())
+    losses = [entry["eval_loss"] for entry in first["log_history"] if "eval_loss" in entry]
+    assert len(losses) == 3 and min(losses) < losses[-1], losses  # the case to cover: the last is not the best
+    _train(args + ["--max-steps", "80", "--resume"])
+    state = json.loads((tmp_path / "work" / "checkpoint-80" / "trainer_state.json").read_text())
+    assert state["global_step"] == 80
+    resumed = [entry["step"] for entry in state["log_history"] if entry["step"] > 60]
+    assert resumed and min(resumed) > 60 and len([e for e in state["log_history"] if "eval_loss" in e]) == 4
 
 
 def test_torchrun_two_processes_on_cpu_write_one_checkpoint(corpus, tmp_path):

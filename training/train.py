@@ -320,10 +320,13 @@ def main(argv: list[str] | None = None) -> None:
         eval_steps=settings.eval_steps,
         save_strategy="steps",
         save_steps=settings.eval_steps,
-        save_total_limit=1,
+        # --resume must find the last checkpoint, also after a finished run. With a best checkpoint tracked and
+        # save_total_limit=1, the Trainer deletes the last one at the end of training when an earlier one scored
+        # better, so: no best tracked unless the preset keeps it, and then room for both.
+        save_total_limit=2 if settings.keep_best else 1,
         load_best_model_at_end=settings.keep_best,
-        metric_for_best_model="eval_loss",
-        greater_is_better=False,
+        metric_for_best_model="eval_loss" if settings.keep_best else None,
+        greater_is_better=False if settings.keep_best else None,
         logging_steps=10,
         include_num_input_tokens_seen="non_padding" if model.config.is_encoder_decoder else "all",  # blocks: no padding
         seed=args.seed,
