@@ -13,7 +13,7 @@ from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from tiny_models import tiny_seq2seq
-from training import checkpoints, train
+from training import checkpoints, model_card, train
 from training.corpus import read_pairs, read_split
 from training.paths import data_dir
 from training.tokenization import tokenizer_for, train_tokenizer
@@ -95,6 +95,46 @@ def test_resume_continues_from_the_last_checkpoint(corpus, tmp_path):
     assert state["global_step"] == 80
     resumed = [entry["step"] for entry in state["log_history"] if entry["step"] > 60]
     assert resumed and min(resumed) > 60 and len([e for e in state["log_history"] if "eval_loss" in e]) == 4
+
+
+def test_a_preset_that_starts_from_a_trained_model_continues_its_weights(corpus, tmp_path):
+    """tiny-continued starts from a tiny model: at learning rate 0 its weights stay the tiny model's exactly, its
+    config takes the preset's dropout, its curve is the label-smoothed loss (above the plain cross-entropy the
+    summary reports, which equals the first run's) and its summary and card name the run it continued."""
+    common = ["--eval-examples", "8", "--train-limit", "64"]
+    first, second = tmp_path / "tiny", tmp_path / "continued"
+    _train(["--preset", "tiny", "--output-dir", str(first), "--work-dir", str(tmp_path / "w1"), "--max-steps", "20",
+            *common])
+    _train(["--preset", "tiny-continued", "--init-from", str(first), "--output-dir", str(second),
+            "--work-dir", str(tmp_path / "w2"), "--max-steps", "4", "--eval-steps", "2", "--learning-rate", "0",
+            *common])
+    with safe_open(first / "model.safetensors", "pt") as a, safe_open(second / "model.safetensors", "pt") as b:
+        assert sorted(a.keys()) == sorted(b.keys())
+        assert all(torch.equal(a.get_tensor(k), b.get_tensor(k)) for k in a.keys())
+    assert json.loads((second / "config.json").read_text())["dropout"] == 0.2
+    before, after = (json.loads((d / "training_summary.json").read_text()) for d in (first, second))
+    assert after["validation_loss"] == pytest.approx(before["validation_loss"], abs=2e-4)  # rounded to 4 places
+    assert all(loss > after["validation_loss"] + 0.05 for _, loss in after["validation_curve"]), (after["validation_loss"], after["validation_curve"])
+    assert after["started_from"]["preset"] == "tiny" and after["started_from"]["steps"] == 20
+    assert after["settings"]["label_smoothing"] == 0.1
+    card = "\n".join(model_card.training_section(after))
+    assert "started from the `tiny` model: 20 optimizer steps" in card and "label smoothing: 0.1" in card
+
+
+@pytest.mark.parametrize("preset, init_from, message", [
+    ("tiny-continued", None, "starts from a trained tiny model: pass --init-from"),
+    ("tiny", "tiny-out", "preset tiny trains from fresh weights"),
+    ("tiny-continued", "continued-out", "holds a tiny-continued model; preset tiny-continued starts from a tiny"),
+])
+def test_init_from_is_required_exactly_where_a_preset_starts_from_a_model_of_the_named_preset(
+        corpus, tmp_path, preset, init_from, message):
+    for name, kind in (("tiny-out", "tiny"), ("continued-out", "tiny-continued")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "training_summary.json").write_text(json.dumps({"preset": kind}))
+    args = ["--preset", preset, "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work")]
+    with pytest.raises(SystemExit, match=message.replace("-", "\\-")):
+        _train(args + (["--init-from", str(tmp_path / init_from)] if init_from else []))
+    assert not (tmp_path / "out").exists()
 
 
 def test_torchrun_two_processes_on_cpu_write_one_checkpoint(corpus, tmp_path):

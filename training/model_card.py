@@ -146,6 +146,13 @@ def training_section(training: dict) -> list[str]:
     lines += [f"- {label}: {training[key]}" for key, label in TRAINING_LABELS.items() if training.get(key) is not None]
     if retrain := retrain_command(training):
         lines.append(f"- to train it again with today's code (the command above ran an earlier layout): `{retrain}`")
+    if smoothing := (training.get("settings") or {}).get("label_smoothing"):
+        lines.append(f"- label smoothing: {smoothing} (training loss only; the validation loss above is plain "
+                     "cross-entropy)")
+    if start := training.get("started_from"):
+        lines.append(f"- started from the `{start.get('preset')}` model: {start.get('steps')} optimizer steps, "
+                     f"{start.get('wall_clock_seconds')} s, validation loss {start.get('validation_loss')}, "
+                     f"trained with `{start.get('command')}`")
     curve = training.get("validation_curve") or []
     if curve:
         lines.append(f"- validation loss during training: {curve[0][1]} at step {curve[0][0]} -> {curve[-1][1]} at step {curve[-1][0]}")

@@ -3,7 +3,7 @@
     python -m training.train --preset NAME --output-dir checkpoints/NAME
 
 A preset is a ``Preset``: ``model`` holds ``ScratchTransformerConfig`` fields, ``train`` a
-``TrainSettings``. The five encoding models share every value except ``position_encoding``, and each
+``TrainSettings``; a preset with ``starts_from`` continues from another preset's trained model. The five encoding models share every value except ``position_encoding``, and each
 is trained with every seed of ``ENCODING_SEEDS`` (the first seed's model is the one we ship).
 """
 
@@ -32,12 +32,16 @@ class TrainSettings:
     group_by_length: bool = False  # batch pairs of similar length together (less padding)
     shifted_blocks: bool = False  # language models: cut the training text at a random shift on every read
     renamed_share: float = 0.0  # seq2seq: share of pairs read with their names invented anew (training.renaming)
+    label_smoothing: float = 0.0  # ε: targets are (1-ε)·one-hot + ε/V (Szegedy et al. 2016); training loss only
 
 
 @dataclass(frozen=True)
 class Preset:
     model: dict = field(default_factory=dict)
     train: TrainSettings | None = None
+    # A preset that continues training a model another preset made (``--init-from`` its output): ``model`` then holds
+    # only the config fields it changes (say, dropout); the architecture is the trained model's.
+    starts_from: str | None = None
 
 
 # The encoding experiment: small decoder-only models, identical but for position_encoding.
@@ -88,5 +92,12 @@ PRESETS: dict[str, Preset] = {
         dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),
         TrainSettings(context_length=32, batch_size=8, max_steps=30, learning_rate=3e-3, warmup_steps=0,
                       eval_steps=50, eval_examples=64),
+    ),
+    # For tests: continues a tiny model (--init-from) with more dropout and label smoothing.
+    "tiny-continued": Preset(
+        dict(dropout=0.2),
+        TrainSettings(context_length=32, batch_size=8, max_steps=10, learning_rate=3e-4, warmup_steps=0,
+                      eval_steps=50, eval_examples=64, label_smoothing=0.1),
+        starts_from="tiny",
     ),
 }

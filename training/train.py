@@ -9,6 +9,9 @@ blocks of ``context_length`` tokens of the train split; the seq2seq preset reads
 line -> modern line) pairs. The same code runs on a CPU, on CUDA (bf16 autocast where the preset asks
 for it) and under torchrun across processes (gloo on CPU, NCCL on CUDA; rank 0 writes the checkpoint).
 
+A preset with ``starts_from`` continues training the model another preset made: ``--init-from`` names that
+run's ``--output-dir``, and this run's summary records the earlier one's under ``started_from``.
+
 Trainer state goes to ``--work-dir`` (default data/runs/<output name>) so ``--resume`` continues from
 its last checkpoint, across sessions; ``--output-dir`` receives only the final model in Hugging Face
 layout (safetensors, config, generation config, tokenizer, training_summary.json). The summary records
@@ -145,6 +148,35 @@ def build_model(model_kwargs: dict, tokenizer, context_length: int, attn_impleme
     return model_class(config)
 
 
+def starting_model(preset_name: str, init_from: Path | None, model_kwargs: dict, tokenizer, context_length: int,
+                   attn_implementation: str):
+    """(model, the starting model's training summary or None). Fresh weights, or, for a preset that starts from
+    another, the model that preset's run wrote to ``init_from``, float32, with this preset's config fields applied."""
+    starts_from = PRESETS[preset_name].starts_from
+    if starts_from is None:
+        if init_from is not None:
+            raise SystemExit(f"--init-from: preset {preset_name} trains from fresh weights; presets that start from a "
+                             f"trained model: {', '.join(n for n, p in PRESETS.items() if p.starts_from) or 'none'}")
+        return build_model(model_kwargs, tokenizer, context_length, attn_implementation), None
+    summary_file = init_from / "training_summary.json" if init_from else None
+    if summary_file is None or not summary_file.is_file():
+        raise SystemExit(f"preset {preset_name} starts from a trained {starts_from} model: pass --init-from with the "
+                         f"--output-dir of `python -m training.train --preset {starts_from}` (a folder holding "
+                         f"training_summary.json); got {init_from}")
+    start = json.loads(summary_file.read_text())
+    if start.get("preset") != starts_from:
+        raise SystemExit(f"--init-from {init_from} holds a {start.get('preset')} model; preset {preset_name} starts "
+                         f"from a {starts_from} model")
+    config = ScratchTransformerConfig.from_pretrained(init_from)
+    if config.vocab_size != len(tokenizer):
+        raise SystemExit(f"--init-from {init_from}: its vocabulary has {config.vocab_size} tokens, this run's "
+                         f"tokenizer {len(tokenizer)}")
+    model_class = ScratchTransformerForSeq2SeqLM if config.is_encoder_decoder else ScratchTransformerForCausalLM
+    model = model_class.from_pretrained(init_from, dtype=torch.float32, attn_implementation=attn_implementation,
+                                        **model_kwargs)
+    return model, start
+
+
 def generation_config_for(model) -> GenerationConfig:
     c = model.config
     common = dict(bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id, pad_token_id=c.pad_token_id)
@@ -184,7 +216,8 @@ class WallClock(TrainerCallback):
 
 
 def validation_curve(log_history: list[dict]) -> list[list[float]]:
-    """[[step, validation loss], ...] from the Trainer's log, one entry per step."""
+    """[[step, validation loss], ...] from the Trainer's log, one entry per step (under label smoothing, the
+    smoothed loss it trains on; the summary's validation_loss is plain cross-entropy)."""
     curve = {entry["step"]: entry["eval_loss"] for entry in log_history if "eval_loss" in entry}
     return [[step, round(loss, 4)] for step, loss in sorted(curve.items())]
 
@@ -260,6 +293,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--train-limit", type=int, help="use only the first N training examples (tests)")
     parser.add_argument("--threads", type=int, help="torch CPU threads per process")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --work-dir")
+    parser.add_argument("--init-from", type=Path,
+                        help="the trained model a preset with starts_from begins with (that preset's --output-dir)")
     return parser.parse_args(argv)
 
 
@@ -284,7 +319,8 @@ def main(argv: list[str] | None = None) -> None:
 
     tokenizer = tokenizer_for(settings.tokenizer, root)  # the BPE is trained once, then reused
     length = settings.context_length
-    model = build_model(model_kwargs, tokenizer, length, attention_for(settings.precision, length))
+    model, start = starting_model(args.preset, args.init_from, model_kwargs, tokenizer, length,
+                                  attention_for(settings.precision, length))
     if model.config.is_encoder_decoder:
         pairs = [pair for pair in read_pairs("train", root) if plausible_pair(pair)]
         rename = (NameSwapper(settings.renamed_share, lowercase_words(p["modern"] for p in pairs), args.seed)
@@ -325,6 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         # better, so: no best tracked unless the preset keeps it, and then room for both.
         save_total_limit=2 if settings.keep_best else 1,
         load_best_model_at_end=settings.keep_best,
+        label_smoothing_factor=settings.label_smoothing,
         metric_for_best_model="eval_loss" if settings.keep_best else None,
         greater_is_better=False if settings.keep_best else None,
         logging_steps=10,
@@ -342,7 +379,10 @@ def main(argv: list[str] | None = None) -> None:
                       data_collator=collator, callbacks=[clock])
     resume = args.resume and any(work_dir.glob("checkpoint-*"))
     result = trainer.train(resume_from_checkpoint=True if resume else None)
-    metrics = trainer.evaluate()
+    validation_loss = trainer.evaluate()["eval_loss"]  # also the curve's last point
+    if settings.label_smoothing:  # the curve is the smoothed loss trained on; the summary's loss is plain cross-entropy
+        trainer.label_smoother = None
+        validation_loss = trainer.evaluate(metric_key_prefix="plain")["plain_loss"]
     rank = int(os.environ.get("RANK", "0"))
     print(f"rank {rank} of {world}: {result.global_step} steps, {training_args.per_device_train_batch_size} "
           f"examples per step on this process", flush=True)
@@ -379,7 +419,7 @@ def main(argv: list[str] | None = None) -> None:
         "processes": world,
         "wall_clock_seconds": round(clock.seconds()),
         "mean_train_loss": round(result.training_loss, 4),
-        "validation_loss": round(metrics["eval_loss"], 4),
+        "validation_loss": round(validation_loss, 4),
         "validation_curve": curve,
         "last_fifth_improvement": last_fifth_improvement(curve, settings.max_steps),
         "kept_checkpoint": (Path(trainer.state.best_model_checkpoint).name if settings.keep_best
@@ -389,11 +429,13 @@ def main(argv: list[str] | None = None) -> None:
         "settings": asdict(settings),
         "model": model_kwargs,
         "command": launcher + " ".join(sys.argv[1:] if argv is None else argv),
+        # the run this one continued: its summary, less its curve (preset, steps, wall time, command, ...)
+        "started_from": {k: v for k, v in start.items() if k != "validation_curve"} if start else None,
     }
     summary = {k: v for k, v in summary.items() if v is not None}
     (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "validation_curve"}, indent=1))
-    print(f"validation perplexity {math.exp(metrics['eval_loss']):.2f}")
+    print(f"validation perplexity {math.exp(validation_loss):.2f}")
 
 
 if __name__ == "__main__":
