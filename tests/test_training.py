@@ -137,6 +137,76 @@ def test_init_from_is_required_exactly_where_a_preset_starts_from_a_model_of_the
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("shifted", [False, True])
+def test_the_distillation_loss_is_cross_entropy_plus_kl_to_the_teachers_mean(shifted):
+    """Against torch's own cross_entropy and kl_div on the target tokens (labels -100 are left out; a causal
+    model's logits at t are scored against the label at t + 1), to float32 rounding."""
+    torch.manual_seed(0)
+    logits, labels = torch.randn(3, 7, 11), torch.randint(11, (3, 7))
+    labels[0, 4:] = labels[2, 6:] = -100
+    teachers = [torch.randn(3, 7, 11) * 2, torch.randn(3, 7, 11)]
+    s, y, ts = (logits[:, :-1], labels[:, 1:], [t[:, :-1] for t in teachers]) if shifted else (logits, labels, teachers)
+    keep = y != -100
+    p_bar = (ts[0][keep].softmax(-1) + ts[1][keep].softmax(-1)) / 2
+    kl = torch.nn.functional.kl_div(s[keep].log_softmax(-1), p_bar, reduction="batchmean")
+    ce = torch.nn.functional.cross_entropy(s.flatten(0, 1), y.flatten(), ignore_index=-100)
+    for weight in (0.0, 0.3, 1.0):
+        got = train.distillation_loss(logits, teachers, labels, weight, shifted)
+        assert got.item() == pytest.approx(((1 - weight) * ce + weight * kl).item(), abs=1e-6)
+    assert train.distillation_loss(logits, [logits, logits], labels, 1.0, shifted).item() == pytest.approx(0, abs=1e-6)
+
+
+def _teacher_kl(student_dir, teacher_dir, tokenizer) -> float:
+    """Mean KL(teacher || student) over next-token distributions on validation blocks."""
+    data = train.TokenBlocks(tokenizer(read_split("validation")[:50_000])["input_ids"], 32, 8)
+    ids = torch.stack([data[i]["input_ids"] for i in range(len(data))])
+    student, teacher = (AutoModelForCausalLM.from_pretrained(d).eval() for d in (student_dir, teacher_dir))
+    with torch.no_grad():
+        log_q, log_p = student(ids).logits.log_softmax(-1), teacher(ids).logits.log_softmax(-1)
+    return (log_p.exp() * (log_p - log_q)).sum(-1).mean().item()
+
+
+def test_a_distilling_preset_moves_the_student_towards_its_teacher(corpus, tmp_path):
+    """tiny-distilled (distill_weight 1: the loss is KL to the teachers alone) starts from one tiny model and
+    learns from another trained on other data: the student's KL to the teacher falls by more than half, and the
+    summary and the model card name the teacher."""
+    common = ["--eval-examples", "8", "--max-steps", "30"]
+    student, teacher, distilled = tmp_path / "student", tmp_path / "teacher", tmp_path / "distilled"
+    _train(["--preset", "tiny", "--output-dir", str(student), "--work-dir", str(tmp_path / "w1"),
+            "--train-limit", "64", *common])
+    _train(["--preset", "tiny", "--output-dir", str(teacher), "--work-dir", str(tmp_path / "w2"), "--seed", "99",
+            "--learning-rate", "0.01", *common])
+    (tmp_path / "w3").mkdir()  # a work dir an earlier run left: a run that does not resume starts its clock at 0
+    (tmp_path / "w3" / "wall_clock.json").write_text(json.dumps({"seconds": 1e6, "step": 30}))
+    _train(["--preset", "tiny-distilled", "--init-from", str(student), "--teachers", str(teacher),
+            "--output-dir", str(distilled), "--work-dir", str(tmp_path / "w3"), "--train-limit", "256", *common])
+    tokenizer = AutoTokenizer.from_pretrained(student)
+    before, after = _teacher_kl(student, teacher, tokenizer), _teacher_kl(distilled, teacher, tokenizer)
+    assert after < 0.5 * before, (before, after)
+    summary = json.loads((distilled / "training_summary.json").read_text())
+    assert [t["seed"] for t in summary["teachers"]] == [99] and summary["started_from"]["seed"] == 1234
+    assert summary["settings"]["distill_weight"] == 1.0
+    assert summary["wall_clock_seconds"] < 1000
+    card = "\n".join(model_card.training_section(summary))
+    assert "distilled (weight 1.0: that share of the loss is KL to the teachers' mean distribution) from 1 model: seed 99" in card
+
+
+@pytest.mark.parametrize("preset, teachers, message", [
+    ("tiny-distilled", [], "this preset distils \\(distill_weight 1.0\\): pass --teachers"),
+    ("tiny-continued", ["teacher"], "this preset does not distil"),
+    ("tiny-distilled", ["not-a-model"], "not a trained model folder"),
+])
+def test_teachers_are_required_exactly_where_a_preset_distils(corpus, tmp_path, preset, teachers, message):
+    (tmp_path / "start").mkdir()
+    (tmp_path / "start" / "training_summary.json").write_text(json.dumps({"preset": "tiny"}))
+    (tmp_path / "not-a-model").mkdir()
+    args = ["--preset", preset, "--init-from", str(tmp_path / "start"), "--output-dir", str(tmp_path / "out"),
+            "--work-dir", str(tmp_path / "work")]
+    with pytest.raises(SystemExit, match=message):
+        _train(args + (["--teachers", *(str(tmp_path / t) for t in teachers)] if teachers else []))
+    assert not (tmp_path / "out").exists()
+
+
 def test_torchrun_two_processes_on_cpu_write_one_checkpoint(corpus, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd()}
     process = subprocess.Popen(

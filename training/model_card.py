@@ -153,6 +153,11 @@ def training_section(training: dict) -> list[str]:
         lines.append(f"- started from the `{start.get('preset')}` model: {start.get('steps')} optimizer steps, "
                      f"{start.get('wall_clock_seconds')} s, validation loss {start.get('validation_loss')}, "
                      f"trained with `{start.get('command')}`")
+    if teachers := training.get("teachers"):
+        lines.append(f"- distilled (weight {(training.get('settings') or {}).get('distill_weight')}: that share of "
+                     f"the loss is KL to the teachers' mean distribution) from {len(teachers)} model{'s' if len(teachers) > 1 else ''}: "
+                     + "; ".join(f"seed {t.get('seed')}, validation loss {t.get('validation_loss')}, "
+                                 f"`{t.get('command')}`" for t in teachers))
     curve = training.get("validation_curve") or []
     if curve:
         lines.append(f"- validation loss during training: {curve[0][1]} at step {curve[0][0]} -> {curve[-1][1]} at step {curve[-1][0]}")

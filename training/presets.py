@@ -33,6 +33,7 @@ class TrainSettings:
     shifted_blocks: bool = False  # language models: cut the training text at a random shift on every read
     renamed_share: float = 0.0  # seq2seq: share of pairs read with their names invented anew (training.renaming)
     label_smoothing: float = 0.0  # ε: targets are (1-ε)·one-hot + ε/V (Szegedy et al. 2016); training loss only
+    distill_weight: float = 0.0  # w: the share of the training loss that is KL to the teachers (train.distillation_loss)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,15 @@ PRESETS: dict[str, Preset] = {
         TrainSettings(context_length=64, batch_size=64, max_steps=20000, learning_rate=2e-3, warmup_steps=400,
                       precision="bf16", eval_steps=1000, tokenizer="bpe", group_by_length=True, weights_dtype="float16"),
     ),
+    # folio-to-modern, continued: the trained model learns from an ensemble of the recipe's seeds as well as from the
+    # references (--init-from one seed's model, --teachers the seeds' models; train.distillation_loss).
+    "folio-to-modern-distilled": Preset(
+        dict(),
+        TrainSettings(context_length=64, batch_size=64, max_steps=2000, learning_rate=3e-4, warmup_steps=100,
+                      precision="bf16", eval_steps=500, tokenizer="bpe", group_by_length=True, weights_dtype="float16",
+                      renamed_share=0.5, distill_weight=0.5),
+        starts_from="folio-to-modern",
+    ),
     # For tests: a few seconds.
     "tiny": Preset(
         dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),
@@ -106,6 +116,13 @@ PRESETS: dict[str, Preset] = {
         dict(dropout=0.2),
         TrainSettings(context_length=32, batch_size=8, max_steps=10, learning_rate=3e-4, warmup_steps=0,
                       eval_steps=50, eval_examples=64, label_smoothing=0.1),
+        starts_from="tiny",
+    ),
+    # For tests: continues a tiny model, learning from teachers only (distill_weight 1).
+    "tiny-distilled": Preset(
+        dict(),
+        TrainSettings(context_length=32, batch_size=8, max_steps=10, learning_rate=3e-3, warmup_steps=0,
+                      eval_steps=50, eval_examples=64, distill_weight=1.0),
         starts_from="tiny",
     ),
 }

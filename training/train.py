@@ -10,7 +10,9 @@ line -> modern line) pairs. The same code runs on a CPU, on CUDA (bf16 autocast 
 for it) and under torchrun across processes (gloo on CPU, NCCL on CUDA; rank 0 writes the checkpoint).
 
 A preset with ``starts_from`` continues training the model another preset made: ``--init-from`` names that
-run's ``--output-dir``, and this run's summary records the earlier one's under ``started_from``.
+run's ``--output-dir``, and this run's summary records the earlier one's under ``started_from``. A preset with
+``distill_weight`` learns from teachers too (``--teachers``, trained models on the same tokenizer): see
+``distillation_loss``.
 
 Trainer state goes to ``--work-dir`` (default data/runs/<output name>) so ``--resume`` continues from
 its last checkpoint, across sessions; ``--output-dir`` receives only the final model in Hugging Face
@@ -177,6 +179,73 @@ def starting_model(preset_name: str, init_from: Path | None, model_kwargs: dict,
     return model, start
 
 
+def distillation_loss(logits: torch.Tensor, teacher_logits: list[torch.Tensor], labels: torch.Tensor, weight: float,
+                      shifted: bool) -> torch.Tensor:
+    """Knowledge distillation (Hinton et al. 2015, temperature 1) from an ensemble of teachers:
+
+        loss = (1 - w) * CE(y, q) + w * KL(p_bar || q),   p_bar = mean over teachers of softmax(teacher logits),
+
+    q = softmax(student logits), both terms averaged over the target tokens (labels != -100). The ensemble's
+    distribution says which other spellings were plausible, which the one-hot reference does not. ``shifted``:
+    a causal LM's logits at t predict labels at t + 1; an encoder-decoder's are aligned with its labels."""
+    if shifted:
+        logits, labels = logits[:, :-1], labels[:, 1:]
+        teacher_logits = [t[:, :-1] for t in teacher_logits]
+    keep = labels != -100
+    log_q = torch.log_softmax(logits[keep].float(), -1)
+    p_bar = torch.stack([torch.softmax(t[keep].float(), -1) for t in teacher_logits]).mean(0)
+    cross_entropy = torch.nn.functional.nll_loss(log_q, labels[keep])
+    kl = (p_bar * (torch.log(p_bar.clamp_min(1e-30)) - log_q)).sum(-1).mean()
+    return (1 - weight) * cross_entropy + weight * kl
+
+
+class DistillingTrainer(Trainer):
+    """A ``Trainer`` whose training loss is ``distillation_loss`` against fixed teachers; evaluation keeps the
+    plain cross-entropy, so validation losses compare with other runs."""
+
+    def __init__(self, *args, teachers: list, distill_weight: float, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.teachers, self.distill_weight = teachers, distill_weight
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        if not model.training:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        outputs = model(**inputs)
+        device = outputs.logits.device
+        with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.args.bf16):
+            teacher_logits = [teacher.to(device)(**inputs).logits for teacher in self.teachers]
+        shifted = not self.teachers[0].config.is_encoder_decoder
+        loss = distillation_loss(outputs.logits, teacher_logits, inputs["labels"], self.distill_weight, shifted)
+        return (loss, outputs) if return_outputs else loss
+
+
+def load_teachers(paths: list[Path], tokenizer, settings: TrainSettings) -> tuple[list, list[dict]]:
+    """The teachers a distilling preset learns from, frozen, in eval mode, with the student's attention
+    implementation, and each one's training summary (its curve left out). Each must be a trained model on this
+    run's tokenizer."""
+    from .checkpoints import load_checkpoint
+
+    if settings.distill_weight and not paths:
+        raise SystemExit(f"this preset distils (distill_weight {settings.distill_weight}): pass --teachers with one or "
+                         f"more trained model folders (each a training.train --output-dir)")
+    if paths and not settings.distill_weight:
+        raise SystemExit("--teachers: this preset does not distil (its distill_weight is 0); presets that do: "
+                         + (", ".join(n for n, p in PRESETS.items() if p.train and p.train.distill_weight) or "none"))
+    teachers, summaries = [], []
+    for path in paths:
+        summary_file = path / "training_summary.json"
+        if not summary_file.is_file():
+            raise SystemExit(f"--teachers {path}: not a trained model folder (no training_summary.json)")
+        teacher, _ = load_checkpoint(path)
+        if teacher.config.vocab_size != len(tokenizer):
+            raise SystemExit(f"--teachers {path}: its vocabulary has {teacher.config.vocab_size} tokens, this run's "
+                             f"tokenizer {len(tokenizer)}")
+        teacher.config._attn_implementation = attention_for(settings.precision, settings.context_length)
+        teachers.append(teacher.float().eval().requires_grad_(False))
+        summaries.append({k: v for k, v in json.loads(summary_file.read_text()).items() if k != "validation_curve"})
+    return teachers, summaries
+
+
 def generation_config_for(model) -> GenerationConfig:
     c = model.config
     common = dict(bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id, pad_token_id=c.pad_token_id)
@@ -200,11 +269,12 @@ def device_description() -> str:
 
 
 class WallClock(TrainerCallback):
-    """Wall time summed over resumed runs: kept in ``<work dir>/wall_clock.json`` at every save."""
+    """Wall time summed over resumed runs: kept in ``<work dir>/wall_clock.json`` at every save. A run that does
+    not resume starts from 0, also in a work dir an earlier run left behind."""
 
-    def __init__(self, work_dir: Path):
+    def __init__(self, work_dir: Path, resume: bool):
         self.file = work_dir / "wall_clock.json"
-        self.before = json.loads(self.file.read_text())["seconds"] if self.file.exists() else 0.0
+        self.before = json.loads(self.file.read_text())["seconds"] if resume and self.file.exists() else 0.0
         self.start = time.time()
 
     def seconds(self) -> float:
@@ -295,6 +365,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --work-dir")
     parser.add_argument("--init-from", type=Path,
                         help="the trained model a preset with starts_from begins with (that preset's --output-dir)")
+    parser.add_argument("--teachers", type=Path, nargs="+", default=[],
+                        help="trained model folders a preset with distill_weight learns from (their mean distribution)")
     return parser.parse_args(argv)
 
 
@@ -319,6 +391,7 @@ def main(argv: list[str] | None = None) -> None:
 
     tokenizer = tokenizer_for(settings.tokenizer, root)  # the BPE is trained once, then reused
     length = settings.context_length
+    teachers, teacher_summaries = load_teachers(args.teachers, tokenizer, settings)
     model, start = starting_model(args.preset, args.init_from, model_kwargs, tokenizer, length,
                                   attention_for(settings.precision, length))
     if model.config.is_encoder_decoder:
@@ -374,10 +447,12 @@ def main(argv: list[str] | None = None) -> None:
         dataloader_num_workers=0,
         disable_tqdm=False,
     )
-    clock = WallClock(work_dir)
-    trainer = Trainer(model=model, args=training_args, train_dataset=train_set, eval_dataset=eval_set,
-                      data_collator=collator, callbacks=[clock])
     resume = args.resume and any(work_dir.glob("checkpoint-*"))
+    clock = WallClock(work_dir, resume)
+    common = dict(model=model, args=training_args, train_dataset=train_set, eval_dataset=eval_set,
+                  data_collator=collator, callbacks=[clock])
+    trainer = (DistillingTrainer(**common, teachers=teachers, distill_weight=settings.distill_weight) if teachers
+               else Trainer(**common))
     result = trainer.train(resume_from_checkpoint=True if resume else None)
     validation_loss = trainer.evaluate()["eval_loss"]  # also the curve's last point
     if settings.label_smoothing:  # the curve is the smoothed loss trained on; the summary's loss is plain cross-entropy
@@ -431,6 +506,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": launcher + " ".join(sys.argv[1:] if argv is None else argv),
         # the run this one continued: its summary, less its curve (preset, steps, wall time, command, ...)
         "started_from": {k: v for k, v in start.items() if k != "validation_curve"} if start else None,
+        "teachers": teacher_summaries or None,  # the models distilled from: each one's summary, less its curve
     }
     summary = {k: v for k, v in summary.items() if v is not None}
     (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
