@@ -195,12 +195,13 @@ def test_a_distilling_preset_moves_the_student_towards_its_teacher(corpus, tmp_p
     ("tiny-distilled", [], "this preset distils \\(distill_weight 1.0\\): pass --teachers"),
     ("tiny-continued", ["teacher"], "this preset does not distil"),
     ("tiny-distilled", ["not-a-model"], "not a trained model folder"),
+    ("tiny-distilled --distill-weight 1.5", ["teacher"], "must be between 0 and 1 .*got 1.5"),
 ])
 def test_teachers_are_required_exactly_where_a_preset_distils(corpus, tmp_path, preset, teachers, message):
     (tmp_path / "start").mkdir()
     (tmp_path / "start" / "training_summary.json").write_text(json.dumps({"preset": "tiny"}))
     (tmp_path / "not-a-model").mkdir()
-    args = ["--preset", preset, "--init-from", str(tmp_path / "start"), "--output-dir", str(tmp_path / "out"),
+    args = ["--preset", *preset.split(), "--init-from", str(tmp_path / "start"), "--output-dir", str(tmp_path / "out"),
             "--work-dir", str(tmp_path / "work")]
     with pytest.raises(SystemExit, match=message):
         _train(args + (["--teachers", *(str(tmp_path / t) for t in teachers)] if teachers else []))

@@ -225,6 +225,9 @@ def load_teachers(paths: list[Path], tokenizer, settings: TrainSettings) -> tupl
     run's tokenizer."""
     from .checkpoints import load_checkpoint
 
+    if not 0.0 <= settings.distill_weight <= 1.0:
+        raise SystemExit(f"the distillation weight must be between 0 and 1 (the share of the loss that is KL to the "
+                         f"teachers), got {settings.distill_weight}")
     if settings.distill_weight and not paths:
         raise SystemExit(f"this preset distils (distill_weight {settings.distill_weight}): pass --teachers with one or "
                          f"more trained model folders (each a training.train --output-dir)")
@@ -365,6 +368,8 @@ def parse_args(argv: list[str] | None):
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --work-dir")
     parser.add_argument("--init-from", type=Path,
                         help="the trained model a preset with starts_from begins with (that preset's --output-dir)")
+    parser.add_argument("--distill-weight", type=float,
+                        help="share of the training loss that is KL to the teachers (0 to 1; presets that distil)")
     parser.add_argument("--teachers", type=Path, nargs="+", default=[],
                         help="trained model folders a preset with distill_weight learns from (their mean distribution)")
     return parser.parse_args(argv)
@@ -374,7 +379,7 @@ def settings_from(args) -> TrainSettings:
     preset = PRESETS[args.preset].train
     overrides = {key: getattr(args, key) for key in ("max_steps", "context_length", "batch_size", "learning_rate",
                                                      "eval_steps", "eval_examples", "precision",
-                                                     "shifted_blocks", "renamed_share")
+                                                     "shifted_blocks", "renamed_share", "distill_weight")
                  if getattr(args, key) is not None}
     return replace(preset, **overrides)
 
