@@ -118,7 +118,7 @@ def test_a_preset_that_starts_from_a_trained_model_continues_its_weights(corpus,
     assert after["started_from"]["preset"] == "tiny" and after["started_from"]["steps"] == 20
     assert after["settings"]["label_smoothing"] == 0.1
     card = "\n".join(model_card.training_section(after))
-    assert "started from the `tiny` model: 20 optimizer steps" in card and "label smoothing: 0.1" in card
+    assert f"started from the `tiny` model of seed {before['seed']}: 20 optimizer steps" in card and "label smoothing: 0.1" in card
 
 
 @pytest.mark.parametrize("preset, init_from, message", [

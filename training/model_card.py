@@ -150,8 +150,9 @@ def training_section(training: dict) -> list[str]:
         lines.append(f"- label smoothing: {smoothing} (training loss only; the validation loss above is plain "
                      "cross-entropy)")
     if start := training.get("started_from"):
-        lines.append(f"- started from the `{start.get('preset')}` model: {start.get('steps')} optimizer steps, "
-                     f"{start.get('wall_clock_seconds')} s, validation loss {start.get('validation_loss')}, "
+        lines.append(f"- started from the `{start.get('preset')}` model of seed {start.get('seed')}: "
+                     f"{start.get('steps')} optimizer steps, {start.get('wall_clock_seconds')} s, "
+                     f"validation loss {start.get('validation_loss')}, "
                      f"trained with `{start.get('command')}`")
     if teachers := training.get("teachers"):
         lines.append(f"- distilled (weight {(training.get('settings') or {}).get('distill_weight')}: that share of "
@@ -207,7 +208,8 @@ def render_card(name: str, config: dict, result: dict, training: dict, main: boo
     lines = [f"# {name}\n"]
     if seq2seq:
         lines.append("An encoder-decoder Transformer, written from scratch, that rewrites First Folio spelling into "
-                     "modern spelling (\"Stand & vnfold your selfe\" -> \"Stand, and unfold yourself\"). "
+                     "modern spelling (\"Stand & vnfold your selfe\" is \"Stand, and unfold yourself\" in a modern "
+                     "edition). "
                      + ("It reads and writes one token per byte, so each spelling change is an edit it sees letter by letter.\n"
                         if bytes_model(config) else f"It reads and writes byte-level BPE tokens (a vocabulary of "
                         f"{config.get('vocab_size')}), so a spelling change can alter how a word splits into tokens.\n"))
