@@ -110,7 +110,7 @@ def test_every_model_card_snippet_loads_with_trust_remote_code_where_our_package
     assert set(out["loaded"]) == set(names)
     # folio-to-modern's card rewrites a passage line by line, one output per line
     assert ast.literal_eval(out["printed"]["folio-to-modern"]) == ["Shall I compare thee to a summer's day?",
-                                                       "Thou art more lovely and more temperate;"]
+                                                       "Thou art more lovely and more temperate:"]
     for name, (model_class, n_tokens) in out["loaded"].items():
         assert model_class.startswith("ScratchTransformerFor") and n_tokens > 200, name
     no_warning(out["stderr"])
