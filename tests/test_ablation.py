@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer.inputs import InputProblem
-from explorer.ablation import ablate_heads, head_mask, parse_heads, rank_heads, run_masked
+from explorer.ablation import ablate_heads, head_mask, layers_of, parse_heads, rank_heads, run_masked
 from explorer.steps import layer_norm, linear
 from shipped import inputs_of, shipped
 
@@ -59,7 +59,7 @@ def test_ablating_a_head_equals_zeroing_its_slice_before_w_o(name, kind, layer, 
     assert model.config.norm_first and model.config.activation == "gelu"  # what the reference computes
     inputs = inputs_of(model, tokenizer, TEXT)
     mask = {{"self": "head_mask", "encoder": "head_mask", "cross": "cross_attn_head_mask"}[kind]:
-            head_mask(model.config.n_layers, model.config.n_heads, [(layer, head)])}
+            head_mask(layers_of(model, kind), model.config.n_heads, [(layer, head)])}
     with torch.inference_mode():
         full = model(**inputs, use_cache=False, output_intermediates=True).intermediates
         ablated = model(**inputs, use_cache=False, output_intermediates=True, **mask).intermediates

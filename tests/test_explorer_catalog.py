@@ -10,7 +10,7 @@ from conftest import SLOW_MODEL
 from explorer import catalog
 from explorer.inputs import InputProblem
 from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
-from modeling import ScratchTransformerForSeq2SeqLM
+from modeling import ScratchTransformerConfig, ScratchTransformerForSeq2SeqLM
 from training import paths
 from training.checkpoints import checkpoint_problems
 
@@ -143,6 +143,16 @@ def test_menus_have_one_line_per_model_saying_what_it_is(tiny_checkpoints):
     assert "encoding experiment" in lines["shakespeare-alibi"]
     assert lines[SLOW_MODEL].startswith(f"{SLOW_MODEL} · rope positions · {found[SLOW_MODEL].n_parameters / 1e6:.1f}M parameters")
     assert lines[SEQ2SEQ_NAME].endswith("rewrites its input (character error rate 0.120; copying the input: 0.310)")
+
+
+def test_the_architecture_line_counts_encoder_and_decoder_layers_apart():
+    """An encoder-decoder's stacks may differ in depth (folio-to-modern: 4 + 3); the line names both."""
+    config = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=3, n_encoder_layers=4, d_ff=64,
+                                      is_encoder_decoder=True)
+    line = catalog.config_summary("m", config)
+    assert "4 encoder + 3 decoder layers" in line and "encoder-decoder" in line
+    causal = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=3, d_ff=64)
+    assert "3 layers" in catalog.config_summary("c", causal) and "encoder +" not in catalog.config_summary("c", causal)
 
 
 def test_default_model_is_the_main_model_else_the_first_usable_language_model(tiny_checkpoints):
