@@ -118,7 +118,9 @@ def test_a_preset_that_starts_from_a_trained_model_continues_its_weights(corpus,
     assert after["started_from"]["preset"] == "tiny" and after["started_from"]["steps"] == 20
     assert after["settings"]["label_smoothing"] == 0.1
     card = "\n".join(model_card.training_section(after))
-    assert f"started from the `tiny` model of seed {before['seed']}: 20 optimizer steps" in card and "label smoothing: 0.1" in card
+    assert (f"started from the `tiny` model of seed {before['seed']}: 20 optimizer steps on {before['device']}, "
+            f"{before['wall_clock_seconds']} s, {before['tokens_seen']} tokens seen, validation loss "
+            f"{before['validation_loss']}") in card and "label smoothing: 0.1" in card
 
 
 @pytest.mark.parametrize("preset, init_from, message", [
@@ -188,7 +190,10 @@ def test_a_distilling_preset_moves_the_student_towards_its_teacher(corpus, tmp_p
     assert summary["settings"]["distill_weight"] == 1.0
     assert summary["wall_clock_seconds"] < 1000
     card = "\n".join(model_card.training_section(summary))
-    assert "distilled (weight 1.0: that share of the loss is KL to the teachers' mean distribution) from 1 model: seed 99" in card
+    teacher_run = summary["teachers"][0]
+    assert ("distilled (weight 1.0: that share of the loss is KL to the teachers' mean distribution) from 1 model: "
+            f"seed 99, {teacher_run['steps']} optimizer steps on {teacher_run['device']}") in card
+    assert f"{teacher_run['tokens_seen']} tokens seen" in card
 
 
 @pytest.mark.parametrize("preset, teachers, message", [

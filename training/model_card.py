@@ -139,6 +139,12 @@ def retrain_command(training: dict) -> str | None:
     return f"{TRAIN_COMMAND} --preset {preset} --output-dir data/final/{preset} --threads 2 --resume"
 
 
+def earlier_run(summary: dict) -> str:
+    """What a model this run continued or learned from cost: steps, device, wall time, tokens, validation loss."""
+    return (f"{summary.get('steps')} optimizer steps on {summary.get('device')}, {summary.get('wall_clock_seconds')} s, "
+            f"{summary.get('tokens_seen')} tokens seen, validation loss {summary.get('validation_loss')}")
+
+
 def training_section(training: dict) -> list[str]:
     lines = ["## Training\n"]
     if not training:
@@ -151,14 +157,11 @@ def training_section(training: dict) -> list[str]:
                      "cross-entropy)")
     if start := training.get("started_from"):
         lines.append(f"- started from the `{start.get('preset')}` model of seed {start.get('seed')}: "
-                     f"{start.get('steps')} optimizer steps, {start.get('wall_clock_seconds')} s, "
-                     f"validation loss {start.get('validation_loss')}, "
-                     f"trained with `{start.get('command')}`")
+                     f"{earlier_run(start)}, trained with `{start.get('command')}`")
     if teachers := training.get("teachers"):
         lines.append(f"- distilled (weight {(training.get('settings') or {}).get('distill_weight')}: that share of "
                      f"the loss is KL to the teachers' mean distribution) from {len(teachers)} model{'s' if len(teachers) > 1 else ''}: "
-                     + "; ".join(f"seed {t.get('seed')}, validation loss {t.get('validation_loss')}, "
-                                 f"`{t.get('command')}`" for t in teachers))
+                     + "; ".join(f"seed {t.get('seed')}, {earlier_run(t)}, `{t.get('command')}`" for t in teachers))
     curve = training.get("validation_curve") or []
     if curve:
         lines.append(f"- validation loss during training: {curve[0][1]} at step {curve[0][0]} -> {curve[-1][1]} at step {curve[-1][0]}")
