@@ -71,6 +71,21 @@ def test_every_card_gives_a_training_command_todays_code_accepts(name):
     assert train.settings_from(args) == train.PRESETS[args.preset].train  # the preset holds the run's settings
 
 
+@pytest.mark.parametrize("name", CAUSAL + [FOLIO])
+def test_the_runs_a_checkpoint_continued_or_learned_from_give_commands_that_parse(name):
+    """A continued or distilled model's card names the run it started from and its teachers, each with the command
+    that trained it, shell-quoted (a --config JSON is one argument): each one parses with training.train's options
+    into that run's own preset."""
+    trained = summary(name)
+    earlier = [trained["started_from"]] if trained.get("started_from") else []
+    earlier += trained.get("teachers") or []
+    card = (ROOT / name / "README.md").read_text()
+    for run in earlier:
+        assert f"`{run['command']}`" in card
+        args = train.parse_args(shlex.split(run["command"].removeprefix(TRAIN_COMMAND)))
+        assert args.preset == run["preset"], run["command"]  # (a --config that is not one JSON object exits)
+
+
 def test_checkpoints_fit_the_size_limit():
     total = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
     assert total <= SIZE_LIMIT, f"{total / 1e6:.2f} MB"

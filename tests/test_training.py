@@ -3,6 +3,7 @@
 import json
 import math
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -103,8 +104,9 @@ def test_a_preset_that_starts_from_a_trained_model_continues_its_weights(corpus,
     summary reports, which equals the first run's) and its summary and card name the run it continued."""
     common = ["--eval-examples", "8", "--train-limit", "64"]
     first, second = tmp_path / "tiny", tmp_path / "continued"
-    _train(["--preset", "tiny", "--output-dir", str(first), "--work-dir", str(tmp_path / "w1"), "--max-steps", "20",
-            *common])
+    first_args = ["--preset", "tiny", "--output-dir", str(first), "--work-dir", str(tmp_path / "w1"), "--max-steps",
+                  "20", "--config", '{"attention_dropout": 0.0}', *common]
+    _train(first_args)
     _train(["--preset", "tiny-continued", "--init-from", str(first), "--output-dir", str(second),
             "--work-dir", str(tmp_path / "w2"), "--max-steps", "4", "--eval-steps", "2", "--learning-rate", "0",
             *common])
@@ -116,6 +118,8 @@ def test_a_preset_that_starts_from_a_trained_model_continues_its_weights(corpus,
     assert after["validation_loss"] == pytest.approx(before["validation_loss"], abs=2e-4)  # rounded to 4 places
     assert all(loss > after["validation_loss"] + 0.05 for _, loss in after["validation_curve"]), (after["validation_loss"], after["validation_curve"])
     assert after["started_from"]["preset"] == "tiny" and after["started_from"]["steps"] == 20
+    # the command is recorded shell-quoted: pasted into a shell, it gives the run the same arguments (the JSON too)
+    assert shlex.split(before["command"]) == ["python", "-m", "training.train", *first_args, "--threads", "1"]
     assert after["settings"]["label_smoothing"] == 0.1
     card = "\n".join(model_card.training_section(after))
     assert (f"started from the `tiny` model of seed {before['seed']}: 20 optimizer steps on {before['device']}, "

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import sys
 import time
 from dataclasses import asdict, replace
@@ -508,7 +509,7 @@ def main(argv: list[str] | None = None) -> None:
         "float16_change": None if float16_change is None else float(f"{float16_change:.2e}"),
         "settings": asdict(settings),
         "model": model_kwargs,
-        "command": launcher + " ".join(sys.argv[1:] if argv is None else argv),
+        "command": launcher + shlex.join(sys.argv[1:] if argv is None else argv),  # quoted: pastes into a shell
         # the run this one continued: its summary, less its curve (preset, steps, wall time, command, ...)
         "started_from": {k: v for k, v in start.items() if k != "validation_curve"} if start else None,
         "teachers": teacher_summaries or None,  # the models distilled from: each one's summary, less its curve
