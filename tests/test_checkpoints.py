@@ -59,8 +59,8 @@ def test_every_checkpoint_is_shipped_with_results_and_a_model_card():
 
 @pytest.mark.parametrize("name", CAUSAL + [FOLIO])
 def test_every_card_gives_a_training_command_todays_code_accepts(name):
-    """A card shows the command as it was run; where that ran an earlier layout (shakespeare-main: modeling.train
-    --eval-blocks), it adds one for today's code. One of them parses with training.train's own options."""
+    """A card shows the command as it was run; where that ran an earlier layout (modeling.train --eval-blocks, as
+    the first shakespeare-main did), it adds one for today's code. One of them parses with training.train's options."""
     card = (ROOT / name / "README.md").read_text()
     shown = [line.split(": ", 1)[1].strip("`") for line in card.splitlines()
              if line.startswith(("- command (as it was run): ", "- to train it again with today's code"))]
@@ -82,6 +82,8 @@ def test_the_runs_a_checkpoint_continued_or_learned_from_give_commands_that_pars
     card = (ROOT / name / "README.md").read_text()
     for run in earlier:
         assert f"`{run['command']}`" in card
+        if run["command"].startswith("python -m modeling.train "):  # the first main model ran an earlier layout
+            continue
         args = train.parse_args(shlex.split(run["command"].removeprefix(TRAIN_COMMAND)))
         assert args.preset == run["preset"], run["command"]  # (a --config that is not one JSON object exits)
 
@@ -155,10 +157,12 @@ def test_causal_lm_works_in_a_text_generation_pipeline(name):
 
 
 def test_main_model_is_the_best_we_ship():
-    """At most 2.2 bits per character on the whole held-out test split (issue 3; issue 13 asks for 1.85, not met
-    yet), and better than every experiment model; its figure on the fixed slice is re-measured above."""
+    """At most 2.2 bits per character on the whole held-out test split (issue 3), and at most the 1.936 of the best
+    single run it was distilled from (issue 13 asks for 1.85: not reached, see README); better than every experiment
+    model; its figure on the fixed slice is re-measured above."""
     entry = RESULTS["models"][MAIN]
     assert entry["bits_per_char"] <= 2.2
+    assert entry["bits_per_char"] <= 1.936
     assert entry["chars_scored"] >= 0.99 * RESULTS["test_chars"]
     assert entry["bits_per_char"] < min(RESULTS["models"][name]["bits_per_char"] for name in EXPERIMENT)
 

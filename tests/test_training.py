@@ -113,7 +113,9 @@ def test_a_preset_that_starts_from_a_trained_model_continues_its_weights(corpus,
     with safe_open(first / "model.safetensors", "pt") as a, safe_open(second / "model.safetensors", "pt") as b:
         assert sorted(a.keys()) == sorted(b.keys())
         assert all(torch.equal(a.get_tensor(k), b.get_tensor(k)) for k in a.keys())
-    assert json.loads((second / "config.json").read_text())["dropout"] == 0.2
+    continued = json.loads((second / "config.json").read_text())
+    assert json.loads((first / "config.json").read_text())["activation_dropout"] == 0.0
+    assert continued["dropout"] == 0.2 and continued["activation_dropout"] == 0.2  # the default follows dropout
     before, after = (json.loads((d / "training_summary.json").read_text()) for d in (first, second))
     assert after["validation_loss"] == pytest.approx(before["validation_loss"], abs=2e-4)  # rounded to 4 places
     assert all(loss > after["validation_loss"] + 0.05 for _, loss in after["validation_curve"]), (after["validation_loss"], after["validation_curve"])

@@ -142,7 +142,8 @@ def retrain_command(training: dict) -> str | None:
 def earlier_run(summary: dict) -> str:
     """What a model this run continued or learned from cost: steps, device, wall time, tokens, validation loss."""
     return (f"{summary.get('steps')} optimizer steps on {summary.get('device')}, {summary.get('wall_clock_seconds')} s, "
-            f"{summary.get('tokens_seen')} tokens seen, validation loss {summary.get('validation_loss')}")
+            f"{summary.get('tokens_seen')} tokens seen, validation loss "
+            f"{summary.get('validation_loss', summary.get('final_validation_loss'))}")  # (the earlier layout's name)
 
 
 def training_section(training: dict) -> list[str]:

@@ -53,9 +53,10 @@ ENCODING_TRAIN = TrainSettings(context_length=128, batch_size=32, max_steps=1770
 PRESETS: dict[str, Preset] = {
     **{f"shakespeare-{encoding}": Preset(dict(ENCODING_MODEL, position_encoding=encoding), ENCODING_TRAIN)
        for encoding in POSITION_ENCODINGS},
-    # The app's main text-generation model, as shipped: 2400 steps of 16 x 256 tokens, the checkpoint with the lowest
-    # validation loss kept. A larger try (d_model 352, d_ff 1408, dropout 0.2, context 1024, 1100 steps of 8 x 1024:
-    # the same ~9M tokens) scored worse, 1.990 bits/char against 1.965: on 1.45M training tokens, width alone overfits.
+    # The main model's recipe; the first one shipped (1.965 bits/char, now a teacher of shakespeare-main-distilled):
+    # 2400 steps of 16 x 256 tokens, the checkpoint with the lowest validation loss kept. A larger try (d_model 352,
+    # d_ff 1408, dropout 0.2, context 1024, 1100 steps of 8 x 1024: the same ~9M tokens) scored worse, 1.990 bits/char
+    # against 1.965: on 1.45M training tokens, width alone overfits.
     # Tried after, both in bf16 autocast (0.8 s a step on the 2-core CPU; the shipped fp32 run took 2.3 s) with shifted
     # blocks: this recipe, 1.963 (validation 3.904); dropout 0.25 and 4000 steps (12.1 passes, 66 min), 1.952
     # (validation 3.914). Neither is near 1.85, so neither is shipped: the gap between train and validation loss
@@ -65,7 +66,8 @@ PRESETS: dict[str, Preset] = {
     # today's text, more than the plays outside the test and validation splits hold.
     # On an H100 (one lease, 6-9 min a run, same code): dropout 0.3 over 8000 steps (24 passes) 1.936, validation 3.906;
     # dropout 0.4 over 12000 steps (36 passes) 1.936, validation 3.869 and still falling slowly. Heavy dropout stops
-    # the overfitting but gains only 0.03: not shipped, 1.85 is still 0.086 away.
+    # the overfitting but gains only 0.03. The three models decoding together (mean of their probabilities) score
+    # 1.878: they err differently, and shakespeare-main-distilled puts part of that into one model.
     "shakespeare-main": Preset(
         dict(d_model=256, n_heads=8, n_layers=6, d_ff=1024, dropout=0.1, norm_first=True, activation="gelu",
              position_encoding="rope"),
@@ -113,6 +115,19 @@ PRESETS: dict[str, Preset] = {
                       precision="bf16", eval_steps=1000, tokenizer="bpe", group_by_length=True, weights_dtype="float16",
                       renamed_share=0.5, distill_weight=0.9),
         starts_from="folio-to-modern",
+    ),
+    # The app's main text-generation model, as shipped: distilled (train.distillation_loss: 90% of the loss is KL to
+    # the teachers' mean distribution, 10% cross-entropy) from three shakespeare-main runs (the first shipped model,
+    # dropout 0.3 and dropout 0.4 on an H100, above), starting from the dropout-0.4 one, at dropout 0.2 (0.4 kept on
+    # the feed-forward hidden layer, as that run had it: activation_dropout). 1500 steps
+    # (4.6 passes, 79 min on 2 CPU cores): validation 3.869 -> 3.816, test 1.936 -> 1.908 bits/char (the three
+    # together: 1.878). The target of 1.85 is not reached: text, not the recipe, limits it (above).
+    "shakespeare-main-distilled": Preset(
+        dict(dropout=0.2, activation_dropout=0.4),
+        TrainSettings(context_length=256, batch_size=16, max_steps=1500, learning_rate=5e-4, warmup_steps=100,
+                      precision="bf16", eval_steps=250, eval_examples=256, keep_best=True, weights_dtype="float16",
+                      shifted_blocks=True, distill_weight=0.9),
+        starts_from="shakespeare-main",
     ),
     # For tests: a few seconds.
     "tiny": Preset(

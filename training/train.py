@@ -174,6 +174,9 @@ def starting_model(preset_name: str, init_from: Path | None, model_kwargs: dict,
     if config.vocab_size != len(tokenizer):
         raise SystemExit(f"--init-from {init_from}: its vocabulary has {config.vocab_size} tokens, this run's "
                          f"tokenizer {len(tokenizer)}")
+    if "dropout" in model_kwargs and "activation_dropout" not in model_kwargs and config.activation_dropout == config.dropout:
+        # the trained model's feed-forward dropout followed its dropout (the config's default): it follows the new one
+        model_kwargs = {**model_kwargs, "activation_dropout": model_kwargs["dropout"]}
     model_class = ScratchTransformerForSeq2SeqLM if config.is_encoder_decoder else ScratchTransformerForCausalLM
     model = model_class.from_pretrained(init_from, dtype=torch.float32, attn_implementation=attn_implementation,
                                         **model_kwargs)
