@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from checkpointing.loading import WEIGHTS_FILE, CheckpointError, checkpoint_problems, load_checkpoint
+from checkpointing.paths import CHECKPOINTS_ENV, checkpoints_dir
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig
-from training.checkpoints import WEIGHTS_FILE, CheckpointError, checkpoint_problems, load_checkpoint
-from training.paths import CHECKPOINTS_ENV, checkpoints_dir
 
 from .inputs import InputProblem, echo, error_text, model_name
 

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from checkpointing import scoring
 from modeling.modeling_scratch_transformer import alibi_slopes, rope_angles, sinusoidal_encoding
-from training import evaluate
 
 from .catalog import CheckpointInfo, encoding_models, load_model
 
@@ -85,7 +85,7 @@ def bits_per_character(model, tokenizer, text: str, context_length: int, batch_s
         if deadline is not None and time.monotonic() > deadline:
             raise TimeLimit
 
-    return evaluate.bits_per_character(model, tokenizer, text, context_length, batch_size, progress=check_time)["bits_per_char"]
+    return scoring.bits_per_character(model, tokenizer, text, context_length, batch_size, progress=check_time)["bits_per_char"]
 
 
 def within_tokens(tokenizer, text: str, max_tokens: int) -> tuple[str, int]:
@@ -105,7 +105,7 @@ EXTRAPOLATION_TIME_LIMIT_S = 60.0  # for the whole recomputation; unfinished len
 def extrapolation_lengths(catalog: dict[str, CheckpointInfo]) -> list[int]:
     """The context lengths the evaluation measures the encoding models at (``training.evaluate.extrapolation_lengths``:
     1x, 2x, 4x and 8x the training context), from their configs."""
-    return sorted({n for name in encoding_models(catalog).values() for n in evaluate.extrapolation_lengths(catalog[name])})
+    return sorted({n for name in encoding_models(catalog).values() for n in scoring.extrapolation_lengths(catalog[name])})
 
 
 @dataclass

@@ -15,7 +15,7 @@ import torch
 
 from conftest import SLOW_MODEL, figure
 from explorer.generation import MAX_REWRITE_LINES
-from training.checkpoints import load_checkpoint
+from checkpointing.loading import load_checkpoint
 from fixtures_checkpoints import SEQ2SEQ_NAME
 
 MODELS = ["shakespeare-alibi", "shakespeare-learned", "shakespeare-none", "shakespeare-rope", "shakespeare-sinusoidal",

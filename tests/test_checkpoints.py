@@ -10,6 +10,8 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
+from checkpointing.paths import checkpoints_dir
+from checkpointing.scoring import EXTRAPOLATION_FACTORS, bits_per_character, window_losses
 from explorer.generation import rewrite_lines
 from modeling import POSITION_ENCODINGS, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from training import train
@@ -17,17 +19,13 @@ from training.checkpoints import MODEL_CODE_FILES, MODELING_DIR
 from training.corpus import read_pairs, read_split
 from training.model_card import TRAIN_COMMAND, TRAINING_LABELS
 from training.evaluate import (
-    EXTRAPOLATION_FACTORS,
     SEQ2SEQ_SLICE_PAIRS,
     SLICE_CHARS,
-    bits_per_character,
     character_error_rate,
     modernize,
     position_losses,
     spelling_scores,
-    window_losses,
 )
-from training.paths import checkpoints_dir
 from training.presets import ENCODING_SEEDS
 
 ROOT = checkpoints_dir()

@@ -5,16 +5,9 @@ import math
 import pytest
 import torch
 
+from checkpointing.scoring import bits_per_character, window_losses
 from training import train
-from training.evaluate import (
-    bits_per_character,
-    character_error_rate,
-    insensitive_cer,
-    plain_words,
-    position_losses,
-    window_losses,
-    within_one_word,
-)
+from training.evaluate import character_error_rate, insensitive_cer, plain_words, position_losses, within_one_word
 from training.tokenization import train_tokenizer
 
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from checkpointing import scoring
 from explorer import catalog, encodings
 from fixtures_checkpoints import ENCODINGS, checkpoint_config, train_tokenizer
 from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from modeling.modeling_scratch_transformer import alibi_slopes
-from training import evaluate
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
 
@@ -76,7 +76,7 @@ def test_bits_per_character_is_the_evaluations_measure(tokenizer, context):
     scored_chars = len(TEXT) - len(tokenizer.decode(ids[:1]))
     assert math.isclose(encodings.bits_per_character(model, tokenizer, TEXT, context), nll / (math.log(2) * scored_chars),
                         rel_tol=1e-4)
-    assert encodings.bits_per_character(model, tokenizer, TEXT, context) == evaluate.bits_per_character(
+    assert encodings.bits_per_character(model, tokenizer, TEXT, context) == scoring.bits_per_character(
         model, tokenizer, TEXT, context)["bits_per_char"]
 
 
@@ -108,7 +108,7 @@ def test_within_tokens_cuts_after_a_whole_token(tokenizer):
 
 def test_extrapolation_lengths_are_the_evaluations_factors_of_the_training_context(tiny_checkpoints):
     found = catalog.discover_checkpoints(tiny_checkpoints)
-    assert encodings.extrapolation_lengths(found) == [64 * f for f in evaluate.EXTRAPOLATION_FACTORS]
+    assert encodings.extrapolation_lengths(found) == [64 * f for f in scoring.EXTRAPOLATION_FACTORS]
 
 
 def test_recompute_extrapolation_yields_after_each_job_and_blanks_what_it_cannot_measure(tiny_checkpoints):

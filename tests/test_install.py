@@ -14,12 +14,12 @@ import zipfile
 
 import pytest
 
+from checkpointing.loading import checkpoint_folders
+from checkpointing.paths import REPO_ROOT, checkpoints_dir
 from offline_hub import lay_out_cache, run_isolated
-from training.checkpoints import checkpoint_folders
 from training.model_card import HUB_ORGANIZATION
-from training.paths import REPO_ROOT, checkpoints_dir
 
-PACKAGES = ("modeling", "training", "explorer")
+PACKAGES = ("modeling", "checkpointing", "training", "explorer")
 
 
 def requirement_pins() -> list[str]:
@@ -74,7 +74,8 @@ def test_the_wheel_holds_the_packages_and_their_runtime_dependencies(installed):
         names = archive.namelist()
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     for module in ("modeling/modeling_scratch_transformer.py", "modeling/configuration_scratch_transformer.py",
-                   "training/train.py", "training/evaluate.py", "explorer/__init__.py"):
+                   "checkpointing/loading.py", "checkpointing/scoring.py", "training/train.py", "training/evaluate.py",
+                   "explorer/__init__.py"):
         assert module in names, module
     assert not any(n.startswith(("tests/", "checkpoints/", "benchmarks/")) for n in names)
     assert sorted(re.findall(r"^Requires-Dist: (.+)$", metadata, flags=re.M)) == sorted(requirement_pins())

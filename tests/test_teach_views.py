@@ -128,7 +128,7 @@ def test_what_the_experiment_text_says_holds_for_the_recorded_curves():
     models are identical but for the encoding and trained with two seeds each."""
     import json
 
-    from training.paths import checkpoints_dir
+    from checkpointing.paths import checkpoints_dir
 
     results = json.loads((checkpoints_dir() / "results.json").read_text())
     assert "two seeds each" in teaching.EXPERIMENT and len(results["experiment"]["seeds"]) == 2

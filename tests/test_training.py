@@ -13,10 +13,11 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from checkpointing.loading import load_checkpoint
+from checkpointing.paths import data_dir
 from tiny_models import tiny_seq2seq
 from training import checkpoints, model_card, train
 from training.corpus import read_pairs, read_split
-from training.paths import data_dir
 from training.tokenization import tokenizer_for, train_tokenizer
 
 
@@ -307,9 +308,9 @@ def test_float16_is_stored_when_the_checkpoint_on_disk_moves_by_less_than_the_to
                    eos_token_id=tokenizer.eos_token_id)
     tiny_seq2seq(vocab_size=len(tokenizer), training_context_length=64, **special).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    before = train.validation_spelling_bits_per_char(*checkpoints.load_checkpoint(tmp_path), data_dir())
+    before = train.validation_spelling_bits_per_char(*load_checkpoint(tmp_path), data_dir())
     stored, change = train.store_float16_if_harmless(tmp_path, data_dir())
-    model, _ = checkpoints.load_checkpoint(tmp_path)
+    model, _ = load_checkpoint(tmp_path)
     after = train.validation_spelling_bits_per_char(model, tokenizer, data_dir())
     assert stored == "float16" and change == pytest.approx(abs(after - before), abs=1e-12)
     assert 0 < change < train.FLOAT16_TOLERANCE

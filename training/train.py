@@ -45,12 +45,13 @@ from transformers import (
     set_seed,
 )
 
+from checkpointing.loading import load_checkpoint
+from checkpointing.paths import data_dir
+from checkpointing.scoring import bits_per_character
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 
 from .checkpoints import store_weights_as
 from .corpus import plausible_pair, read_pairs, read_split
-from .evaluate import bits_per_character
-from .paths import data_dir
 from .presets import DEFAULT_SEED, PRESETS, TrainSettings
 from .renaming import NameSwapper, lowercase_words
 from .tokenization import tokenizer_for
@@ -227,8 +228,6 @@ def load_teachers(paths: list[Path], tokenizer, settings: TrainSettings) -> tupl
     """The teachers a distilling preset learns from, frozen, in eval mode, with the student's attention
     implementation, and each one's training summary (its curve left out). Each must be a trained model on this
     run's tokenizer."""
-    from .checkpoints import load_checkpoint
-
     if not 0.0 <= settings.distill_weight <= 1.0:
         raise SystemExit(f"the distillation weight must be between 0 and 1 (the share of the loss that is KL to the "
                          f"teachers), got {settings.distill_weight}")
@@ -330,8 +329,6 @@ def store_float16_if_harmless(output_dir: Path, root: Path) -> tuple[str, float 
     Both sides are measured on the checkpoint as loaded from ``output_dir``, never on the model in memory: after a
     bf16 run, accelerate leaves that model's forward wrapped in autocast, so it would compare bf16 with float16.
     Returns (dtype stored, the change measured)."""
-    from .checkpoints import load_checkpoint
-
     def measure(m, t):
         if m.config.is_encoder_decoder:
             return validation_spelling_bits_per_char(m, t, root)
