@@ -1,4 +1,4 @@
-"""The model code each shipped checkpoint carries, and storing its weights in another dtype.
+"""The model code each shipped checkpoint carries.
 
     python -m training.checkpoints      # copy modeling's remote code into every checkpoint folder
 
@@ -11,10 +11,6 @@ Checking and loading a checkpoint folder is ``checkpointing.loading``.
 import argparse
 import shutil
 from pathlib import Path
-
-import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
 
 import modeling
 from checkpointing.loading import checkpoint_folders
@@ -34,23 +30,6 @@ def ship_model_code(root: Path | None = None) -> list[Path]:
                 shutil.copyfile(source, target)
                 changed.append(target)
     return changed
-
-
-def store_weights_as(output_dir: Path, dtype: str) -> None:
-    """Rewrite ``output_dir/model.safetensors`` with its floating-point tensors in ``dtype``.
-
-    config.json keeps ``"dtype": "float32"``, so ``from_pretrained`` upcasts on load and the model
-    computes in float32 as trained; only the storage is rounded. float16 keeps 11 significant bits
-    (relative rounding error <= 2**-11); weights here lie far inside its range (|w| < 65504).
-    """
-    path = output_dir / "model.safetensors"
-    with safe_open(path, framework="pt") as f:
-        metadata = f.metadata()
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    target = getattr(torch, dtype)
-    if any(t.is_floating_point() and t.abs().max() > torch.finfo(target).max for t in tensors.values()):
-        raise ValueError(f"a weight of {path} does not fit in {dtype}")
-    save_file({k: t.to(target) if t.is_floating_point() else t for k, t in tensors.items()}, path, metadata)
 
 
 def main() -> None:

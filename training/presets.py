@@ -33,7 +33,7 @@ class TrainSettings:
     shifted_blocks: bool = False  # language models: cut the training text at a random shift on every read
     renamed_share: float = 0.0  # seq2seq: share of pairs read with their names invented anew (training.renaming)
     label_smoothing: float = 0.0  # ε: targets are (1-ε)·one-hot + ε/V (Szegedy et al. 2016); training loss only
-    distill_weight: float = 0.0  # w: the share of the training loss that is KL to the teachers (train.distillation_loss)
+    distill_weight: float = 0.0  # w: the share of the training loss that is KL to the teachers (training.distillation)
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ PRESETS: dict[str, Preset] = {
                       precision="bf16", eval_steps=1000, tokenizer="bpe", group_by_length=True, weights_dtype="float16"),
     ),
     # folio-to-modern, continued: the trained model learns from an ensemble of the recipe's seeds as well as from the
-    # references (--init-from one seed's model, --teachers the seeds' models; train.distillation_loss). Seed 1238's
+    # references (--init-from one seed's model, --teachers the seeds' models; training.distillation). Seed 1238's
     # model (the lowest validation loss of the seven) taught by seeds 1234, 1237, 1238 and 1240, from 0.0363 greedy
     # (validation greedy 0.0375). 2000 steps (27 min on 2 cores): weight 0.5 at lr 3e-4, 0.0361 (validation 0.0365);
     # weight 0.9 at 5e-4, 0.0355, beam 0.0349 (validation 0.0365); weight 1.0 at 7e-4, 0.0353 (validation 0.0370).
@@ -116,7 +116,7 @@ PRESETS: dict[str, Preset] = {
                       renamed_share=0.5, distill_weight=0.9),
         starts_from="folio-to-modern",
     ),
-    # The app's main text-generation model, as shipped: distilled (train.distillation_loss: 90% of the loss is KL to
+    # The app's main text-generation model, as shipped: distilled (training.distillation: 90% of the loss is KL to
     # the teachers' mean distribution, 10% cross-entropy) from three shakespeare-main runs (the first shipped model,
     # dropout 0.3 and dropout 0.4 on an H100, above), starting from the dropout-0.4 one, at dropout 0.2 (0.4 kept on
     # the feed-forward hidden layer, as that run had it: activation_dropout). 1500 steps
