@@ -19,7 +19,7 @@ its last checkpoint, across sessions; ``--output-dir`` receives only the final m
 layout (safetensors, config, generation config, tokenizer, training_summary.json). The summary records
 the device, the wall time (summed over resumed runs), the tokens seen, the validation curve and how
 much validation loss still improved over the last fifth of training. On CPU denormal floats are flushed
-to zero (a 20x faster backward pass, DESIGN §6).
+to zero (a 20x faster backward pass on the 2-core CPU).
 """
 
 import argparse
