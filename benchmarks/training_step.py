@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)  # denormal floats in the backward pass cost 20x here (DESIGN.md §6)
+    torch.set_flush_denormal(True)  # denormal floats in the backward pass cost 20x on this 2-core CPU
     torch.manual_seed(0)
 
     config = ScratchTransformerConfig.from_pretrained(args.checkpoint)

@@ -368,7 +368,7 @@ def test_app_without_checkpoints_explains_itself(client, monkeypatch, tmp_path):
 
 
 def test_concurrent_traces_through_the_server_are_all_whole(app_server):
-    """Issue 12 §2, as the probe ran it: four clients looping on /forward_trace; every table equals a lone one."""
+    """As a concurrency probe ran it: four clients looping on /forward_trace; every table equals a lone one."""
     alone = Client(app_server, verbose=False).predict("Shall I compare thee", "shakespeare-rope", api_name="/forward_trace")[0]
 
     def one_client(i):
