@@ -66,7 +66,7 @@ class TimeLimit(Exception):
 def bits_per_character(model, tokenizer, text: str, context_length: int, batch_size: int = 8,
                        deadline: float | None = None) -> float | None:
     """Bits per character of ``text`` read in windows of ``context_length`` tokens, by the evaluation's own
-    ``training.evaluate.bits_per_character`` (windows overlapping by one token, every token but the first
+    ``checkpointing.scoring.bits_per_character`` (windows overlapping by one token, every token but the first
     scored once, total NLL in bits / characters of the scored tokens).
 
     None where it cannot be measured: a learned position table shorter than the window, or a text shorter
@@ -103,7 +103,7 @@ EXTRAPOLATION_TIME_LIMIT_S = 60.0  # for the whole recomputation; unfinished len
 
 
 def extrapolation_lengths(catalog: dict[str, CheckpointInfo]) -> list[int]:
-    """The context lengths the evaluation measures the encoding models at (``training.evaluate.extrapolation_lengths``:
+    """The context lengths the evaluation measures the encoding models at (``checkpointing.scoring.extrapolation_lengths``:
     1x, 2x, 4x and 8x the training context), from their configs."""
     return sorted({n for name in encoding_models(catalog).values() for n in scoring.extrapolation_lengths(catalog[name])})
 

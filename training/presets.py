@@ -35,7 +35,7 @@ class TrainSettings:
     shifted_blocks: bool = False  # language models: cut the training text at a random shift on every read
     renamed_share: float = 0.0  # seq2seq: share of pairs read with their names invented anew (training.renaming)
     label_smoothing: float = 0.0  # ε: targets are (1-ε)·one-hot + ε/V (Szegedy et al. 2016); training loss only
-    distill_weight: float = 0.0  # w: the share of the training loss that is KL to the teachers (train.distillation_loss)
+    distill_weight: float = 0.0  # w: the share of the training loss that is KL to the teachers (training.distillation.distillation_loss)
 
 
 @dataclass(frozen=True)
