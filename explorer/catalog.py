@@ -120,6 +120,35 @@ def encoding_models(catalog: dict[str, CheckpointInfo]) -> dict[str, str]:
     return chosen
 
 
+@dataclass(frozen=True)
+class EncodingFamily:
+    """The controlled comparison of position encodings: ``models`` maps each encoding to the checkpoint that holds
+    it (``encoding_models``); ``context`` is the training context they share (None when they differ or there
+    are none), where the extrapolation and per-position plots mark it."""
+
+    models: dict[str, str]
+    context: int | None
+
+    @property
+    def encodings(self) -> dict[str, str]:
+        """checkpoint -> its encoding, in ``POSITION_ENCODINGS`` order."""
+        return {name: encoding for encoding, name in self.models.items()}
+
+
+def encoding_family(catalog: dict[str, CheckpointInfo]) -> EncodingFamily:
+    """Which checkpoint holds which encoding, and their shared training context (each config's ``context_length``,
+    the context it was trained at, which the evaluation also writes to results.json as ``training_context``)."""
+    models = encoding_models(catalog)
+    contexts = {catalog[name].config.context_length for name in models.values()}
+    return EncodingFamily(models, contexts.pop() if len(contexts) == 1 else None)
+
+
+def run_key(info: CheckpointInfo, text: str, decoding) -> tuple:
+    """The cache key of what a view computes from (checkpoint, text, decoding settings). Only an encoder-decoder
+    decodes (its decoder reads its own rewrite), so a decoder-only model's key leaves the settings out."""
+    return str(info.path), text, decoding if info.is_encoder_decoder else None
+
+
 @dataclass
 class Results:
     """``results.json`` as the app uses it. ``extrapolation[name]`` maps context length -> bits/char (None

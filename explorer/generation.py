@@ -225,10 +225,12 @@ class GenerationRun:
         return self.streamer.n_tokens / max(time.perf_counter() - self.streamer.started, 1e-9)
 
 
-def start_generation(model, tokenizer, input_ids: torch.Tensor, settings: DecodingSettings) -> GenerationRun:
-    """Start generating in a background thread; the returned run streams the new text token by token."""
+def start_generation(model, tokenizer, input_ids: torch.Tensor, settings: DecodingSettings,
+                     stop: threading.Event | None = None) -> GenerationRun:
+    """Start generating in a background thread; the returned run streams the new text token by token and
+    ends early once ``stop`` (a new flag when not given) is set."""
     streamer = TokenStreamer(tokenizer, skip_prompt=True, timeout=120)  # seq2seq: skips the decoder start token
-    run = GenerationRun(streamer, None, threading.Event())  # type: ignore[arg-type]
+    run = GenerationRun(streamer, None, stop or threading.Event())  # type: ignore[arg-type]
     kwargs = generation_kwargs(model, settings, run.stop)
 
     def work():
@@ -242,6 +244,98 @@ def start_generation(model, tokenizer, input_ids: torch.Tensor, settings: Decodi
     run.thread = threading.Thread(target=work, daemon=True, name="generate")
     run.thread.start()
     return run
+
+
+def token_count(n: int) -> str:
+    """'1 token', '12 tokens'."""
+    return f"{n} token" + ("" if n == 1 else "s")
+
+
+@dataclass
+class GenerationStats:
+    """What a generation took, over all its ``generate`` calls: new tokens, the seconds spent generating (from
+    each call's start to its last token), and the latency of the first call's first token.
+    tokens/s = n_tokens / seconds."""
+
+    n_tokens: int = 0
+    seconds: float = 0.0
+    first_token_latency: float | None = None
+
+    def add(self, streamer: TokenStreamer, ended_at: float) -> None:
+        """Count one finished call, streamed through ``streamer`` and ended at ``ended_at`` (perf_counter)."""
+        self.n_tokens += streamer.n_tokens
+        self.seconds += ended_at - streamer.started
+        if self.first_token_latency is None and streamer.first_token_at is not None:
+            self.first_token_latency = streamer.first_token_at - streamer.started
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.n_tokens / max(self.seconds, 1e-9) if self.n_tokens else 0.0
+
+    def describe(self) -> str:
+        """'**40 tokens** · **61.2 tokens/s** · first token after 35 ms' (markdown)."""
+        latency = (f" · first token after {1000 * self.first_token_latency:.0f} ms"
+                   if self.first_token_latency is not None else "")
+        return f"**{token_count(self.n_tokens)}** · **{self.tokens_per_second:.1f} tokens/s**{latency}"
+
+
+@dataclass
+class StreamState:
+    """One update of ``stream_generation``: the text so far (a continuation after its prompt; a rewrite alone),
+    which source line is being generated (0-based, of ``n_lines``) and its prompt's length in tokens, the new
+    tokens so far over all lines, the current line's tokens/s, and the notices so far. ``starting`` marks the
+    update before a line's first token; the last update has ``stats`` (the whole generation) and ``stopped``
+    (ended by the stop flag)."""
+
+    text: str
+    line: int
+    n_lines: int
+    prompt_tokens: int
+    n_tokens: int
+    tokens_per_second: float
+    notices: list[str]
+    starting: bool = False
+    stats: GenerationStats | None = None
+    stopped: bool = False
+
+
+def stream_generation(model, tokenizer, text: str, settings: DecodingSettings, stop: threading.Event):
+    """Generate from ``text`` token by token, yielding a ``StreamState`` when each line starts, after every token,
+    and once at the end. A decoder-only model continues the text in one ``generate`` call; an encoder-decoder
+    rewrites it line by line (``rewrite_lines``), one call a line. Setting ``stop`` ends the current call after
+    its token and skips the lines left; a consumer that closes this generator early sets ``stop`` too, so the
+    background thread ends with it. A failed call raises its error here."""
+    rewrite = model.config.is_encoder_decoder
+    sources, notices = rewrite_lines(text) if rewrite else ([text], [])
+    output = "" if rewrite else text
+    stats, stopped = GenerationStats(), False
+    for k, source in enumerate(sources):
+        ids, max_new, cut = encode_prompt(model, tokenizer, source, settings.max_new_tokens)
+        notices += [note for note in cut if note not in notices]
+        run = start_generation(model, tokenizer, ids, replace(settings, max_new_tokens=max_new), stop)
+        output += "\n" if k else ""
+        state = StreamState(output, k, len(sources), ids.shape[1], stats.n_tokens, 0.0, notices)
+        finished = False
+        try:
+            yield replace(state, starting=True)
+            for piece in run.streamer:
+                output += piece
+                yield replace(state, text=output, n_tokens=stats.n_tokens + run.streamer.n_tokens,
+                              tokens_per_second=run.tokens_per_second())
+            finished = True
+        finally:
+            if not finished:
+                stop.set()  # the consumer went away or failed: end generate() too
+        if run.error:
+            raise run.error[0]
+        stopped = stop.is_set()
+        stats.add(run.streamer, time.perf_counter())
+        if stopped:
+            break
+    if not output.strip() or output == ("" if rewrite else text):
+        notices.append("The model produced no visible text (it may have ended at once, or produced only special tokens).")
+    yield StreamState(output, k, len(sources), 0, stats.n_tokens, stats.tokens_per_second, notices, stats=stats,
+                      stopped=stopped)
 
 
 def generate_ids(model, input_ids: torch.Tensor, settings: DecodingSettings) -> torch.Tensor:

@@ -10,6 +10,7 @@ from conftest import SLOW_MODEL
 from checkpointing import paths
 from checkpointing.loading import checkpoint_problems
 from explorer import catalog
+from explorer.generation import DecodingSettings
 from explorer.inputs import InputProblem
 from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
 from modeling import ScratchTransformerConfig, ScratchTransformerForSeq2SeqLM
@@ -187,3 +188,27 @@ def test_no_checkpoints_message_hides_the_servers_paths(tmp_path):
         catalog.resolve("shakespeare-rope", tmp_path)
     assert "No checkpoints found" in str(problem.value) and str(tmp_path) not in str(problem.value)
     assert json.dumps(catalog.no_checkpoints_message()).count("/") == 0
+
+
+def test_encoding_family_maps_each_encoding_and_finds_the_shared_training_context(tiny_checkpoints, tmp_path):
+    family = catalog.encoding_family(catalog.discover_checkpoints(tiny_checkpoints))
+    assert family.models == {e: f"shakespeare-{e}" for e in ENCODINGS} and family.context == 64
+    assert family.encodings == {f"shakespeare-{e}": e for e in ENCODINGS} and list(family.encodings.values()) == list(ENCODINGS)
+    for name in ("shakespeare-rope", "shakespeare-alibi", SEQ2SEQ_NAME):
+        shutil.copytree(tiny_checkpoints / name, tmp_path / name)
+    assert catalog.encoding_family(catalog.discover_checkpoints(tmp_path)).context == 64
+    config = json.loads((tmp_path / "shakespeare-alibi" / "config.json").read_text())
+    (tmp_path / "shakespeare-alibi" / "config.json").write_text(json.dumps({**config, "training_context_length": 32}))
+    mixed = catalog.encoding_family(catalog.discover_checkpoints(tmp_path))
+    assert mixed.models == {"rope": "shakespeare-rope", "alibi": "shakespeare-alibi"} and mixed.context is None  # no one context
+    assert catalog.encoding_family({}) == catalog.EncodingFamily({}, None)
+
+
+def test_run_key_holds_the_decoding_settings_only_where_the_model_decodes(tiny_checkpoints):
+    found = catalog.discover_checkpoints(tiny_checkpoints)
+    greedy, sampling = DecodingSettings(False), DecodingSettings(True, seed=3)
+    rope, rewrite = found["shakespeare-rope"], found[SEQ2SEQ_NAME]
+    assert catalog.run_key(rope, "To be", greedy) == catalog.run_key(rope, "To be", sampling) == (str(rope.path), "To be", None)
+    assert catalog.run_key(rope, "To be", greedy) != catalog.run_key(rope, "To be ", greedy)
+    assert catalog.run_key(rewrite, "To be", greedy) != catalog.run_key(rewrite, "To be", sampling)
+    assert catalog.run_key(rewrite, "To be", sampling) == (str(rewrite.path), "To be", sampling)

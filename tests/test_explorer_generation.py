@@ -184,3 +184,93 @@ def test_seq2seq_generation_streams_the_rewrite(tiny_checkpoints):
     text, run = _generate(model, tokenizer, settings)
     assert 0 < run.streamer.n_tokens <= 10  # the decoder start token is not counted
     assert text == generation.generate_text(model, tokenizer, "Shall I", settings)[0]
+
+
+class _Streamed:
+    """What GenerationStats reads of a finished call's TokenStreamer."""
+
+    def __init__(self, n_tokens, started, first_token_at):
+        self.n_tokens, self.started, self.first_token_at = n_tokens, started, first_token_at
+
+
+def test_generation_stats_sum_the_calls_and_keep_the_first_tokens_latency():
+    stats = generation.GenerationStats()
+    assert stats.tokens_per_second == 0.0 and stats.describe() == "**0 tokens** · **0.0 tokens/s**"
+    stats.add(_Streamed(0, 10.0, None), ended_at=10.5)  # a line that produced nothing: no latency from it
+    stats.add(_Streamed(12, 20.0, 20.25), ended_at=22.0)
+    stats.add(_Streamed(3, 30.0, 30.1), ended_at=30.5)
+    assert stats.n_tokens == 15 and stats.seconds == pytest.approx(3.0, abs=1e-12)
+    assert stats.first_token_latency == pytest.approx(0.25, abs=1e-12) and stats.tokens_per_second == pytest.approx(5.0)
+    assert stats.describe() == "**15 tokens** · **5.0 tokens/s** · first token after 250 ms"
+    one = generation.GenerationStats()
+    one.add(_Streamed(1, 0.0, 0.002), ended_at=0.004)
+    assert one.describe() == "**1 token** · **250.0 tokens/s** · first token after 2 ms"
+
+
+def _consume(stream):
+    states = list(stream)
+    return states, [s for s in states if s.starting], [s for s in states if not s.starting and s.stats is None]
+
+
+def test_a_continuation_streams_after_its_prompt_and_equals_generate(tiny_checkpoints):
+    model, tokenizer = load(tiny_checkpoints, "shakespeare-alibi")
+    settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 15, 0)
+    states, starts, tokens = _consume(generation.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
+    continuation, _ = generation.generate_text(model, tokenizer, "Shall I", settings)
+    n_new = generation.generate_ids(model, tokenizer("Shall I", return_tensors="pt").input_ids, settings).shape[1] - \
+        len(tokenizer("Shall I").input_ids)
+    final = states[-1]
+    assert final.text == "Shall I" + continuation and not final.stopped and final.n_lines == 1
+    assert len(starts) == 1 and starts[0].text == "Shall I" and starts[0].prompt_tokens == len(tokenizer("Shall I").input_ids)
+    assert [s.n_tokens for s in tokens] == sorted(s.n_tokens for s in tokens) and tokens[-1].n_tokens == n_new
+    assert final.stats.n_tokens == n_new and final.stats.tokens_per_second > 0 and final.stats.first_token_latency > 0
+
+
+def test_an_encoder_decoder_rewrites_line_by_line_each_line_as_generate_rewrites_it(tiny_checkpoints):
+    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 8, 0)
+    lines = ["Shall I compare thee", "Thou art more louely"]
+    states, starts, _ = _consume(generation.stream_generation(model, tokenizer, f"{lines[0]}\n\n  {lines[1]}\n", settings,
+                                                              threading.Event()))
+    rewrites = [generation.generate_text(model, tokenizer, line, settings)[0] for line in lines]
+    new_tokens = [generation.generate_ids(model, tokenizer(line, return_tensors="pt").input_ids, settings).shape[1] - 1
+                  for line in lines]  # the decoder start token is not a new token
+    assert states[-1].text == "\n".join(rewrites) and states[-1].n_lines == 2  # the blank line is skipped
+    assert [(s.line, s.prompt_tokens, s.n_tokens) for s in starts] == [
+        (k, len(tokenizer(line).input_ids), sum(new_tokens[:k])) for k, line in enumerate(lines)]
+    assert starts[1].text == rewrites[0] + "\n" and states[-1].stats.n_tokens == sum(new_tokens)
+
+
+def test_stop_ends_the_line_and_skips_the_lines_left(tiny_checkpoints):
+    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 60, 0)
+    stop = threading.Event()
+    seen = []
+    for state in generation.stream_generation(model, tokenizer, "one line\nanother line\na third", settings, stop):
+        seen.append(state)
+        if not state.starting and state.stats is None:
+            stop.set()
+    final = seen[-1]
+    assert final.stopped and final.line == 0 and "\n" not in final.text and not any(s.line > 0 for s in seen)
+    assert 1 <= final.stats.n_tokens < 60
+
+
+def test_closing_the_stream_early_stops_the_generation_thread(tiny_checkpoints):
+    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 400, 0)
+    stop = threading.Event()
+    stream = generation.stream_generation(model, tokenizer, "Shall I", settings, stop)
+    before = set(threading.enumerate())
+    while next(stream).starting:
+        pass
+    (thread,) = [t for t in threading.enumerate() if t.name == "generate" and t not in before]
+    stream.close()
+    thread.join(timeout=10)
+    assert stop.is_set() and not thread.is_alive()
+
+
+def test_a_failed_call_raises_in_the_stream(tiny_checkpoints):
+    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    settings = DecodingSettings(False, max_new_tokens=5, repetition_penalty=-1.0)  # generate() refuses it
+    with pytest.raises(ValueError, match="strictly positive"):  # raised in the thread, re-raised here
+        list(generation.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
