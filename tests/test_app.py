@@ -14,9 +14,12 @@ from gradio_client import Client
 import torch
 
 from conftest import SLOW_MODEL, figure
+from explorer import experiment, figures
 from explorer.generation import MAX_REWRITE_LINES
 from checkpointing.loading import load_checkpoint
 from fixtures_checkpoints import SEQ2SEQ_NAME
+from modeling import POSITION_ENCODINGS
+from ui.forward import TRACE_HEADERS
 
 MODELS = ["shakespeare-alibi", "shakespeare-learned", "shakespeare-none", "shakespeare-rope", "shakespeare-sinusoidal",
           SLOW_MODEL, SEQ2SEQ_NAME]
@@ -238,26 +241,26 @@ def test_a_client_that_leaves_ends_the_generation_thread(client):
     assert not thread.is_alive()
 
 
-def test_encoding_tab_draws_its_plots_in_each_encodings_colour(client, app):
+def test_encoding_tab_draws_its_plots_in_each_encodings_colour(client):
     *plots, extrapolation, note = client.predict(api_name="/encoding_plots")
     assert [figure(p)["data"][0]["type"] for p in plots] == ["heatmap"] * 4 + ["scatter"]
     lines = figure(extrapolation)["data"]
-    assert sorted(line["name"] for line in lines) == sorted(f"{e} (shakespeare-{e})" for e in app.POSITION_ENCODINGS)
-    assert all(line["line"]["color"] == app.figures.ENCODING_COLOURS[line["name"].split()[0]] for line in lines)
+    assert sorted(line["name"] for line in lines) == sorted(f"{e} (shakespeare-{e})" for e in POSITION_ENCODINGS)
+    assert all(line["line"]["color"] == figures.ENCODING_COLOURS[line["name"].split()[0]] for line in lines)
     assert figure(extrapolation)["layout"]["shapes"][0]["x0"] == 64  # the training context, on the log axis
     assert "Traceback" not in note
 
 
-def test_the_experiment_view_draws_results_json_per_position_and_tables_every_seed(client, app, tiny_checkpoints):
+def test_the_experiment_view_draws_results_json_per_position_and_tables_every_seed(client, tiny_checkpoints):
     recorded = json.loads((tiny_checkpoints / "results.json").read_text())
     plot, tables, note = client.predict(api_name="/encoding_experiment")
     lines = figure(plot)["data"]
-    names = {f"{e} (shakespeare-{e})" for e in app.POSITION_ENCODINGS}
+    names = {f"{e} (shakespeare-{e})" for e in POSITION_ENCODINGS}
     assert {line["name"] for line in lines} == names and len(lines) == 2 * len(names)  # each position, and binned
     for raw, binned in zip(lines[::2], lines[1::2]):
         curve = recorded["models"][raw["name"].split("(")[1].rstrip(")")]["position_loss"]["loss"]
         assert raw["y"] == curve and raw["x"] == list(range(1, len(curve) + 1))  # the evaluation's numbers, as written
-        width = app.experiment.POSITION_BIN
+        width = experiment.POSITION_BIN
         assert binned["y"] == pytest.approx([sum(curve[i:i + width]) / len(curve[i:i + width]) for i in range(0, len(curve), width)])
     assert figure(plot)["layout"]["shapes"][0]["x0"] == 64
     for encoding, entry in recorded["experiment"]["encodings"].items():
@@ -309,9 +312,9 @@ def test_attention_with_empty_text_says_so_and_clears_the_plots(client):
     assert note.startswith("⚠️ Type some text first") and not grid and head is None
 
 
-def test_forward_trace_table(client, app):
+def test_forward_trace_table(client):
     table, top, summary, note = client.predict("Shall I compare thee", "shakespeare-alibi", api_name="/forward_trace")
-    assert table["headers"] == app.TRACE_HEADERS
+    assert table["headers"] == TRACE_HEADERS
     steps = {row[1]: row for row in table["data"]}
     n_tokens = int(steps["token ids"][2].strip("()").split(", ")[1])
     assert steps["logits"][2] == steps["probabilities"][2] == f"(1, {n_tokens}, 384)"

@@ -226,7 +226,7 @@ def test_an_error_shows_next_to_its_button_and_clears_the_old_output(page):
 
 
 def test_encodings_tab_draws_each_encoding_in_its_colour_and_marks_the_training_context(page, app_server):
-    import app
+    from explorer import figures
 
     open_tab(page, "Compare encodings")
     for elem_id in ("plot-sinusoidal", "plot-learned", "plot-rope", "plot-alibi", "plot-similarity", "plot-extrapolation"):
@@ -234,7 +234,7 @@ def test_encodings_tab_draws_each_encoding_in_its_colour_and_marks_the_training_
     assert page.locator("#plot-extrapolation .scatterlayer .trace").count() == 5
     strokes = page.eval_on_selector_all("#plot-extrapolation .scatterlayer .trace .js-line",
                                         "lines => lines.map(l => getComputedStyle(l).stroke)")
-    expected = {rgb(c) for c in app.figures.ENCODING_COLOURS.values()}
+    expected = {rgb(c) for c in figures.ENCODING_COLOURS.values()}
     assert set(strokes) == expected
 
     def marker_at_its_tick():
@@ -248,7 +248,7 @@ def test_encodings_tab_draws_each_encoding_in_its_colour_and_marks_the_training_
     page.wait_for_function("() => !document.querySelector('#compare-seed input').disabled")
     page.click("#compare-button")
     page.wait_for_selector("#compare-status >> text=Done: 5 models")
-    for encoding, colour in app.figures.ENCODING_COLOURS.items():
+    for encoding, colour in figures.ENCODING_COLOURS.items():
         assert page.input_value(f"#compare-{encoding} textarea").startswith("Shall I compare")
         assert page.eval_on_selector(f"#compare-{encoding} textarea", "t => getComputedStyle(t).borderLeftColor") == rgb(colour)
     page.fill("#own-text textarea", "Shall I compare thee to a summer's day? Thou art more lovely. " * 6)

@@ -1,0 +1,233 @@
+"""What every tab shares: the event plumbing (``guarded``, ``UNCHECKED``, the concurrency groups), the status
+line, the model menu, the decoding controls, the clickable HTML strips, and the page's CSS.
+
+Every event is named (its ``api_name`` is the Space's public API), takes its inputs unprocessed
+(``UNCHECKED``: the explorer checks them and says what is wrong instead of a bare error), and ends any failure
+as a message in its status line, clearing the results of the request before (``guarded``).
+"""
+
+import functools
+import inspect
+import logging
+from dataclasses import dataclass
+
+import gradio as gr
+
+from explorer import attention, catalog, figures, generation, inputs, teach_html
+from explorer.inputs import InputProblem
+from modeling import POSITION_ENCODINGS
+
+logger = logging.getLogger("app")
+
+# concurrency: the interactive events share two slots (the machine has 2 cores); the long jobs get a slot
+# each of their own, so that however many are queued, a click on Generate starts at once
+INTERACTIVE = dict(concurrency_id="model", concurrency_limit=2)
+EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
+COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
+UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
+
+PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
+ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
+DEFAULTS = generation.DecodingSettings(True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
+                                       max_new_tokens=80, seed=0)  # what the Generate tab starts with
+
+NO_FIGURE, NO_TEXT = None, ""  # what a plot or table, and a text box, show after a failed request: nothing
+KEPT = gr.skip()  # a menu keeps its value
+
+
+def guarded(*on_failure):
+    """Run an event handler whose LAST output is a status line so that any failure ends as a message there
+    (what was wrong, what is allowed), never a traceback, and the other outputs take ``on_failure`` (one
+    value each): results of an earlier request are cleared rather than left looking like the answer to this
+    one. Works for plain and generator (streaming) handlers."""
+
+    def failure(error: Exception):
+        if isinstance(error, InputProblem):
+            message = str(error)
+        else:
+            logger.exception("event failed")
+            message = f"Something went wrong ({inputs.error_text(error)}). The app is still running: try other input."
+        return (*(dict(value) if isinstance(value, dict) else value for value in on_failure), f"⚠️ {message}")
+
+    def wrap(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def run_generator(*args, **kwargs):
+                try:
+                    yield from fn(*args, **kwargs)
+                except Exception as error:  # noqa: BLE001 - every failure becomes a message
+                    yield failure(error)
+            return run_generator
+
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            try:
+                return fn(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001
+                return failure(error)
+        return run
+
+    return wrap
+
+
+def status(*lines: str) -> str:
+    """A status line: one markdown bullet per non-empty line."""
+    return "\n".join(f"- {line}" for line in lines if line)
+
+
+def decoding_of(decoding: tuple):
+    """The Generate tab's decoding controls as passed to another tab's event (its defaults when left out)."""
+    return generation.sanitize_decoding(*decoding) if decoding else (DEFAULTS, [])
+
+
+def view_inputs(text, model_name, decoding):
+    """(text, info, model, tokenizer, decoding settings, notices) for a view of one text."""
+    text, notices = inputs.require_text(text, "some text")
+    settings, more = decoding_of(decoding)
+    info, model, tokenizer = catalog.resolve(model_name)
+    return text, info, model, tokenizer, settings, notices + (more if info.is_encoder_decoder else [])
+
+
+def decoder_read(rewrite: str, decoded_with: str) -> str:
+    """The status line's note on what an encoder-decoder's decoder read: its own rewrite of the text."""
+    return f"The decoder read the model's own rewrite ({decoded_with}, set on the Generate tab): «{inputs.echo(rewrite, 300)}»."
+
+
+# ----------------------------------------------------------------------------------------------
+# The model menus
+# ----------------------------------------------------------------------------------------------
+
+
+def menus_now():
+    """(choices, default value, status line) of the model menus, from the checkpoints on disk now."""
+    found, results = catalog.discover_checkpoints(), catalog.read_results()
+    notes = [] if found else [catalog.no_checkpoints_message()]
+    damaged = [f"⚠ {info.name} cannot be used: {'; '.join(info.problems)}"
+               for info in found.values() if not info.usable]
+    missing = [e for e in POSITION_ENCODINGS if e not in catalog.encoding_models(found)]
+    if found and missing:
+        notes.append(f"No usable checkpoint yet for: {', '.join(missing)}.")
+    if results.notice:
+        notes.append(results.notice)
+    usable = [name for name, info in found.items() if info.usable]
+    summary = f"{len(usable)} model(s) ready: {', '.join(usable)}." if usable else ""
+    return catalog.menu_choices(found, results), catalog.default_model(found, results), status(summary, *damaged, *notes)
+
+
+def catalog_event(n_menus: int):
+    """The page-load event: refresh ``n_menus`` model menus from the checkpoints on disk and say what is
+    missing or damaged (the page was built with them filled; this picks up checkpoints added since)."""
+
+    @guarded(*[KEPT] * n_menus)
+    def load_catalog():
+        choices, value, note = menus_now()
+        return *(gr.update(choices=choices, value=value) for _ in range(n_menus)), note
+
+    return load_catalog
+
+
+def model_note(name) -> str:
+    """The chosen model's line in full, under its menu (a menu shows only the start of a long line)."""
+    lines = {value: label for label, value in catalog.menu_choices(catalog.discover_checkpoints(), catalog.read_results())}
+    return lines.get(name, "") if isinstance(name, str) else ""
+
+
+def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
+    """A model menu with its chosen model's line written out beneath it."""
+    menu = gr.Dropdown(choices=choices, value=value, label="Model", elem_id=elem_id)
+    note = gr.Markdown(dict((v, label) for label, v in choices).get(value, ""), elem_id=f"{elem_id}-note",
+                       elem_classes="model-note")
+    menu.change(model_note, menu, note, api_name=f"{elem_id.replace('-', '_')}_note", api_visibility="private", **UNCHECKED)
+    return menu
+
+
+def kind_choices(model_name, current=None):
+    """The attention kinds of the picked model for a kind menu (keeping the current one where it exists)."""
+    info = catalog.discover_checkpoints().get(model_name) if isinstance(model_name, str) else None
+    kinds = attention.kinds_of(bool(info and info.is_encoder_decoder))
+    return gr.update(choices=[(attention.ATTENTION_KINDS[k], k) for k in kinds],
+                     value=current if current in kinds else kinds[-1])
+
+
+def kind_menu(elem_id: str, label: str = "Attention") -> gr.Dropdown:
+    """An attention-kind menu that accepts any value: its choices follow the model (``kind_choices``)."""
+    return gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
+                       label=label, elem_id=elem_id)
+
+
+# ----------------------------------------------------------------------------------------------
+# The decoding controls: on the Generate tab, read by every view of an encoder-decoder
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class DecodingControls:
+    """The Generate tab's decoding widgets; the other tabs' encoder-decoder views decode with them too."""
+
+    mode: gr.Radio
+    temperature: gr.Slider
+    top_k: gr.Slider
+    top_p: gr.Slider
+    repetition_penalty: gr.Slider
+    max_new_tokens: gr.Number
+    seed: gr.Number
+
+    @classmethod
+    def build(cls) -> "DecodingControls":
+        """The widgets, set to ``DEFAULTS``, where the current layout context puts them."""
+        return cls(
+            gr.Radio(["Sampling", "Greedy"], value="Sampling", label="Decoding", elem_id="gen-mode"),
+            gr.Slider(0.0, 2.0, value=DEFAULTS.temperature, step=0.05, label="Temperature (0 = greedy)", elem_id="gen-temperature"),
+            gr.Slider(0, 200, value=DEFAULTS.top_k, step=1, label="Top-k (0 = off)", elem_id="gen-top-k"),
+            gr.Slider(0.0, 1.0, value=DEFAULTS.top_p, step=0.01, label="Top-p (1 = off)", elem_id="gen-top-p"),
+            gr.Slider(1.0, 2.0, value=DEFAULTS.repetition_penalty, step=0.05, label="Repetition penalty (1 = off)"),
+            gr.Number(value=DEFAULTS.max_new_tokens, precision=0, minimum=1, maximum=generation.MAX_NEW_TOKENS,
+                      label=f"Max new tokens (1–{generation.MAX_NEW_TOKENS})", elem_id="gen-max-new"),
+            gr.Number(value=DEFAULTS.seed, precision=0, minimum=inputs.SEED_RANGE[0], maximum=inputs.SEED_RANGE[1],
+                      label=f"Seed (sampling; 0–{inputs.SEED_RANGE[1]:,})", elem_id="gen-seed"),
+        )
+
+    def all(self) -> list:
+        return [self.mode, self.temperature, self.top_k, self.top_p, self.repetition_penalty, self.max_new_tokens, self.seed]
+
+
+def sampling_controls(n: int):
+    """An event handler for a Decoding radio: in Greedy mode its ``n`` sampling controls (temperature, top-k,
+    top-p, seed) are disabled, since greedy decoding takes the most likely token and they do nothing."""
+
+    def toggle(mode):
+        update = gr.update(interactive=not (isinstance(mode, str) and mode.strip().lower().startswith("greedy")))
+        return update if n == 1 else tuple(dict(update) for _ in range(n))
+
+    return toggle
+
+
+# ----------------------------------------------------------------------------------------------
+# Clickable HTML: token strips and head grids
+# ----------------------------------------------------------------------------------------------
+
+
+def clickable(elem_id: str) -> gr.HTML:
+    """A gr.HTML whose items (data-layer/data-head, data-index) send click events (``teach_html.CLICK_JS``)."""
+    return gr.HTML(elem_id=elem_id, js_on_load=teach_html.CLICK_JS, css_template=teach_html.CSS)
+
+
+def clicked(field: str):
+    """The handler of a click on a clickable gr.HTML (``teach_html.CLICK_JS``): the clicked item's number."""
+    def pick(evt: gr.EventData):
+        return int(getattr(evt, field))
+    pick.__name__ = f"clicked_{field}"
+    return pick
+
+
+CSS = "\n".join([
+    ".status-line {min-height: 1.5em}",
+    ".plot-row {gap: 8px}",
+    "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",
+    "#experiment-tables td, #experiment-tables th {white-space: nowrap; word-break: normal !important}",
+    ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",
+    "#trace-table [role=gridcell], #trace-table [role=gridcell] *, #trace-table [role=columnheader] * {font-family: var(--font)"
+    " !important; font-size: 13px; word-break: normal !important; overflow-wrap: normal !important}",
+    *(f"#compare-{e} textarea {{border-left: 5px solid {c}}} #compare-{e} label span {{color: {c}; font-weight: 600}}"
+      for e, c in figures.ENCODING_COLOURS.items()),
+])

@@ -1,0 +1,65 @@
+"""The Attention, step by step tab: the notes' worked example done right (no model needed), then one head and one
+query token of the user's text, every step of the attention computation with the model's own numbers."""
+
+import gradio as gr
+
+from explorer import attention, inputs, steps, teach_html, teaching
+from explorer.worked_example import worked_example as compute_worked_example
+
+from .common import INTERACTIVE, NO_TEXT, UNCHECKED, DecodingControls, clickable, clicked, guarded, kind_choices, \
+    kind_menu, model_menu, status, view_inputs
+
+STEPS_EXAMPLE = "To be, or not to be, that is the question"
+
+
+def worked_example():
+    """The notes' Hello World example, computed with the model's own functions (no model needed)."""
+    example, where_wrong = compute_worked_example()
+    return where_wrong, teach_html.steps_html(example)
+
+
+@guarded(NO_TEXT, NO_TEXT)
+def attention_steps(text, model_name, kind, layer, head, query, full_precision, *decoding):
+    """One head, one query token: every step of the attention computation with the model's numbers."""
+    text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
+    view = steps.attention_steps(model, tokenizer, text, kind, layer, head, query, settings)
+    return (teach_html.token_strip_html(view.query_tokens, view.query),
+            teach_html.steps_html(view.steps, full=full_precision is True),
+            status(f"**{info.name}**, {attention.ATTENTION_KINDS[view.kind]}, layer {view.layer}, head {view.head}, query "
+                   f"token {inputs.echo(view.query_tokens[view.query])}: {len(view.steps)} steps; every number the model "
+                   f"also computed matches it within {view.max_difference:.1e}. Click a token to follow another query.",
+                   *notices, *view.notices))
+
+
+def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    """The tab, and its model menu."""
+    with gr.Tab("Attention, step by step", id="steps") as panel:
+        gr.Markdown(teaching.STEPS.split("\n\n")[0])
+        with gr.Accordion("The notes' worked example, done right (no model needed)", open=True) as example_box:
+            gr.Markdown(teaching.WORKED_EXAMPLE)
+            example_wrong = gr.Markdown(elem_id="example-wrong")
+            example_steps = gr.HTML(elem_id="example-steps", css_template=teach_html.CSS)
+        with gr.Row():
+            text = gr.Textbox(label="Text", value=STEPS_EXAMPLE, lines=2, scale=4, elem_id="steps-text")
+            with gr.Column(scale=2):
+                menu = model_menu("steps-model", choices, value)
+                kind = kind_menu("steps-kind")
+        with gr.Row():
+            layer = gr.Number(value=0, precision=0, label="Layer (−1: last)", elem_id="steps-layer", min_width=100)
+            head = gr.Number(value=0, precision=0, label="Head", elem_id="steps-head", min_width=100)
+            query = gr.Number(value=-1, precision=0, label="Query token (−1: last)", elem_id="steps-query", min_width=100)
+            full = gr.Checkbox(label="Every digit (float32)", value=False, elem_id="steps-full")
+            button = gr.Button("Show the steps", variant="primary", elem_id="steps-button")
+        strip = clickable("steps-tokens")
+        status_line = gr.Markdown(elem_id="steps-status", elem_classes="status-line")
+        body = gr.HTML(elem_id="steps-body", css_template=teach_html.CSS)
+        with gr.Accordion("The concepts behind these steps", open=False):
+            gr.Markdown("\n\n".join(teaching.CONCEPTS))
+    request, outputs = [text, menu, kind, layer, head, query, full, *decoding.all()], [strip, body, status_line]
+    panel.select(worked_example, None, [example_wrong, example_steps], api_name="worked_example")
+    menu.change(kind_choices, [menu, kind], kind, api_name="steps_kinds", api_visibility="private", **UNCHECKED)
+    gr.on([button.click, full.input], attention_steps, request, outputs, api_name="attention_steps", **INTERACTIVE, **UNCHECKED)
+    button.click(lambda: gr.Accordion(open=False), None, example_box, api_name="steps_fold_example", api_visibility="private")
+    strip.click(clicked("index"), None, query, api_name="steps_pick_query", api_visibility="private").then(
+        attention_steps, request, outputs, api_name="attention_steps_query", **INTERACTIVE, **UNCHECKED)
+    return menu
