@@ -1,4 +1,4 @@
-"""Dependencies point one way: the app -> explorer -> modeling, training -> modeling, and both may use the
+"""Dependencies point one way: the app (app.py -> ui) -> explorer -> modeling, training -> modeling, and both may use the
 checkpoint code they share (checkpointing), which builds on modeling and the Hugging Face libraries only.
 Read from the source with ``ast``, so a lazy import inside a function counts as much as one at the top."""
 
@@ -51,7 +51,13 @@ def test_the_app_never_imports_the_training_pipeline(path):
 
 
 def test_the_app_modules_were_found():
-    assert REPO_ROOT / "app.py" in APP_MODULES and REPO_ROOT / "explorer" / "catalog.py" in APP_MODULES
+    assert {REPO_ROOT / "app.py", REPO_ROOT / "ui" / "common.py", REPO_ROOT / "explorer" / "catalog.py"} <= set(APP_MODULES)
+
+
+@pytest.mark.parametrize("path", modules("ui", "explorer"), ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_the_tabs_never_import_the_app_and_the_explorer_never_imports_the_tabs_or_gradio(path):
+    forbidden = {"app"} if path.is_relative_to(REPO_ROOT / "ui") else {"app", "ui", "gradio"}
+    assert not imported_packages(path) & forbidden, f"{path.relative_to(REPO_ROOT)} imports {imported_packages(path) & forbidden}"
 
 
 @pytest.mark.parametrize("path", modules("checkpointing"), ids=lambda p: str(p.relative_to(REPO_ROOT)))
