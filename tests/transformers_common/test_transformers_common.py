@@ -136,4 +136,5 @@ for _position_encoding in POSITION_ENCODINGS:
     for _is_encoder_decoder in (False, True):
         _test = _model_test(_position_encoding, _is_encoder_decoder)
         globals()[_test.__name__] = _test
+del _test  # else pytest collects the last class a second time under this name
 
