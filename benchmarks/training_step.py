@@ -140,7 +140,7 @@ def main(argv=None) -> None:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         with profile(activities=activities) as prof:
             trainers[OURS].step()
-        sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
         print(prof.key_averages().table(sort_by=sort, row_limit=20))
 
 
