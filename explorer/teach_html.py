@@ -86,11 +86,17 @@ def values_table(step: Step, full: bool) -> str:
             f'<tbody>{"".join(body)}</tbody></table></div>')
 
 
+def shape_text(step: Step) -> str:
+    """The quantity's true shape, as torch writes it ("(256,)", "(12, 32)"), then how the table arranges it."""
+    shape = "(" + ", ".join(map(str, step.shape)) + ("," if len(step.shape) == 1 else "") + ")"
+    return f"shape {shape}" + (f", {step.layout}" if step.layout else "")
+
+
 def steps_html(steps: list[Step], full: bool = False) -> str:
     """Each step: title, formula, shape, the check against the model's own number, note, values."""
     parts = []
     for i, step in enumerate(steps, start=1):
-        shape = " × ".join(map(str, step.shape))
+        shape = html.escape(shape_text(step))
         match = ""
         if step.model_difference is not None:
             ok = step.model_difference <= 1e-5
@@ -98,7 +104,7 @@ def steps_html(steps: list[Step], full: bool = False) -> str:
                      f"number (max difference {step.model_difference:.1e})</span>")
         note = f'<div class="note">{html.escape(step.note)}</div>' if step.note else ""
         parts.append(f'<div class="teach-step"><h4>{i}. {html.escape(step.title)}</h4>'
-                     f'<span class="formula">{html.escape(step.formula)}</span><span class="shape">shape {shape}</span>{match}'
+                     f'<span class="formula">{html.escape(step.formula)}</span><span class="shape">{shape}</span>{match}'
                      f"{note}{values_table(step, full)}</div>")
     return f'<div class="teach-steps">{"".join(parts)}</div>'
 

@@ -39,7 +39,7 @@ keys after t; those scores get the most negative float, so their softmax weight 
 texts of different lengths are batched, the short ones are padded and the padded keys are blocked the same
 way. The app runs one text at a time, so you will see causal masks (and ALiBi's penalty), never padding."""
 
-ADD_NORM = """**Add & Norm, pre- and post-norm.** Every sublayer (attention, feed-forward) sits on a residual
+ADD_NORM = """**The residual add and LayerNorm: pre- and post-norm.** Every sublayer (attention, feed-forward) sits on a residual
 connection. The paper is *post-norm*: x ← LayerNorm(x + sublayer(x)). Our models are *pre-norm*, like GPT-2:
 x ← x + sublayer(LayerNorm(x)); the stream itself is never normalised between layers, which keeps a clean path
 for gradients in deep stacks, and one final LayerNorm comes before the LM head.
