@@ -706,7 +706,7 @@ def clickable(elem_id: str) -> gr.HTML:
 def steps_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     with gr.Tab("Attention, step by step", id="steps") as tab:
         gr.Markdown(teaching.STEPS.split("\n\n")[0])
-        with gr.Accordion("The notes' worked example, done right (no model needed)", open=True) as example_box:
+        with gr.Accordion("Worked example: attention on “Hello World” by hand (no model needed)", open=True) as example_box:
             gr.Markdown(teaching.WORKED_EXAMPLE)
             example_wrong = gr.Markdown(elem_id="example-wrong")
             example_steps = gr.HTML(elem_id="example-steps", css_template=teach_html.CSS)

@@ -78,8 +78,10 @@ STEPS = f"""### Attention, step by step
 
 {ADD_NORM}"""
 
-WORKED_EXAMPLE = f"""### The notes' worked example, done right
-Two tokens, d_model = 4, two heads with d_k = 3 whose W_Q, W_K, W_V are the notes' own (4 × 3), no mask (an
+WORKED_EXAMPLE = f"""### A worked example: attention on "Hello World", done right
+This project grew from early teaching notes on the Transformer, which work one example of attention by hand on
+the two tokens "Hello World"; here it is recomputed with the model's own functions, the notes' one mistake shown
+and corrected. Two tokens, d_model = 4, two heads with d_k = 3 whose W_Q, W_K, W_V are the notes' own (4 × 3), no mask (an
 encoder), no W_O (the notes stop at the concatenation). The position encoding is computed by the model's own
 `sinusoidal_encoding`.
 
