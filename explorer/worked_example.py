@@ -1,4 +1,4 @@
-"""The notes' worked example (``shared/seeds/003``), done right with the project's own functions.
+"""A worked example from the early teaching notes this project grew from, done right with the project's own functions.
 
 "Hello World" as two 4-dimensional embeddings, the sinusoidal encoding added, then two attention heads whose
 W_Q, W_K, W_V (4 x 3 each) are the notes' own. The notes' positional encoding was wrong: it used the

@@ -1,4 +1,4 @@
-"""explorer/worked_example.py: the notes' example (seeds/003) with the correct encoding, step by step."""
+"""explorer/worked_example.py: the notes' example with the correct encoding, step by step."""
 
 import math
 
@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from explorer.worked_example import EMBEDDINGS, HEADS, notes_positional_encoding, worked_example
 
-NOTES_PRINTED_PE = [[0.0, 1.0, 0.0, 1.0], [0.84147098, 0.99995, 0.0001, 1.0]]  # what seeds/003 printed
+NOTES_PRINTED_PE = [[0.0, 1.0, 0.0, 1.0], [0.84147098, 0.99995, 0.0001, 1.0]]  # what the notes printed
 
 
 @pytest.fixture(scope="module")
