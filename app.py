@@ -553,19 +553,37 @@ def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
     return menu
 
 
+def rewrites(name) -> bool:
+    """Whether the model called ``name`` is an encoder-decoder (folio-to-modern), which rewrites its input."""
+    info = catalog.discover_checkpoints().get(name) if isinstance(name, str) else None
+    return bool(info and info.is_encoder_decoder)
+
+
+def generate_labels(name) -> generation.GenerateLabels:
+    """The Generate tab's labels for the model called ``name`` (a rewrite for an encoder-decoder)."""
+    return generation.GenerateLabels.of(rewrites(name))
+
+
+def generate_boxes(name):
+    """The prompt's and the output's labels and the rewrite note, following the model menu."""
+    labels = generate_labels(name)
+    return gr.update(label=labels.prompt), gr.update(label=labels.output), gr.update(visible=labels.rewrite_note)
+
+
 def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
     with gr.Tab("Generate", id="generate"):
         with gr.Row():
             with gr.Column(scale=3):
-                prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio lines to rewrite, one per line)", lines=4,
-                                    value=PROMPT_EXAMPLE, elem_id="gen-prompt")
+                labels = generate_labels(value)
+                prompt = gr.Textbox(label=labels.prompt, lines=4, value=PROMPT_EXAMPLE, elem_id="gen-prompt")
                 with gr.Row():
                     generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
-                    stop_button = gr.Button("Stop", variant="stop", elem_id="gen-stop")
+                    # small and grey, clickable only while a generation runs (generate_and_stop below)
+                    stop_button = gr.Button("Stop", variant="secondary", size="sm", interactive=False, elem_id="gen-stop")
                     folio_button = gr.Button("Folio example", size="sm", elem_id="gen-folio")
                 gen_status = gr.Markdown(elem_id="gen-status", elem_classes="status-line")
-                output = gr.Textbox(label="Prompt and continuation (streamed token by token)", lines=10, elem_id="gen-output")
-                gr.Markdown(teaching.FOLIO_REWRITE, elem_id="gen-folio-note")
+                output = gr.Textbox(label=labels.output, lines=10, elem_id="gen-output")
+                folio_note = gr.Markdown(teaching.FOLIO_REWRITE, visible=labels.rewrite_note, elem_id="gen-folio-note")
             with gr.Column(scale=2):
                 menu = model_menu("gen-model", choices, value)
                 decoding = DecodingControls(
@@ -580,8 +598,13 @@ def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
                               label=f"Seed (sampling; 0–{inputs.SEED_RANGE[1]:,})", elem_id="gen-seed"),
                 )
     request = [prompt, menu, *decoding.all()]
-    generate_button.click(generate, request, [output, gen_status], api_name="generate", **INTERACTIVE, **UNCHECKED)
-    prompt.submit(generate, request, [output, gen_status], api_name="generate_submit", **INTERACTIVE, **UNCHECKED)
+    for trigger, name in ((generate_button.click, "generate"), (prompt.submit, "generate_submit")):
+        trigger(lambda: gr.update(interactive=True), None, stop_button, api_name=f"{name}_stop_on", api_visibility="private",
+                queue=False)
+        trigger(generate, request, [output, gen_status], api_name=name, **INTERACTIVE, **UNCHECKED).then(
+            lambda: gr.update(interactive=False), None, stop_button, api_name=f"{name}_stop_off", api_visibility="private")
+    menu.change(generate_boxes, menu, [prompt, output, folio_note], api_name="generate_labels", api_visibility="private",
+                **UNCHECKED)
     stop_button.click(stop_generation, None, None, api_name="stop_generation")
     folio_button.click(folio_example, None, [prompt, menu, decoding.mode, decoding.repetition_penalty],
                        api_name="folio_example")
@@ -648,12 +671,12 @@ def attention_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
         with gr.Row():
             # menus that accept any value: their choices follow the model
             kind = gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
-                               label="Attention (folio-to-modern: encoder, decoder, cross)", elem_id="att-kind")
+                               label="Attention", elem_id="att-kind")
             layer = gr.Dropdown(["0"], value="0", label="Layer", allow_custom_value=True, elem_id="att-layer")
             head = gr.Dropdown(["average"], value="average", label="Head (or average over heads)", allow_custom_value=True,
                                elem_id="att-head")
-        gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded with the "
-                    "settings of the Generate tab.")
+        decoder_note = gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded "
+                                   "with the settings of the Generate tab.", visible=rewrites(value), elem_id="att-decoder-note")
         with gr.Accordion("How to read this view", open=False):
             gr.Markdown(teaching.HEADS)
         grid = clickable("att-grid")
@@ -666,6 +689,8 @@ def attention_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     request = [text, menu, kind, layer, head, *decoding.all()]
     token_request, token_outputs = [text, menu, kind, layer, query, *decoding.all()], [token_strip, token_plot, token_status]
     everything = [grid, head_plot, kind, layer, head, status_line]
+    menu.change(lambda name: gr.update(visible=rewrites(name)), menu, decoder_note, api_name="attention_decoder_note",
+                api_visibility="private", **UNCHECKED)
     button.click(show_attention, request, everything, api_name="attention", **INTERACTIVE, **UNCHECKED).then(
         attention_token, token_request, token_outputs, api_name="attention_token", **INTERACTIVE, **UNCHECKED)
     for picker, name in ((layer, "attention_layer"), (head, "attention_head")):

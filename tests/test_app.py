@@ -93,6 +93,30 @@ def test_the_page_is_built_with_the_menus_filled_and_no_server_paths(app_server,
     assert str(tiny_checkpoints) not in page and str(tiny_checkpoints.parent) not in page
 
 
+def test_the_generate_boxes_speak_of_the_model_chosen(app_server):
+    """With a decoder-only model the page shows a prompt and its continuation and no word of First Folio rewriting;
+    the Stop button is a small grey one, disabled until a generation runs."""
+    config = requests.get(app_server + "config", timeout=30).json()
+    props = {c["props"].get("elem_id"): c["props"] for c in config["components"] if c["props"].get("elem_id")}
+    assert props["gen-model"]["value"] == "shakespeare-rope"
+    assert props["gen-prompt"]["label"] == "Prompt" and props["gen-output"]["label"].startswith("Prompt and continuation")
+    assert props["gen-folio-note"]["visible"] is False and props["att-decoder-note"]["visible"] is False
+    assert "folio" not in props["att-kind"]["label"].lower()
+    stop = props["gen-stop"]
+    assert stop["variant"] == "secondary" and stop["size"] == "sm" and stop["interactive"] is False
+
+
+def test_the_generate_labels_follow_the_model_menu(app):
+    """The model menu's change event (private: it only relabels) gives an encoder-decoder rewrite's labels."""
+    names = {dep["api_name"]: dep for dep in app.demo.config["dependencies"]}
+    assert names["generate_labels"]["api_visibility"] == "private"
+    prompt, output, note = app.generate_boxes(SEQ2SEQ_NAME)
+    assert prompt["label"] == "First Folio lines to rewrite, one per line" and output["label"].startswith("Rewrite in modern")
+    assert note["visible"] is True
+    prompt, output, note = app.generate_boxes("shakespeare-rope")
+    assert prompt["label"] == "Prompt" and output["label"].startswith("Prompt and continuation") and note["visible"] is False
+
+
 def test_generation_shows_the_prompt_then_streams_token_by_token(client):
     job = client.submit("Shall I", "shakespeare-rope", *SAMPLING, 40, 0, api_name="/generate")
     updates = [output for output in job]
