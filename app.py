@@ -510,6 +510,9 @@ TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "where in
 GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always takes the most likely token, and a small "
                 "model's most likely token soon repeats what it just wrote, so greedy output falls into loops.")
 CSS = "\n".join([
+    # the theme's first font, Source Sans Pro, may arrive as a subset with a few glyphs in its semibold cut: a heading
+    # then mixes two fonts ("A" in one, the rest in another); the system's sans-serif has every glyph in every weight
+    ":root, .gradio-container {--font: ui-sans-serif, system-ui, sans-serif !important}",
     ".status-line {min-height: 1.5em}",
     ".plot-row {gap: 8px}",
     "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",

@@ -36,9 +36,11 @@ CSS = """
 .teach-step .match.ok { color: #2f855a; }
 .teach-step .match.bad { color: #c53030; font-weight: bold; }
 .teach-step .note { font-size: 13px; margin: 2px 0 4px 0; }
-.teach-scroll { overflow-x: auto; max-height: 420px; overflow-y: auto; border: 1px solid var(--border-color-primary); border-radius: 4px; }
+.teach-scroll { overflow: auto; max-width: 100%; max-height: 420px; border: 1px solid var(--border-color-primary); border-radius: 4px;
+  background: linear-gradient(to left, var(--background-fill-primary) 40%, transparent) right center / 36px 100% no-repeat local,
+              radial-gradient(farthest-side at 100% 50%, rgba(43, 108, 176, 0.45), transparent) right center / 16px 100% no-repeat scroll; }
 table.teach-values { border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 12px; }
-table.teach-values th, table.teach-values td { padding: 1px 6px; white-space: nowrap; border-bottom: 1px solid var(--border-color-primary); }
+table.teach-values th, table.teach-values td { padding: 1px 4px; white-space: nowrap; border-bottom: 1px solid var(--border-color-primary); }
 table.teach-values td { text-align: right; font-variant-numeric: tabular-nums; }
 table.teach-values thead th { position: sticky; top: 0; background: var(--background-fill-primary); font-weight: normal; color: var(--body-text-color-subdued); }
 table.teach-values tbody th { position: sticky; left: 0; background: var(--background-fill-primary); text-align: left; font-weight: normal; }
