@@ -61,7 +61,9 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
     private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note",  # UI only
                "steps_model_note", "lens_model_note", "ablation_model_note", "sampling_model_note",
                "steps_kinds", "ablation_kinds", "steps_fold_example", "steps_pick_query", "lens_pick_position",
-               "attention_pick_head", "attention_pick_token"}
+               "attention_pick_head", "attention_pick_token", "generate_labels", "attention_decoder_note",
+               "generate_stop_on", "generate_stop_off", "generate_submit_stop_on", "generate_submit_stop_off",
+               "ablation_clear_rank", "ablation_clear_removal"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -292,10 +294,10 @@ def test_the_experiment_view_draws_results_json_per_position_and_tables_every_se
 def test_extrapolation_recomputes_on_the_users_text_step_by_step(client):
     job = client.submit("Shall I compare thee to a summer's day? " * 12, api_name="/recompute_extrapolation")
     updates = list(job)
-    assert len(updates) == 2 + 4 * 5  # the start, one per (length, model), the end
+    assert len(updates) == 2 + 6 * 5  # the start, one per (length, model), the end
     plot, note = job.result()
     lines = figure(plot)["data"]
-    assert len(lines) == 5 and note.startswith("- Scored 20 of 20.")
+    assert len(lines) == 5 and note.startswith("- Scored 30 of 30.")
     assert figure(plot)["layout"]["shapes"][0]["x0"] == 64
     assert client.predict("", api_name="/recompute_extrapolation")[1].startswith("⚠️ Type some text to score first")
 
