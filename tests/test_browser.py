@@ -266,7 +266,7 @@ def test_encodings_tab_draws_each_encoding_in_its_colour_and_marks_the_training_
         assert page.eval_on_selector(f"#compare-{encoding} textarea", "t => getComputedStyle(t).borderLeftColor") == rgb(colour)
     page.fill("#own-text textarea", "Shall I compare thee to a summer's day? Thou art more lovely. " * 6)
     page.click("#recompute-button")
-    page.wait_for_selector("#recompute-status >> text=Scored 20 of 20.")
+    page.wait_for_selector("#recompute-status >> text=Scored 30 of 30.")
     plot_drawn(page, "plot-extrapolation")
     marker_at_its_tick()
     button, status = page.locator("#recompute-button").bounding_box(), page.locator("#recompute-status").bounding_box()
