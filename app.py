@@ -391,7 +391,7 @@ def trace_forward(text, model_name, *decoding):
 
 
 # ----------------------------------------------------------------------------------------------
-# Teaching views (issue 11): attention step by step, logit lens, head ablation, sampling
+# Teaching views: attention step by step, logit lens, head ablation, sampling
 # ----------------------------------------------------------------------------------------------
 
 STEPS_EXAMPLE = "To be, or not to be, that is the question"
