@@ -169,7 +169,7 @@ So long lives this, and this gives life to thee."""
 def test_a_sonnet_gives_a_curve_of_several_points_with_the_shipped_models():
     """A whole sonnet is shorter than the training context (128 tokens): it is still scored at several lengths
     by every shipped encoding model, each length at most the sonnet's tokens, as the box says beforehand."""
-    from training.paths import checkpoints_dir
+    from checkpointing.paths import checkpoints_dir
 
     found = catalog.discover_checkpoints(checkpoints_dir())
     *_, state = encodings.recompute_extrapolation(found, SONNET)
