@@ -102,10 +102,29 @@ EXTRAPOLATION_MAX_TOKENS = 4096  # of the user's text, per model: bounds every (
 EXTRAPOLATION_TIME_LIMIT_S = 60.0  # for the whole recomputation; unfinished lengths stay blank
 
 
+SHORTER_DIVISORS = (4, 2)  # a text is also scored at 1/4 and 1/2 of the training context: a sonnet is shorter than 1x
+
+
 def extrapolation_lengths(catalog: dict[str, CheckpointInfo]) -> list[int]:
-    """The context lengths the evaluation measures the encoding models at (``checkpointing.scoring.extrapolation_lengths``:
-    1x, 2x, 4x and 8x the training context), from their configs."""
-    return sorted({n for name in encoding_models(catalog).values() for n in scoring.extrapolation_lengths(catalog[name])})
+    """The context lengths a text is scored at: those the evaluation measures the encoding models at
+    (``checkpointing.scoring.extrapolation_lengths``: 1x, 2x, 4x and 8x the training context), and 1/4 and 1/2 of
+    the training context, so that a text shorter than the training context still gives a curve."""
+    lengths = set()
+    for name in encoding_models(catalog).values():
+        lengths.update(scoring.extrapolation_lengths(catalog[name]))
+        lengths.update(catalog[name].config.context_length // d for d in SHORTER_DIVISORS)
+    return sorted(lengths)
+
+
+def length_needs(catalog: dict[str, CheckpointInfo]) -> str:
+    """What the recomputation needs, said before it runs: the lengths it scores at, each needing a text of at
+    least that many tokens, and the budget of tokens it reads."""
+    lengths = extrapolation_lengths(catalog)
+    if not lengths:
+        return ""
+    return (f"Scored at context lengths of {', '.join(f'{n:,}' for n in lengths)} tokens; a length is scored only when "
+            f"your text has at least that many tokens (a sonnet reaches the first few), and at most the first "
+            f"{EXTRAPOLATION_MAX_TOKENS:,} tokens are read.")
 
 
 @dataclass

@@ -5,20 +5,23 @@ import gradio as gr
 
 from explorer import ablation, attention, teach_figures, teaching
 
-from .common import ATTENTION_EXAMPLE, INTERACTIVE, NO_FIGURE, UNCHECKED, DecodingControls, guarded, kind_choices, \
+from .common import INTERACTIVE, NO_FIGURE, UNCHECKED, DecodingControls, guarded, kind_choices, \
     kind_menu, model_menu, status, view_inputs
 
 
 @guarded(NO_FIGURE, NO_FIGURE)
 def ablate_heads(text, model_name, kind, heads, *decoding):
-    """The loss and next-token probabilities with the chosen heads removed."""
+    """The loss and next-token probabilities with the chosen heads removed, and the same removal's effect on
+    the fixed passages beside it (``ablation.loss_change_spread``)."""
     text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
     result = ablation.ablate_heads(model, tokenizer, text, heads, kind, settings)
     removed = ", ".join(f"L{l}.H{h}" for l, h in result.removed) or "none"
     change = result.loss_after - result.loss_before
+    spread = ablation.loss_change_spread(model, tokenizer, heads, kind, settings).line() if result.removed else ""
     return (teach_figures.ablation_figure(result), teach_figures.token_loss_figure(result),
             status(f"**{info.name}**, {attention.ATTENTION_KINDS[result.kind]} heads removed: {removed}. Loss on the text "
-                   f"{result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", *notices, *result.notices))
+                   f"{result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", spread, *notices,
+                   *result.notices))
 
 
 @guarded(NO_FIGURE)
@@ -36,12 +39,12 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     with gr.Tab("Head ablation", id="ablation"):
         gr.Markdown(teaching.ABLATION)
         with gr.Row():
-            text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="ablation-text")
+            text = gr.Textbox(label="Text", value=ablation.DEFAULT_TEXT, lines=2, scale=4, elem_id="ablation-text")
             with gr.Column(scale=2):
                 menu = model_menu("ablation-model", choices, value)
                 kind = kind_menu("ablation-kind")
         with gr.Row():
-            heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads", value="0.0, 1.2",
+            heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads", value=ablation.DEFAULT_HEADS,
                                scale=3, elem_id="ablation-heads")
             button = gr.Button("Remove these heads", variant="primary", elem_id="ablation-button")
             rank_button = gr.Button("Rank every head", elem_id="rank-button")
@@ -55,4 +58,8 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
                  api_name="ablate_heads", **INTERACTIVE, **UNCHECKED)
     rank_button.click(rank_heads, [text, menu, kind, *decoding.all()], [rank_plot, status_line], api_name="rank_heads",
                       **INTERACTIVE, **UNCHECKED)
+    # the status line speaks of one request: the plots of the other kind of request are cleared, not left stale
+    button.click(lambda: NO_FIGURE, None, rank_plot, api_name="ablation_clear_rank", api_visibility="private")
+    rank_button.click(lambda: (NO_FIGURE, NO_FIGURE), None, [next_plot, loss_plot], api_name="ablation_clear_removal",
+                      api_visibility="private")
     return menu

@@ -5,8 +5,10 @@ import gradio as gr
 
 from explorer import attention, catalog, figures, heads, inputs, teach_figures, teach_html, teaching
 
-from .common import ATTENTION_EXAMPLE, INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, DecodingControls, clickable, \
-    clicked, decoder_read, decoding_of, guarded, kind_menu, model_menu, status
+from .common import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, DecodingControls, clickable, clicked, decoder_read, \
+    decoding_of, guarded, kind_menu, model_menu, rewrites, status
+
+ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 
 attention_cache = attention.AttentionCache(size=8)
 
@@ -104,12 +106,12 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
         status_line = gr.Markdown(elem_id="att-status", elem_classes="status-line")
         with gr.Row():
             # menus that accept any value: their choices follow the model
-            kind = kind_menu("att-kind", "Attention (folio-to-modern: encoder, decoder, cross)")
+            kind = kind_menu("att-kind")
             layer = gr.Dropdown(["0"], value="0", label="Layer", allow_custom_value=True, elem_id="att-layer")
             head = gr.Dropdown(["average"], value="average", label="Head (or average over heads)", allow_custom_value=True,
                                elem_id="att-head")
-        gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded with the "
-                    "settings of the Generate tab.")
+        decoder_note = gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded "
+                                   "with the settings of the Generate tab.", visible=rewrites(value), elem_id="att-decoder-note")
         with gr.Accordion("How to read this view", open=False):
             gr.Markdown(teaching.HEADS)
         grid = clickable("att-grid")
@@ -122,6 +124,8 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     request = [text, menu, kind, layer, head, *decoding.all()]
     token_request, token_outputs = [text, menu, kind, layer, query, *decoding.all()], [token_strip, token_plot, token_status]
     everything = [grid, head_plot, kind, layer, head, status_line]
+    menu.change(lambda name: gr.update(visible=rewrites(name)), menu, decoder_note, api_name="attention_decoder_note",
+                api_visibility="private", **UNCHECKED)
     button.click(show_attention, request, everything, api_name="attention", **INTERACTIVE, **UNCHECKED).then(
         attention_token, token_request, token_outputs, api_name="attention_token", **INTERACTIVE, **UNCHECKED)
     for picker, name in ((layer, "attention_layer"), (head, "attention_head")):

@@ -27,7 +27,6 @@ COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
 UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
 
 PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
-ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 DEFAULTS = generation.DecodingSettings(True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
                                        max_new_tokens=80, seed=0)  # what the Generate tab starts with
 
@@ -141,6 +140,12 @@ def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
     return menu
 
 
+def rewrites(name) -> bool:
+    """Whether the model called ``name`` is an encoder-decoder (folio-to-modern), which rewrites its input."""
+    info = catalog.discover_checkpoints().get(name) if isinstance(name, str) else None
+    return bool(info and info.is_encoder_decoder)
+
+
 def kind_choices(model_name, current=None):
     """The attention kinds of the picked model for a kind menu (keeping the current one where it exists)."""
     info = catalog.discover_checkpoints().get(model_name) if isinstance(model_name, str) else None
@@ -221,6 +226,9 @@ def clicked(field: str):
 
 
 CSS = "\n".join([
+    # the theme's first font, Source Sans Pro, may arrive as a subset with a few glyphs in its semibold cut: a heading
+    # then mixes two fonts ("A" in one, the rest in another); the system's sans-serif has every glyph in every weight
+    ":root, .gradio-container {--font: ui-sans-serif, system-ui, sans-serif !important}",
     ".status-line {min-height: 1.5em}",
     ".plot-row {gap: 8px}",
     "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",

@@ -94,8 +94,8 @@ def tab() -> None:
         similarity_plot = gr.Plot(label="Similarity against distance", elem_id="plot-similarity")
         extrapolation_plot = gr.Plot(label="Extrapolation", elem_id="plot-extrapolation")
         with gr.Row():
-            own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it (its first "
-                                  f"{encodings.EXTRAPOLATION_MAX_TOKENS:,} tokens are scored)", lines=3, scale=4, elem_id="own-text")
+            own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it", lines=3, scale=4,
+                                  info=encodings.length_needs(catalog.discover_checkpoints()), elem_id="own-text")
             with gr.Column(scale=1):
                 recompute_button = gr.Button("Recompute on my text", elem_id="recompute-button")
                 recompute_status = gr.Markdown(elem_id="recompute-status", elem_classes="status-line")

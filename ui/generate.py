@@ -8,7 +8,7 @@ import gradio as gr
 
 from explorer import catalog, generation, inputs, teaching
 
-from .common import INTERACTIVE, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, guarded, model_menu, \
+from .common import INTERACTIVE, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, guarded, model_menu, rewrites, \
     sampling_controls, status
 
 FOLIO_EXAMPLE = "Shall I compare thee to a Summers day?\nThou art more louely and more temperate:"  # rewritten line by line
@@ -58,26 +58,43 @@ def folio_example():
     return FOLIO_EXAMPLE, catalog.seq2seq_model(catalog.discover_checkpoints()) or gr.skip(), "Greedy", 1.0
 
 
+def generate_labels(name) -> generation.GenerateLabels:
+    """The Generate tab's labels for the model called ``name`` (a rewrite for an encoder-decoder)."""
+    return generation.GenerateLabels.of(rewrites(name))
+
+
+def generate_boxes(name):
+    """The prompt's and the output's labels and the rewrite note, following the model menu."""
+    labels = generate_labels(name)
+    return gr.update(label=labels.prompt), gr.update(label=labels.output), gr.update(visible=labels.rewrite_note)
+
+
 def tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
     """The tab, and its model menu and decoding controls (the other tabs read them)."""
     with gr.Tab("Generate", id="generate"):
         with gr.Row():
             with gr.Column(scale=3):
-                prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio lines to rewrite, one per line)", lines=4,
-                                    value=PROMPT_EXAMPLE, elem_id="gen-prompt")
+                labels = generate_labels(value)
+                prompt = gr.Textbox(label=labels.prompt, lines=4, value=PROMPT_EXAMPLE, elem_id="gen-prompt")
                 with gr.Row():
                     generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
-                    stop_button = gr.Button("Stop", variant="stop", elem_id="gen-stop")
+                    # small and grey, clickable only while a generation runs (the events below)
+                    stop_button = gr.Button("Stop", variant="secondary", size="sm", interactive=False, elem_id="gen-stop")
                     folio_button = gr.Button("Folio example", size="sm", elem_id="gen-folio")
                 gen_status = gr.Markdown(elem_id="gen-status", elem_classes="status-line")
-                output = gr.Textbox(label="Prompt and continuation (streamed token by token)", lines=10, elem_id="gen-output")
-                gr.Markdown(teaching.FOLIO_REWRITE, elem_id="gen-folio-note")
+                output = gr.Textbox(label=labels.output, lines=10, elem_id="gen-output")
+                folio_note = gr.Markdown(teaching.FOLIO_REWRITE, visible=labels.rewrite_note, elem_id="gen-folio-note")
             with gr.Column(scale=2):
                 menu = model_menu("gen-model", choices, value)
                 decoding = DecodingControls.build()
     request = [prompt, menu, *decoding.all()]
-    generate_button.click(generate, request, [output, gen_status], api_name="generate", **INTERACTIVE, **UNCHECKED)
-    prompt.submit(generate, request, [output, gen_status], api_name="generate_submit", **INTERACTIVE, **UNCHECKED)
+    for trigger, name in ((generate_button.click, "generate"), (prompt.submit, "generate_submit")):
+        trigger(lambda: gr.update(interactive=True), None, stop_button, api_name=f"{name}_stop_on", api_visibility="private",
+                queue=False)
+        trigger(generate, request, [output, gen_status], api_name=name, **INTERACTIVE, **UNCHECKED).then(
+            lambda: gr.update(interactive=False), None, stop_button, api_name=f"{name}_stop_off", api_visibility="private")
+    menu.change(generate_boxes, menu, [prompt, output, folio_note], api_name="generate_labels", api_visibility="private",
+                **UNCHECKED)
     stop_button.click(stop_generation, None, None, api_name="stop_generation")
     folio_button.click(folio_example, None, [prompt, menu, decoding.mode, decoding.repetition_penalty],
                        api_name="folio_example")

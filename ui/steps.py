@@ -35,7 +35,7 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     """The tab, and its model menu."""
     with gr.Tab("Attention, step by step", id="steps") as panel:
         gr.Markdown(teaching.STEPS.split("\n\n")[0])
-        with gr.Accordion("The notes' worked example, done right (no model needed)", open=True) as example_box:
+        with gr.Accordion("Worked example: attention on “Hello World” by hand (no model needed)", open=True) as example_box:
             gr.Markdown(teaching.WORKED_EXAMPLE)
             example_wrong = gr.Markdown(elem_id="example-wrong")
             example_steps = gr.HTML(elem_id="example-steps", css_template=teach_html.CSS)
