@@ -17,7 +17,9 @@ import time
 
 import torch
 
-from explorer.live_training import LIMITS, LiveResult, Snapshot, check_settings, train_live
+from explorer.heads import induction_scores_from, induction_sequence
+from explorer.live_training import (LIMITS, SPECIAL_IDS, LiveResult, Snapshot, attention_weights,
+                                    check_settings, probe_lengths, train_live)
 
 
 def value(text: str):
@@ -56,11 +58,18 @@ def main() -> None:
             result: LiveResult = item
     wall = time.perf_counter() - started
     stop.set()
+    # the best head's score at each probe offset apart (a head copying at one fixed offset scores at one only)
+    best = divmod(int(torch.tensor(result.induction).argmax()), settings.n_heads)
+    by_offset = {}
+    for length in probe_lengths(settings.context_length):
+        ids = induction_sequence(result.model.config.vocab_size, length, seed=7, skip=SPECIAL_IDS)
+        by_offset[length] = round(float(induction_scores_from(attention_weights(result.model, ids), length)[best]), 3)
     print(json.dumps({
         "settings": values, "threads": args.threads, "wall_s": round(wall, 1), "steps": result.steps_done,
         "steps_per_s": round(result.steps_done / wall, 1), "first_loss": result.losses[0] if result.losses else None,
         "last_loss": result.losses[-1] if result.losses else None,
         "final_best_induction": round(max(map(max, result.induction)), 3), "reached": first,
+        "best_head": best, "best_head_by_offset (fresh probes)": by_offset,
         "curve [step, s, loss, best induction]": curve,
     }))
 

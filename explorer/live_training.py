@@ -5,13 +5,13 @@ induction score of every head) until the steps are done or the caller sets a sto
 The data, one sequence of ``context_length`` tokens at a time, drawn afresh on every read (seeded):
 
 - ``shakespeare``: a random window of two plays (``SHAKESPEARE_EXCERPT``, made by ``python -m training.excerpt``);
-- ``shakespeare-repeats``: the same, and in ``repeat_share`` of the sequences one passage appears again later;
-- ``random-repeats``: uniformly random tokens of a ``vocab_size`` vocabulary, one span repeated later;
+- ``shakespeare-repeats``: the same, and in ``repeat_share`` of the sequences passages repeated (``repeat_runs``);
+- ``random-repeats``: uniformly random tokens of a ``vocab_size`` vocabulary, runs repeated (``repeat_runs``);
 - ``own-text``: random windows of the learner's text.
 
-A repeated span of s tokens starts at a and again at b, with a and b drawn anew for every sequence, so the
-offset b − a varies: only a head that finds the earlier occurrence of the current token by its content (an
-induction head) predicts the copy; a head looking a fixed distance back cannot.
+A repeated run is followed at once by its copy, and run lengths are drawn anew each time, so the offset between
+a token and its copy varies: only a head that finds the earlier occurrence of the current token by its content
+(an induction head) predicts the copy; a head looking a fixed distance back cannot.
 
 Text is read with shakespeare-main's byte-level BPE tokenizer (4096 tokens); random tokens are their own ids.
 
@@ -66,12 +66,13 @@ LIMITS = {
 MAX_LEARNING_RATE = 0.1
 MAX_TEXT_CHARS = 100_000  # the learner's own text
 SPECIAL_IDS = 3  # ids 0..2 of a random-token vocabulary are pad, bos, eos; never drawn
+MIN_RUN = 4  # the shortest run a repeat copies
 
 
 @dataclass(frozen=True)
 class LiveSettings:
-    """One job. ``copy_share``: the most a repeated span holds, as a share of the sequence (random-repeats and the
-    repeated passages; see ``repeat_span``); ``repeat_share``: the share of Shakespeare sequences that hold a repeated passage."""
+    """One job. ``copy_share``: the share of tokens that copy an earlier run (random-repeats, and the Shakespeare
+    sequences with repeats; see ``repeat_runs``); ``repeat_share``: the share of Shakespeare sequences with repeats."""
 
     data: str = "random-repeats"
     n_layers: int = 2
@@ -89,10 +90,6 @@ class LiveSettings:
     sample_tokens: int = 24
     seed: int = 0
     text: str = ""
-
-    @property
-    def tokens_per_step(self) -> int:
-        return self.batch_size * self.context_length
 
 
 # The default job: what finishes within a minute on a shared CPU (measured: docs in the report).
@@ -151,16 +148,21 @@ def _text_ids(text: str, tokenizer) -> torch.Tensor:
     return torch.tensor(tokenizer(text, add_special_tokens=False, verbose=False).input_ids, dtype=torch.long)
 
 
-def repeat_span(sequence: torch.Tensor, share: float, generator: torch.Generator) -> torch.Tensor:
-    """A copy of ``sequence`` in which a span of s tokens, s drawn from [share·n/2, share·n] (n the length), starting
-    at a random a, appears again at a random b >= a + s: both the span and the offset b − a vary."""
+def repeat_runs(sequence: torch.Tensor, share: float, generator: torch.Generator) -> torch.Tensor:
+    """A copy of ``sequence`` read as consecutive runs, each of a length ℓ drawn anew from [4, n/2] (n the
+    length; less near the end, where a run and its copy must fit); a run is followed by a copy of itself with probability q = share / (1 − share), so that about
+    ``share`` of the tokens are copies. The offset of a copy is its run's length: it varies, so copying needs
+    a head that finds the earlier occurrence by content (a fixed-offset head fits one length only)."""
     n = len(sequence)
-    most = max(2, min(n // 2, round(share * n)))
-    span = int(torch.randint(max(2, most // 2), most + 1, (), generator=generator))
-    a = int(torch.randint(0, n - 2 * span + 1, (), generator=generator))
-    b = int(torch.randint(a + span, n - span + 1, (), generator=generator))
-    out = sequence.clone()
-    out[b: b + span] = sequence[a: a + span]
+    q = share / (1 - share)
+    out, i = sequence.clone(), 0
+    while n - i >= 2 * MIN_RUN:  # room for a run and its copy
+        run = int(torch.randint(MIN_RUN, min(n // 2, (n - i) // 2) + 1, (), generator=generator))
+        if float(torch.rand((), generator=generator)) < q:
+            out[i + run: i + 2 * run] = out[i: i + run]
+            i += 2 * run
+        else:
+            i += run
     return out
 
 
@@ -176,12 +178,12 @@ class LiveData(torch.utils.data.IterableDataset):
         while True:
             if s.data == "random-repeats":
                 sequence = torch.randint(SPECIAL_IDS, s.vocab_size, (s.context_length,), generator=generator)
-                sequence = repeat_span(sequence, s.copy_share, generator)
+                sequence = repeat_runs(sequence, s.copy_share, generator)
             else:
                 start = int(torch.randint(0, len(self.ids) - s.context_length + 1, (), generator=generator))
                 sequence = self.ids[start: start + s.context_length]
                 if s.data == "shakespeare-repeats" and float(torch.rand((), generator=generator)) < s.repeat_share:
-                    sequence = repeat_span(sequence, s.copy_share, generator)
+                    sequence = repeat_runs(sequence, s.copy_share, generator)
             yield {"input_ids": sequence, "labels": sequence}
 
 
@@ -221,11 +223,12 @@ def induction_scores(model, context_length: int) -> np.ndarray:
     scores = []
     for i, length in enumerate(probe_lengths(context_length)):
         ids = induction_sequence(model.config.vocab_size, length, seed=i, skip=SPECIAL_IDS)
-        scores.append(induction_scores_from(_attentions(model, ids), length))
+        scores.append(induction_scores_from(attention_weights(model, ids), length))
     return np.mean(scores, axis=0)
 
 
-def _attentions(model, ids: torch.Tensor) -> np.ndarray:
+def attention_weights(model, ids: torch.Tensor) -> np.ndarray:
+    """(layers, heads, T, T): every head's attention on ids (1, T)."""
     with torch.no_grad():
         out = model(ids, output_attentions=True, use_cache=False)
     return torch.stack([w[0] for w in out.attentions]).float().numpy()
@@ -329,7 +332,7 @@ class _Publisher(TrainerCallback):
             scores = induction_scores(model, self.settings.context_length)
             layer, head = self.watch or np.unravel_index(int(np.argmax(scores)), scores.shape)
             probe = probe_ids(self.settings, model.config.vocab_size)
-            attention = _attentions(model, probe)[layer, head]
+            attention = attention_weights(model, probe)[layer, head]
             text = sample(model, self.settings, self.tokenizer)
         finally:
             model.train(was_training)
@@ -378,16 +381,17 @@ def train_live(settings: LiveSettings, stop: threading.Event | None = None, toke
 
         thread = threading.Thread(target=run, name="live-training", daemon=True)
         thread.start()
+        finished = False
         try:
-            while True:
+            while not finished:
                 item = out.get()
-                if item is _DONE:
-                    break
                 if isinstance(item, BaseException):
                     raise item
-                yield item
+                finished = item is _DONE
+                if not finished:
+                    yield item
         finally:
-            if thread.is_alive():  # the client left mid-job (or the Trainer is ending anyway)
+            if not finished:  # the client left mid-job, or the consumer failed: end the Trainer after this step
                 stop.set()
             thread.join()
     model.eval()

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from explorer.inputs import InputProblem
 from explorer.live_training import (SHAKESPEARE_EXCERPT, LiveData, LiveResult, Snapshot, check_settings,
-                                    induction_scores, probe_lengths, repeat_span, save_zip, shipped_tokenizer,
+                                    induction_scores, probe_lengths, repeat_runs, save_zip, shipped_tokenizer,
                                     train_live)
 from tiny_models import tiny_causal_lm
 
@@ -86,19 +86,20 @@ def test_the_saved_zip_loads_with_from_pretrained_and_gives_the_same_logits(tmp_
     assert not torch.equal(loaded.lm_head.weight, torch.zeros_like(loaded.lm_head.weight))
 
 
-def test_a_repeated_span_recurs_at_varying_offsets():
+def test_repeated_runs_copy_at_varying_offsets_in_the_share_asked():
     generator = torch.Generator().manual_seed(0)
-    offsets, spans = set(), set()
-    for _ in range(200):
+    offsets, copies = set(), 0
+    for _ in range(300):
         sequence = torch.arange(64)  # distinct tokens: where a copy sits can be read off
-        out = repeat_span(sequence, 0.25, generator)
+        out = repeat_runs(sequence, 0.4, generator)
         copied = (out != sequence).nonzero().flatten()
-        b, span = int(copied[0]), len(copied)
-        a = int(out[b])
-        assert torch.equal(out[b:b + span], sequence[a:a + span]) and b >= a + span
-        offsets.add(b - a)
-        spans.add(span)
-    assert len(offsets) > 20 and spans == set(range(8, 17))
+        copies += len(copied)
+        for t in copied.tolist():
+            source = int(out[t])
+            assert t > source and out[source] == source  # a copy of an original token, earlier in the sequence
+            offsets.add(t - source)
+    assert offsets == set(range(4, 33))  # every run length from 4 to n/2
+    assert copies / (300 * 64) == pytest.approx(0.4, abs=0.05)
 
 
 def test_text_data_are_windows_of_the_shipped_excerpt():
