@@ -18,7 +18,7 @@ from explorer.live_training import (SHAKESPEARE_EXCERPT, LiveData, LiveResult, S
                                     train_live)
 from tiny_models import tiny_causal_lm
 
-TINY = dict(n_layers=1, n_heads=2, d_model=16, context_length=16, batch_size=4, vocab_size=16, sample_tokens=4)
+TINY = dict(data="random-repeats", n_layers=1, n_heads=2, d_model=16, context_length=16, batch_size=4, vocab_size=16, sample_tokens=4)
 
 
 def run(settings, stop=None):
@@ -44,7 +44,7 @@ def test_snapshots_every_logged_step_then_a_result_with_one_loss_per_logged_step
 
 
 def test_training_on_shakespeare_lowers_the_loss():
-    settings = check_settings(**TINY | dict(d_model=32, batch_size=8, sample_tokens=8), data="shakespeare", steps=40,
+    settings = check_settings(**TINY | dict(data="shakespeare", d_model=32, batch_size=8, sample_tokens=8), steps=40,
                               log_every=10, learning_rate=1e-2)
     snapshots, result = run(settings)
     assert result.losses[0] > 7.0  # near ln 4096 = 8.3 at the start
@@ -74,7 +74,7 @@ def test_a_client_that_leaves_stops_the_trainer():
 
 
 def test_the_saved_zip_loads_with_from_pretrained_and_gives_the_same_logits(tmp_path):
-    _, result = run(check_settings(**TINY, data="shakespeare", steps=4, log_every=2))
+    _, result = run(check_settings(**TINY | dict(data="shakespeare"), steps=4, log_every=2))
     archive = save_zip(result, tmp_path)
     with zipfile.ZipFile(archive) as z:
         z.extractall(tmp_path / "unzipped")
@@ -156,8 +156,8 @@ def test_the_induction_score_fires_on_an_induction_head_not_on_a_fixed_offset_or
     lengths = probe_lengths(context)
     assert len(set(lengths)) == 3  # three offsets
     scores = induction_scores(HandBuilt(vocab_size=512, offset=lengths[-1]), context)
-    assert scores[0, 0] > 0.9  # found by content at every offset (a token drawn twice in a probe costs a little)
-    assert scores[0, 1] == pytest.approx(1 / 3, abs=0.05)  # right at one offset of three only
+    assert scores[0, 0] > 0.8  # found by content at every offset (measured 0.87: a token drawn twice in a probe costs)
+    assert scores[0, 1] < 0.05  # right at one offset of three only: its least score is that of a wrong offset
     random_model = tiny_causal_lm("rope", seed=5, vocab_size=512, max_position_embeddings=context)
     random_scores = induction_scores(random_model, context)
     assert random_scores.max() < 0.15
@@ -187,5 +187,5 @@ def test_bad_choices_say_what_is_allowed(values, message):
 
 def test_an_own_text_shorter_than_a_window_is_refused_before_training():
     with pytest.raises(InputProblem, match="at least 33"):
-        next(train_live(check_settings(**TINY | dict(context_length=32), data="own-text", text="To be or not.")))
+        next(train_live(check_settings(**TINY | dict(context_length=32, data="own-text"), text="To be or not.")))
 
