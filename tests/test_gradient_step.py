@@ -6,7 +6,6 @@ import math
 import pytest
 import torch
 from torch.func import functional_call
-from transformers import AutoTokenizer
 
 from checkpointing.loading import load_checkpoint
 from checkpointing.paths import checkpoints_dir

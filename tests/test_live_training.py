@@ -4,6 +4,7 @@ offsets, the induction score, and every choice bounded with a clear message."""
 
 import math
 import threading
+import tomllib
 import zipfile
 from types import SimpleNamespace
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from checkpointing.paths import REPO_ROOT
 from explorer.inputs import InputProblem
 from explorer.live_training import (SHAKESPEARE_EXCERPT, LiveData, LiveResult, Snapshot, check_settings,
                                     induction_scores, probe_lengths, repeat_runs, save_zip, shipped_tokenizer,
@@ -100,6 +102,12 @@ def test_repeated_runs_copy_at_varying_offsets_in_the_share_asked():
             offsets.add(t - source)
     assert offsets == set(range(4, 33))  # every run length from 4 to n/2
     assert copies / (300 * 64) == pytest.approx(0.4, abs=0.05)
+
+
+def test_the_excerpt_ships_with_the_package():
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    assert SHAKESPEARE_EXCERPT.name in pyproject["tool"]["setuptools"]["package-data"]["explorer"]
+    assert SHAKESPEARE_EXCERPT.parent == REPO_ROOT / "explorer"
 
 
 def test_text_data_are_windows_of_the_shipped_excerpt():
