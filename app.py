@@ -19,7 +19,7 @@ import os
 import gradio as gr
 
 from explorer import catalog, figures
-from ui import ablation, attention, common, encodings, forward, generate, lens, sampling, steps
+from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, sampling, steps, train_live
 
 logger = logging.getLogger("app")
 
@@ -27,22 +27,25 @@ INTRO = """# A Transformer from scratch
 The same models, seen from every side: **generate** text, **compare** positional encodings (sinusoidal, learned,
 RoPE, ALiBi, none), look at **attention heads**, follow the tensors **through one forward pass**, then take it
 apart with the model's own numbers: **attention step by step**, the **logit lens**, **head ablation** and
-**sampling**."""
+**sampling**. Then watch learning itself: take **one gradient step**, or **train one yourself** from scratch."""
 
 
 def build_demo() -> gr.Blocks:
-    """The page: the intro, the catalog's status line, and the eight tabs, each with its own model menu (the
-    page load refreshes them all)."""
+    """The page: the intro, the catalog's status line, and the ten tabs, each with its own model menu (the
+    page load refreshes them all; One gradient step's lists the decoder-only models)."""
     choices, value, note = common.menus_now()
     with gr.Blocks(title="Transformer from scratch") as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
-        with gr.Tabs(overflow_behavior="wrap"):  # eight tabs: on a narrow page they wrap, none hides behind a menu
+        with gr.Tabs(overflow_behavior="wrap"):  # ten tabs: on a narrow page they wrap, none hides behind a menu
             generate_menu, decoding = generate.tab(choices, value)
             encodings.tab()
             menus = [generate_menu, *(view.tab(choices, value, decoding) for view in (attention, forward, steps, lens, ablation)),
                      sampling.tab(choices, value)]
-        demo.load(common.catalog_event(len(menus)), None, [*menus, catalog_status], api_name="catalog")
+            decoder_menus = [gradient_step.tab(choices, value)]
+            train_live.tab()
+        demo.load(common.catalog_event(len(menus), len(decoder_menus)), None, [*menus, *decoder_menus, catalog_status],
+                  api_name="catalog")
     demo.queue(default_concurrency_limit=4)
     return demo
 

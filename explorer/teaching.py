@@ -146,3 +146,39 @@ EXPERIMENT = """### The experiment: five encodings, two seeds each
   two seeds of the same encoding: the tables say which gaps are."""
 
 CONCEPTS = (EMBEDDING, ENCODINGS, ATTENTION, MASKS, ADD_NORM, FEED_FORWARD, SHIFTED_RIGHT, CROSS_ATTENTION)
+
+GRADIENT_STEP = """### One gradient step: where learning pushes
+- **The loss** is L = −log p(target | tokens 0..position of your text), in nats: near 0 when the model is sure
+  of the target, large when it finds the target unlikely.
+- **What a gradient is:** ∇L holds one number per weight, how fast L rises when that weight rises a little.
+  The maps below draw its size (the L2 norm) for every parameter tensor, by its `state_dict` name, and for
+  each head's slice of W_Q, W_K, W_V and W_O: the weights this one example pushes hardest.
+- **Why the loss falls:** plain SGD moves every weight against its gradient, θ ← θ − lr·∇L, on a copy of the
+  model (the model everyone uses never changes). For a small step the loss falls by about lr·‖∇L‖², because
+  minus the gradient is the direction in which L falls fastest.
+- **What the learning rate does:** it is the size of the step. That estimate holds only while the step is
+  small: on the example with shakespeare-main, 0.001 lowers the loss (p of ` day` 2% → 7%) and 0.01 already
+  makes the target nearly certain, one example memorised. At 1 or 10 the step overshoots: the loss ends far
+  above where it started and another token takes over. Try 50 and watch the step leave the slope behind:
+  what comes out says nothing about the gradient any more (here ` day` happens to win)."""
+
+TRAIN_LIVE = """### Train one yourself
+- **What happens:** a Transformer with random weights learns to predict the next token. Each step reads a
+  batch of sequences, computes the loss (the mean −log p of every next token), and AdamW moves every weight a
+  little against its gradient (a constant learning rate, no weight decay). transformers' `Trainer` runs it.
+- **Why the loss falls:** each step follows the slope of the loss on the batch it read; new batches keep it
+  honest, so what is learnt is what the data have in common. It starts near ln V (guessing every token of the
+  vocabulary equally, the dashed line) and first learns which tokens are common, then which follow which.
+- **The learning rate** scales every step: too small and the curve falls slowly; too large and it jumps about
+  or climbs. Try the largest allowed, 0.1, beside the default.
+- **A plateau, then a sudden drop** is a phase change: the loss sits still while the model has only token
+  statistics, then falls within a few dozen steps when two heads in different layers start to work together
+  as an *induction head* (one marks each token's predecessor, the other finds the earlier occurrence of the
+  current token and copies what came next). The induction scores and the probe's attention show it: the
+  diagonal one step after the first copy's tokens. It needs two layers and repeated text to copy from.
+- **What fits here:** a few hundred steps on a shared CPU. The defaults (about 30 s) learn which tokens follow
+  which; none of the settings we measured formed a genuine induction head (one that copies at every offset)
+  within 60 s, so there is no preset for one. The recorded run of an induction head forming will be on the
+  *Watch it learn* tab, coming next.
+- **Keep it:** when a job ends, download the zip, unzip it into a folder `my-model`, and load it with
+  `AutoModelForCausalLM.from_pretrained("my-model", trust_remote_code=True)` (and `AutoTokenizer`, for text)."""

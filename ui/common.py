@@ -24,6 +24,7 @@ logger = logging.getLogger("app")
 INTERACTIVE = dict(concurrency_id="model", concurrency_limit=2)
 EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
+TRAINING = dict(concurrency_id="training", concurrency_limit=1)  # one live training job at a time; the rest queue
 UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
 
 PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
@@ -113,14 +114,24 @@ def menus_now():
     return catalog.menu_choices(found, results), catalog.default_model(found, results), status(summary, *damaged, *notes)
 
 
-def catalog_event(n_menus: int):
-    """The page-load event: refresh ``n_menus`` model menus from the checkpoints on disk and say what is
-    missing or damaged (the page was built with them filled; this picks up checkpoints added since)."""
+def decoder_only(choices) -> list[tuple[str, str]]:
+    """The decoder-only models of a menu's choices (what reads one text and predicts its next token)."""
+    found = catalog.discover_checkpoints()
+    return [(label, name) for label, name in choices if name in found and not found[name].is_encoder_decoder]
 
-    @guarded(*[KEPT] * n_menus)
+
+def catalog_event(n_menus: int, n_decoder_menus: int = 0):
+    """The page-load event: refresh ``n_menus`` model menus, then ``n_decoder_menus`` of decoder-only models,
+    from the checkpoints on disk and say what is missing or damaged (the page was built with them filled; this
+    picks up checkpoints added since)."""
+
+    @guarded(*[KEPT] * (n_menus + n_decoder_menus))
     def load_catalog():
         choices, value, note = menus_now()
-        return *(gr.update(choices=choices, value=value) for _ in range(n_menus)), note
+        decoders = decoder_only(choices)
+        decoder_value = value if value in [name for _, name in decoders] else None
+        return (*(gr.update(choices=choices, value=value) for _ in range(n_menus)),
+                *(gr.update(choices=decoders, value=decoder_value) for _ in range(n_decoder_menus)), note)
 
     return load_catalog
 

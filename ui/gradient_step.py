@@ -1,0 +1,62 @@
+"""The One gradient step tab: the loss −log p(target | tokens 0..position), the gradient norm of every parameter
+tensor and of every head, and one plain SGD step on a copy of the model: the target's probability and the top
+next tokens before and after (``explorer.gradient_step``)."""
+
+import gradio as gr
+
+from explorer import catalog, learn_figures, teaching
+from explorer.figures import percent
+from explorer.gradient_step import MAX_LEARNING_RATE, gradient_step as take_step
+from explorer.inputs import echo
+
+from .common import INTERACTIVE, NO_FIGURE, UNCHECKED, decoder_only, guarded, model_menu, status
+
+EXAMPLE_TEXT, EXAMPLE_TARGET, EXAMPLE_RATE = "Shall I compare thee to a summer's", " day", 0.001
+NO_JSON = None
+
+
+@guarded(NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_JSON)
+def gradient_step(text, model_name, position, target, learning_rate):
+    """One SGD step θ ← θ − lr·∇θ(−log p(target | tokens 0..position)) on a copy of the model: the figures
+    before and after, the gradient norms drawn per layer and per head, and the numbers as JSON."""
+    info, model, tokenizer = catalog.resolve(model_name)
+    step = take_step(text, model, tokenizer, position, target, learning_rate)
+    context = "".join(step.tokens[-6:])
+    line = (f"**{info.name}**, after {echo(context, 60)} ({len(step.tokens)} tokens), target {echo(step.target)}, "
+            f"learning rate {step.learning_rate:g}: loss {step.loss_before:.4f} → {step.loss_after:.4f} nats, "
+            f"p(target) {percent(step.p_before)} → {percent(step.p_after)}.")
+    verdict = ("The loss fell." if step.loss_after < step.loss_before else
+               "The loss rose: the step overshot. Try a smaller learning rate.")
+    return (learn_figures.before_after_figure(step), learn_figures.head_norms_figure(step),
+            learn_figures.parameter_norms_figure(step), step.to_json(), status(line, verdict, *step.notices))
+
+
+def tab(choices, value) -> gr.Dropdown:
+    """The tab, and its model menu (decoder-only models)."""
+    decoders = decoder_only(choices)
+    with gr.Tab("One gradient step", id="gradient-step"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                text = gr.Textbox(label="Text", value=EXAMPLE_TEXT, lines=2, elem_id="grad-text")
+                with gr.Row():
+                    position = gr.Number(value=-1, precision=0, label="Position (−1: last token)", elem_id="grad-position")
+                    target = gr.Textbox(label="Target: the next token (one token; mind its leading space)",
+                                        value=EXAMPLE_TARGET, elem_id="grad-target")
+                    rate = gr.Number(value=EXAMPLE_RATE, label=f"Learning rate (above 0, at most {MAX_LEARNING_RATE:g})",
+                                     elem_id="grad-rate")
+            with gr.Column(scale=2):
+                menu = model_menu("grad-model", decoders, value if value in [n for _, n in decoders] else None)
+                button = gr.Button("Take one step", variant="primary", elem_id="grad-button")
+        status_line = gr.Markdown(elem_id="grad-status", elem_classes="status-line")
+        with gr.Row():
+            with gr.Column(scale=3):
+                before_after = gr.Plot(label="Before and after the step", elem_id="plot-grad-tokens")
+            with gr.Column(scale=2):
+                gr.Markdown(teaching.GRADIENT_STEP)
+        heads = gr.Plot(label="Per head", elem_id="plot-grad-heads")
+        tensors = gr.Plot(label="Per tensor", elem_id="plot-grad-tensors")
+        numbers = gr.JSON(label="The numbers (loss_before, loss_after, p_before, p_after, grad_norms, …)",
+                          open=False, elem_id="grad-json")
+    request, outputs = [text, menu, position, target, rate], [before_after, heads, tensors, numbers, status_line]
+    button.click(gradient_step, request, outputs, api_name="gradient_step", **INTERACTIVE, **UNCHECKED)
+    return menu
