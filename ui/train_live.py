@@ -18,7 +18,7 @@ from .common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status
 
 CHOICES = ("n_layers", "n_heads", "d_model", "steps", "learning_rate", "position_encoding", "data", "text",
            "batch_size", "context_length", "log_every", "seed")  # the endpoint's parameters, in order
-NO_DOWNLOAD = gr.update(value=None, visible=False)
+NO_DOWNLOAD = None  # the download button holds no file (and is disabled: ``download_ready``)
 
 stops = generation.StopRegistry()  # browser session -> its running job's stop flag
 downloads: dict[str, tempfile.TemporaryDirectory] = {}  # browser session -> the folder of its last model's zip
@@ -60,28 +60,35 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
         yield (learn_figures.loss_curve_figure([], [], settings.steps, uniform), NO_TEXT, NO_FIGURE, NO_FIGURE, None,
                NO_DOWNLOAD, status(f"Starting: a fresh model ({described})…"))
         with closing(live_training.train_live(settings, stop, tokenizer=tokenizer)) as job:
+            shown = (NO_TEXT, NO_FIGURE, NO_FIGURE)  # the last snapshot's sample, attention and induction scores
             for item in job:
                 curve = learn_figures.loss_curve_figure(item.logged_steps, item.losses, settings.steps, uniform)
                 if isinstance(item, Snapshot):
-                    yield (curve, item.sample, learn_figures.probe_attention_figure(item),
-                           learn_figures.induction_figure(item.induction, item.induction_baseline), None, NO_DOWNLOAD,
+                    shown = (item.sample, learn_figures.probe_attention_figure(item),
+                             learn_figures.induction_figure(item.induction, item.induction_baseline))
+                    yield (curve, *shown, None, NO_DOWNLOAD,
                            status(f"Step {item.step} of {settings.steps} · loss {item.loss:.3f} · {item.seconds:.0f} s",
                                   described))
                 else:
-                    yield finished(item, curve, session, described)
+                    yield finished(item, curve, shown, session, described)
     finally:
         stops.release(session, stop)
 
 
-def finished(result: LiveResult, curve, session, described):
+def finished(result: LiveResult, curve, shown, session, described):
     """The last update: the curve, the JSON, the zip to download, and how the job ended."""
     archive = live_training.save_zip(result, zip_folder(session))
     outcome = "Stopped" if result.stopped else "Done"
     last = f"loss {result.losses[0]:.3f} → {result.losses[-1]:.3f}" if result.losses else "no step logged"
-    return (curve, gr.skip(), gr.skip(), gr.skip(), result.to_json(),
-            gr.update(value=str(archive), visible=True),
+    return (curve, *shown, result.to_json(),
+            str(archive),
             status(f"{outcome}: {result.steps_done} of {result.settings.steps} steps in {result.seconds:.0f} s, {last}.",
                    described, "Download the model below; the tab's last paragraph says how to load it."))
+
+
+def download_ready(download):
+    """After a job: the Stop button off; the download button on when the job left a model to download."""
+    return gr.update(interactive=False), gr.update(interactive=download is not None)
 
 
 def stop_training(request: gr.Request = None) -> None:
@@ -134,11 +141,11 @@ def tab() -> None:
             induction = gr.Plot(label="Induction scores", elem_id="plot-live-induction")
         with gr.Row():
             numbers = gr.JSON(label="The job (losses: one per logged step)", open=False, elem_id="live-json")
-            download = gr.DownloadButton("Download the model (zip)", visible=False, elem_id="live-download")
+            download = gr.DownloadButton("Download the model (zip)", interactive=False, elem_id="live-download")
     request = [layers, heads, width, steps, rate, encoding, data, text, batch, context, log_every, seed]
-    start.click(lambda: gr.update(interactive=True), None, stop, api_name="train_live_stop_on", api_visibility="private",
-                queue=False)
+    start.click(lambda: (gr.update(interactive=True), gr.update(interactive=False)), None, [stop, download],
+                api_name="train_live_stop_on", api_visibility="private", queue=False)
     start.click(train_live, request, [curve, sample, attention, induction, numbers, download, status_line],
                 api_name="train_live", show_progress="full", **TRAINING, **UNCHECKED).then(
-        lambda: gr.update(interactive=False), None, stop, api_name="train_live_stop_off", api_visibility="private")
+        download_ready, download, [stop, download], api_name="train_live_stop_off", api_visibility="private", **UNCHECKED)
     stop.click(stop_training, None, None, api_name="stop_training")
