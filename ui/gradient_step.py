@@ -52,7 +52,7 @@ def tab(choices, value) -> gr.Dropdown:
             with gr.Column(scale=3):
                 before_after = gr.Plot(label="Before and after the step", elem_id="plot-grad-tokens")
             with gr.Column(scale=2):
-                gr.Markdown(teaching.GRADIENT_STEP)
+                gr.Markdown(teaching.GRADIENT_STEP, elem_id="grad-teaching")
         heads = gr.Plot(label="Per head", elem_id="plot-grad-heads")
         tensors = gr.Plot(label="Per tensor", elem_id="plot-grad-tensors")
         numbers = gr.JSON(label="The numbers (loss_before, loss_after, p_before, p_after, grad_norms, …)",

@@ -79,7 +79,8 @@ def finished(result: LiveResult, curve, shown, session, described):
     """The last update: the curve, the JSON, the zip to download, and how the job ended."""
     archive = live_training.save_zip(result, zip_folder(session))
     outcome = "Stopped" if result.stopped else "Done"
-    last = f"loss {result.losses[0]:.3f} → {result.losses[-1]:.3f}" if result.losses else "no step logged"
+    last = (f"loss {result.losses[0]:.3f} → {result.losses[-1]:.3f}" if result.losses else
+            f"no loss logged: it is logged every {result.settings.log_every} steps (More choices)")
     return (curve, *shown, result.to_json(),
             str(archive),
             status(f"{outcome}: {result.steps_done} of {result.settings.steps} steps in {result.seconds:.0f} s, {last}.",
@@ -135,7 +136,7 @@ def tab() -> None:
                 curve = gr.Plot(label="Loss", elem_id="plot-live-loss")
                 sample = gr.Textbox(label="A sample from the current weights (greedy)", lines=3, elem_id="live-sample")
             with gr.Column(scale=2):
-                gr.Markdown(teaching.TRAIN_LIVE)
+                gr.Markdown(teaching.TRAIN_LIVE, elem_id="live-teaching")
         with gr.Row(elem_classes="plot-row"):
             attention = gr.Plot(label="One head's attention on the probe", elem_id="plot-live-attention")
             induction = gr.Plot(label="Induction scores", elem_id="plot-live-induction")

@@ -1,0 +1,55 @@
+"""The two tabs of learning in headless Chromium, at 1366 and 800 px wide: a tiny training job streams its loss
+curve and ends with the JSON and an enabled download; one gradient step draws its plots. Screenshots:
+artifacts/screenshots/learn-*-<width>.png (look at them)."""
+
+import pytest
+
+from test_browser import TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn  # noqa: F401
+from test_browser_teach import page, shot  # noqa: F401 - the page at both widths
+
+pytestmark = pytest.mark.browser
+
+
+def choose(page, menu_id: str, option: str):
+    page.click(f"#{menu_id} input")
+    page.get_by_role("option", name=option).first.click()
+    page.wait_for_function("([id, name]) => document.querySelector(`#${id} input`).value === name", arg=[menu_id, option])
+
+
+def fill(page, elem_id: str, value):
+    page.fill(f"#{elem_id} input[type=number]", str(value))
+
+
+def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_model(page):
+    open_tab(page, "Train one yourself")
+    assert "no preset" in page.inner_text("#live-teaching") and "Watch it learn" in page.inner_text("#live-teaching")
+    choose(page, "live-data", "Repeating random tokens")
+    for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", 12)):
+        fill(page, elem_id, value)
+    page.get_by_text("More choices").click()
+    for elem_id, value in (("live-batch-size", 4), ("live-context-length", 16), ("live-log-every", 3)):
+        fill(page, elem_id, value)
+    assert page.locator("#live-download").is_disabled()
+    page.click("#live-button")
+    page.wait_for_selector("#live-status >> text=Done: 12 of 12 steps", timeout=TIMEOUT_MS)
+    plot_drawn(page, "plot-live-loss")
+    plot_drawn(page, "plot-live-induction")
+    assert page.locator("#plot-live-loss .scatterlayer .point").count() == 4  # steps 3, 6, 9, 12
+    page.wait_for_function("() => !document.querySelector('#live-download').disabled")
+    page.locator("#live-json").click()  # the JSON opens
+    assert '"losses"' in page.inner_text("#live-json") or "losses" in page.inner_text("#live-json")
+    assert page.locator("#live-stop").is_disabled()
+    shot(page, "train-live")
+    assert_no_error_shown(page)
+
+
+def test_one_gradient_step_draws_before_and_after_and_where_the_gradient_is(page):
+    open_tab(page, "One gradient step")
+    page.fill("#grad-target textarea, #grad-target input", " the")
+    page.click("#grad-button")
+    page.wait_for_selector("#grad-status >> text=p(target)")
+    for plot in ("plot-grad-tokens", "plot-grad-heads", "plot-grad-tensors"):
+        plot_drawn(page, plot)
+    assert page.locator("#plot-grad-heads .heatmaplayer .hm").count() == 5  # W_Q, W_K, W_V, W_O, all four
+    shot(page, "gradient-step")
+    assert_no_error_shown(page)
