@@ -3,6 +3,7 @@
     python -m benchmarks.app_latency                       # ./checkpoints if it has any, else random shipped-size ones
     python -m benchmarks.app_latency --checkpoints DIR     # any checkpoint root
     python -m benchmarks.app_latency --random tiny         # random d_model=32 checkpoints (what the tests use)
+    python -m benchmarks.app_latency --starts 1 --only training   # the figures of generation beside training alone
 
 Prints, against the targets of the issues:
 - readiness: from starting `python app.py` to the page answering HTTP 200 (target < 10 s), median of --starts,
@@ -11,6 +12,8 @@ Prints, against the targets of the issues:
 - attention tab: /attention on a 128-token text, request to figures received (target < 2 s);
 - first streamed token of /generate while two /recompute_extrapolation requests on 20,000 CJK characters are
   in flight (one running, one queued behind it; target < 5 s);
+- first streamed token of /generate (8 new tokens) alone, then while one default /train_live job runs (the
+  Train one yourself tab's defaults), and how long that job took, start to finish, with them beside it;
 - teaching views on 128 tokens (target <= 1 s each): /attention_steps (last layer, last head, last query),
   /logit_lens, /ablate_heads (two heads), /next_token_distribution (T 0.8, top-k 40, top-p 0.95), and
   /rank_heads (one forward pass per head: layers x heads passes).
@@ -83,6 +86,35 @@ def first_token_under_long_jobs(url: str, client, model: str, repeats: int) -> l
             job.leave()
 
 
+def first_token_while_training(url: str, client, model: str, repeats: int) -> dict:
+    """First-token latency of /generate alone, then while one /train_live job with the tab's defaults runs
+    (another client, so another session; only requests answered before the job ended count), and the job's
+    seconds from submit to its last update. Text data needs shakespeare-main's tokenizer in the checkpoints."""
+    from gradio_client import Client
+
+    from explorer.live_training import DEFAULT
+    from ui.train_live import CHOICES
+
+    alone = [first_token_latency(client, model, seed, max_new_tokens=8)[0] for seed in range(repeats)]
+    trainer = Client(url, verbose=False)
+    start = time.perf_counter()
+    job = trainer.submit(*[getattr(DEFAULT, name) for name in CHOICES], api_name="/train_live")
+    while not any(out[-1].startswith("- Step ") for out in job.outputs()):  # the Trainer is stepping
+        if job.done():
+            raise RuntimeError(f"the training job ended before its first step: {job.result()[-1]}")
+        time.sleep(0.05)
+    during = []
+    for seed in range(repeats):
+        latency, _ = first_token_latency(client, model, seed, max_new_tokens=8)
+        if job.done():
+            break
+        during.append(latency)
+    *_, numbers, _, note = job.result(timeout=600)
+    return {"first_token_alone_s": alone, "first_token_while_training_s": during,
+            "default_job_s": time.perf_counter() - start, "default_job_training_s": numbers["seconds"],
+            "default_job_losses": [numbers["losses"][0], numbers["losses"][-1]], "default_job_note": note.splitlines()[0]}
+
+
 TEACHING = {  # endpoint -> the arguments after (text, model)
     "attention_steps": ("self", -1, -1, -1, False),
     "logit_lens": (-1,),
@@ -120,6 +152,7 @@ def main() -> None:
     parser.add_argument("--random", choices=["shipped", "tiny"], help="build random checkpoints of this size instead")
     parser.add_argument("--starts", type=int, default=3, help="how many times to start app.py for the readiness figure")
     parser.add_argument("--repeats", type=int, default=5, help="requests per latency figure")
+    parser.add_argument("--only", choices=["training"], help="after readiness, measure only generation beside training")
     args = parser.parse_args()
 
     from explorer.catalog import default_model, discover_checkpoints, read_results
@@ -148,6 +181,13 @@ def main() -> None:
         ready.append(seconds)
         if i < args.starts - 1:
             stop_app(process)
+    if args.only == "training":
+        try:
+            figures = first_token_while_training(url, Client(url, verbose=False), model, args.repeats)
+        finally:
+            stop_app(process)
+        report_training(figures)
+        return
     try:
         client = Client(url, verbose=False)
         first_cold, _ = first_token_latency(client, model, seed=0)  # right after readiness: may wait for warm-up
@@ -161,6 +201,7 @@ def main() -> None:
         attention = [attention_latency(client, model, text_of_tokens(root, model, 128, i)) for i in range(args.repeats)]
         teaching = teaching_latencies(client, model, [text_of_tokens(root, model, 128, i) for i in range(args.repeats)])
         under_load = first_token_under_long_jobs(url, client, model, args.repeats)
+        training = first_token_while_training(url, client, model, args.repeats)
     finally:
         stop_app(process)
 
@@ -178,6 +219,7 @@ def main() -> None:
         "attention_128_tokens_median_s": statistics.median(attention),
         "attention_128_tokens_s": attention,
         "first_token_under_two_recomputes_s": under_load,
+        **training,
         **{f"{name}_128_tokens_s": values for name, values in teaching.items()},
         **{f"{name}_128_tokens_median_s": statistics.median(values) for name, values in teaching.items()},
     }
@@ -195,6 +237,7 @@ def main() -> None:
               f"{statistics.median(under_load):.3f} s, worst {max(under_load):.3f} s ({len(under_load)} requests)   target < 5 s")
     else:
         print("first streamed token under two /recompute_extrapolation: not measured (the long jobs ended first)")
+    report_training(training)
     for name, values in teaching.items():
         print(f"{'/' + name + ', 128 tokens:':42}median {statistics.median(values):.3f} s   target <= 1 s "
               f"({', '.join(f'{v:.3f}' for v in values)})")
@@ -202,6 +245,17 @@ def main() -> None:
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(figures, indent=2))
     print(f"written to {out}")
+
+
+def report_training(figures: dict) -> None:
+    alone, during = figures["first_token_alone_s"], figures["first_token_while_training_s"]
+    print(f"first streamed token (8 new tokens), alone:           median {statistics.median(alone):.3f} s, worst "
+          f"{max(alone):.3f} s ({len(alone)} requests)")
+    if during:
+        print(f"  while one default training job runs:               median {statistics.median(during):.3f} s, worst "
+              f"{max(during):.3f} s ({len(during)} requests)")
+    print(f"the default training job beside them: {figures['default_job_s']:.1f} s from submit to its last update "
+          f"({figures['default_job_training_s']:.1f} s training); {figures['default_job_note']}")
 
 
 if __name__ == "__main__":

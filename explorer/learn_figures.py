@@ -35,9 +35,11 @@ def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, 
 def probe_attention_figure(s: Snapshot) -> go.Figure:
     """(2L, 2L) attention of the watched head on the probe: random tokens r_0..r_{L-1}, then the same again.
     An induction head lights the diagonal L−1 below the main one: from r_i's copy to r_{i+1}'s first place."""
-    return heatmap_figure(s.attention, f"Layer {s.layer}, head {s.head} on the probe (random tokens, twice)",
-                          "key position", "query position", colorscale="Blues", zmid=None, hover="weight %{z:.3f}",
-                          height=360)
+    fig = heatmap_figure(s.attention, f"Layer {s.layer}, head {s.head}<br>on the probe: random tokens, twice",
+                         "key position", "query position", colorscale="Blues", zmid=None, hover="weight %{z:.3f}",
+                         height=380)
+    fig.update_layout(margin=dict(LAYOUT["margin"], t=80))
+    return fig
 
 
 def induction_figure(scores: list[list[float]], baseline: float) -> go.Figure:
@@ -48,8 +50,8 @@ def induction_figure(scores: list[list[float]], baseline: float) -> go.Figure:
         z=z, x=[f"H{h}" for h in range(n_heads)], y=[f"L{l}" for l in range(n_layers)], colorscale="Blues", zmin=0,
         zmax=1, text=[[f"{v:.2f}" for v in row] for row in z], texttemplate="%{text}", colorbar=dict(title="score"),
         hovertemplate="layer %{y}, head %{x}<br>induction score %{z:.3f}<extra></extra>"))
-    fig.update_layout(title=f"Induction score of every head (spread evenly: {baseline:.2f})", xaxis_title="head",
-                      yaxis_title="layer", height=max(220, 130 + 50 * n_layers), **LAYOUT)
+    fig.update_layout(title=f"Induction score of every head<br>(spread evenly: {baseline:.2f})", xaxis_title="head",
+                      yaxis_title="layer", height=max(240, 150 + 50 * n_layers), **{**LAYOUT, "margin": dict(LAYOUT["margin"], t=80)})
     fig.update_yaxes(autorange="reversed")
     return fig
 

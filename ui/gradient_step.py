@@ -56,7 +56,7 @@ def tab(choices, value) -> gr.Dropdown:
         heads = gr.Plot(label="Per head", elem_id="plot-grad-heads")
         tensors = gr.Plot(label="Per tensor", elem_id="plot-grad-tensors")
         numbers = gr.JSON(label="The numbers (loss_before, loss_after, p_before, p_after, grad_norms, …)",
-                          open=False, elem_id="grad-json")
+                          open=False, max_height=320, elem_id="grad-json")
     request, outputs = [text, menu, position, target, rate], [before_after, heads, tensors, numbers, status_line]
     button.click(gradient_step, request, outputs, api_name="gradient_step", **INTERACTIVE, **UNCHECKED)
     return menu

@@ -109,9 +109,9 @@ def tab() -> None:
             with gr.Column(scale=3):
                 with gr.Row():
                     data = gr.Dropdown([(label, kind) for kind, label in DATA_KINDS.items()], value=DEFAULT.data,
-                                       label="Data", elem_id="live-data")
+                                       label="Data", scale=2, elem_id="live-data")
                     encoding = gr.Dropdown(list(POSITION_ENCODINGS), value=DEFAULT.position_encoding,
-                                           label="Position encoding", elem_id="live-encoding")
+                                           label="Position encoding", scale=1, elem_id="live-encoding")
                 with gr.Row():
                     layers = gr.Radio(list(range(LIMITS["n_layers"][0], LIMITS["n_layers"][1] + 1)), value=DEFAULT.n_layers,
                                       label="Layers", elem_id="live-layers")
@@ -141,7 +141,7 @@ def tab() -> None:
             attention = gr.Plot(label="One head's attention on the probe", elem_id="plot-live-attention")
             induction = gr.Plot(label="Induction scores", elem_id="plot-live-induction")
         with gr.Row():
-            numbers = gr.JSON(label="The job (losses: one per logged step)", open=False, elem_id="live-json")
+            numbers = gr.JSON(label="The job (losses: one per logged step)", open=False, max_height=320, elem_id="live-json")
             download = gr.DownloadButton("Download the model (zip)", interactive=False, elem_id="live-download")
     request = [layers, heads, width, steps, rate, encoding, data, text, batch, context, log_every, seed]
     start.click(lambda: (gr.update(interactive=True), gr.update(interactive=False)), None, [stop, download],
