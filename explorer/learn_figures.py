@@ -35,10 +35,10 @@ def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, 
 def probe_attention_figure(s: Snapshot) -> go.Figure:
     """(2L, 2L) attention of the watched head on the probe: random tokens r_0..r_{L-1}, then the same again.
     An induction head lights the diagonal L−1 below the main one: from r_i's copy to r_{i+1}'s first place."""
-    fig = heatmap_figure(s.attention, f"Layer {s.layer}, head {s.head}<br>on the probe: random tokens, twice",
-                         "key position", "query position", colorscale="Blues", zmid=None, hover="weight %{z:.3f}",
-                         height=380)
-    fig.update_layout(margin=dict(LAYOUT["margin"], t=80))
+    fig = heatmap_figure(s.attention, "", "key position", "query position", colorscale="Blues", zmid=None,
+                         hover="weight %{z:.3f}", height=380)
+    fig.update_layout(title=f"Layer {s.layer}, head {s.head}<br>on the probe: random tokens, twice",
+                      margin=dict(LAYOUT["margin"], t=80))
     return fig
 
 
@@ -70,7 +70,7 @@ def before_after_figure(step: GradientStep) -> go.Figure:
         fig.add_bar(x=shown, y=[v if v is not None else 0.0 for v in values], name=name, marker_color=colour,
                     text=[percent(v) if v is not None else "not in its top list" for v in values],
                     hovertemplate="%{x}<br>" + name + ": %{text}<extra></extra>")
-    fig.update_layout(title=plotly_text(f"Next token: the target {target} first, then each top list"),
+    fig.update_layout(title=plotly_text(f"Next token: the target {target}, then the top ones"),
                       yaxis_title="probability", barmode="group", height=380,
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
                       **{**LAYOUT, "margin": dict(l=60, r=20, t=70, b=90)})

@@ -64,7 +64,7 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
             for item in job:
                 curve = learn_figures.loss_curve_figure(item.logged_steps, item.losses, settings.steps, uniform)
                 if isinstance(item, Snapshot):
-                    shown = (item.sample, learn_figures.probe_attention_figure(item),
+                    shown = (visible_breaks(item.sample), learn_figures.probe_attention_figure(item),
                              learn_figures.induction_figure(item.induction, item.induction_baseline))
                     yield (curve, *shown, None, NO_DOWNLOAD,
                            status(f"Step {item.step} of {settings.steps} · loss {item.loss:.3f} · {item.seconds:.0f} s",
@@ -85,6 +85,11 @@ def finished(result: LiveResult, curve, shown, session, described):
             str(archive),
             status(f"{outcome}: {result.steps_done} of {result.settings.steps} steps in {result.seconds:.0f} s, {last}.",
                    described, "Download the model below; the tab's last paragraph says how to load it."))
+
+
+def visible_breaks(sample: str) -> str:
+    """A sample with its line breaks marked (⏎): an early model's sample is often line breaks alone."""
+    return sample.replace("\n", "⏎\n")
 
 
 def download_ready(download):
@@ -134,7 +139,8 @@ def tab() -> None:
                     stop = gr.Button("Stop", variant="secondary", size="sm", interactive=False, elem_id="live-stop")
                 status_line = gr.Markdown(elem_id="live-status", elem_classes="status-line")
                 curve = gr.Plot(label="Loss", elem_id="plot-live-loss")
-                sample = gr.Textbox(label="A sample from the current weights (greedy)", lines=3, elem_id="live-sample")
+                sample = gr.Textbox(label="A sample from the current weights (greedy; ⏎ marks a line break)", lines=3,
+                                    max_lines=6, elem_id="live-sample")
             with gr.Column(scale=2):
                 gr.Markdown(teaching.TRAIN_LIVE, elem_id="live-teaching")
         with gr.Row(elem_classes="plot-row"):
