@@ -190,3 +190,16 @@ def test_the_defaults_are_the_engines(app):
     assert props["live-steps"]["value"] == DEFAULT.steps == 300 and props["live-rate"]["value"] == DEFAULT.learning_rate
     assert props["live-layers"]["value"] == DEFAULT.n_layers and props["live-d-model"]["value"] == DEFAULT.d_model
     assert props["live-data"]["value"] == DEFAULT.data and props["live-encoding"]["value"] == DEFAULT.position_encoding
+
+
+def test_generation_is_answered_while_a_job_trains(app_server, client):
+    """Training has a slot of its own: a generate request from another browser does not wait for it."""
+    job = train(client, steps=3000, log_every=5)
+    wait_for_step(job)
+    other = Client(app_server, verbose=False)
+    start = time.perf_counter()
+    text, note = other.predict("Shall I", "shakespeare-rope", "Greedy", 1.0, 0, 1.0, 1.0, 4, 0, api_name="/generate")
+    waited = time.perf_counter() - start
+    assert note.startswith("- Done: ") and not job.done() and waited < 10  # measured here: well under a second
+    client.predict(api_name="/stop_training")
+    assert job.result(timeout=60)[-1].startswith("- Stopped: ")
