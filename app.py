@@ -285,16 +285,12 @@ def compare_encodings(prompt, max_new_tokens, mode="Sampling", seed=0):
                                      f"{settings.describe()}.", *notices))
 
 
-attention_cache = attention.AttentionCache(size=8)
-
-
 def attention_of(text, model_name, decoding):
-    """(info, maps) of a text, from the cache when the same (checkpoint, text, decoding) was asked before."""
+    """(info, maps) of a text, read from its recorded run (recorded once per (checkpoint, text, decoding))."""
     text, notices = inputs.require_text(text, "some text")
     settings, more = decoding_of(decoding)
     info, model, tokenizer = catalog.resolve(model_name)
-    key = (str(info.path), text, settings if info.is_encoder_decoder else None)
-    maps = attention_cache.get(key, lambda: attention.attention_maps(model, tokenizer, text, settings))
+    maps = attention.attention_maps(model, tokenizer, text, settings)
     return info, maps, notices + (more if info.is_encoder_decoder else [])
 
 
@@ -378,10 +374,10 @@ def trace_forward(text, model_name, *decoding):
     steps = trace.forward_trace(model, tokenizer, text, settings)
     last = steps.decoder_tokens[-1] if steps.decoder_tokens else ""
     summary = [catalog.config_summary(info.name, model.config),
-               f"Logits from the model's output: **{steps.logits_shape}**. Every shape below is read from the record the "
-               "model returns for this pass (`out = model(..., output_intermediates=True)`): layer 0 in detail, then every "
+               f"Logits from the model's output: **{steps.logits_shape}**. Every shape below is read from the recording "
+               "of this pass (`with record() as recording: model(...)`): layer 0 in detail, then every "
                "layer's output. The last column says where: `layers[0] › self_attention › query` is "
-               "`out.intermediates.decoder.layers[0].self_attention.query`."]
+               "`recording.decoder.layers[0].self_attention.query`."]
     if info.is_encoder_decoder:
         summary.append(decoder_read(steps.rewrite, steps.decoded_with))
         notices += more

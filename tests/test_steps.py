@@ -6,6 +6,7 @@ import torch
 
 from explorer.inputs import InputProblem
 from explorer.steps import MASKED_BELOW, attention_steps, recompute_attention
+from modeling import record
 from modeling.modeling_scratch_transformer import alibi_slopes
 from tiny_models import random_ids, tiny_causal_lm, tiny_seq2seq
 from shipped import inputs_of, shipped
@@ -19,20 +20,19 @@ SHIPPED = ["shakespeare-sinusoidal", "shakespeare-learned", "shakespeare-rope", 
 def check_every_layer(model, inputs):
     """Every attention sublayer of every stack, recomputed from the stream going in, against the model's own
     attention weights (output_attentions) and its recorded W_O output and residual after Add & Norm."""
-    with torch.inference_mode():
-        out = model(**inputs, use_cache=False, output_attentions=True, output_intermediates=True)
-    record = out.intermediates
+    with torch.inference_mode(), record() as recording:
+        out = model(**inputs, use_cache=False, output_attentions=True)
     if model.config.is_encoder_decoder:
-        kinds = {"encoder": (record.encoder, out.encoder_attentions), "decoder": (record.decoder, out.decoder_attentions),
-                 "cross": (record.decoder, out.cross_attentions)}
+        kinds = {"encoder": (recording.encoder, out.encoder_attentions), "decoder": (recording.decoder, out.decoder_attentions),
+                 "cross": (recording.decoder, out.cross_attentions)}
     else:
-        kinds = {"self": (record.decoder, out.attentions)}
+        kinds = {"self": (recording.decoder, out.attentions)}
     for kind, (stack, weights) in kinds.items():
         for layer, block in enumerate(stack.layers):
             cross = kind == "cross"
             with torch.inference_mode():
                 r = recompute_attention(model, kind, layer, block.after_self_attention if cross else block.input,
-                                        record.encoder.output if cross else None)
+                                        recording.encoder.output if cross else None)
             own = block.cross_attention if cross else block.self_attention
             torch.testing.assert_close(r.weights, weights[layer], **TOLERANCE)
             torch.testing.assert_close(r.output, own.output, **TOLERANCE)
