@@ -213,15 +213,8 @@ def build_attention_bias(
     return torch.where(blocked, torch.finfo(dtype).min, base)
 
 
-def score_bias(
-    attention_mask: torch.Tensor | BlockMask | None,
-    position_bias: torch.Tensor | None,
-    is_causal: bool,
-    query_length: int,
-    key_length: int,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> torch.Tensor | None:
+def score_bias(attention_mask: torch.Tensor | BlockMask | None, position_bias: torch.Tensor | None, is_causal: bool,
+               query_length: int, key_length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
     """Any mask an attention backend takes, as the one additive bias the explicit softmax adds to its scores.
 
     attention_mask as ``transformers.masking_utils`` builds it for the configured backend: None (no mask;
@@ -292,17 +285,10 @@ class MultiHeadAttention(nn.Module):
         """(B, T, D) -> (B, H, T, Dh)."""
         return x.view(*x.shape[:2], self.n_heads, self.d_head).transpose(1, 2)
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        key_value_states: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | BlockMask | None = None,
-        position_bias: torch.Tensor | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        past_key_values: Cache | None = None,
-        output_attentions: bool = False,
-        **kwargs,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | BlockMask | None = None, position_bias: torch.Tensor | None = None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, past_key_values: Cache | None = None,
+                output_attentions: bool = False, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
         """-> (output (B, T, D), weights (B, H, T, S) if ``output_attentions``).
 
         ``attention_mask``: the mask ``transformers.masking_utils`` builds for the backend;
@@ -511,27 +497,12 @@ class Transformer(nn.Module):
 
     ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")  # torch's masks are float tensors, per head: what these take
 
-    def __init__(
-        self,
-        d_model: int = 512,
-        nhead: int = 8,
-        num_encoder_layers: int = 6,
-        num_decoder_layers: int = 6,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        custom_encoder: nn.Module | None = None,
-        custom_decoder: nn.Module | None = None,
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = True,
-        norm_first: bool = False,
-        bias: bool = True,
-        device=None,
-        dtype=None,
-        *,
-        position_encoding: str = "none",
-        config: ScratchTransformerConfig | None = None,
-    ):
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6, num_decoder_layers: int = 6,
+                 dim_feedforward: int = 2048, dropout: float = 0.1, activation: str = "relu",
+                 custom_encoder: nn.Module | None = None, custom_decoder: nn.Module | None = None,
+                 layer_norm_eps: float = 1e-5, batch_first: bool = True, norm_first: bool = False, bias: bool = True,
+                 device=None, dtype=None, *, position_encoding: str = "none",
+                 config: ScratchTransformerConfig | None = None):
         super().__init__()
         if not batch_first:
             raise ValueError("batch_first must be True: tensors are (batch, sequence, d_model)")
@@ -565,20 +536,11 @@ class Transformer(nn.Module):
         if device is not None or dtype is not None:
             self.to(device=device, dtype=dtype)
 
-    def forward(
-        self,
-        src: torch.Tensor,
-        tgt: torch.Tensor,
-        src_mask: torch.Tensor | None = None,
-        tgt_mask: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-        src_key_padding_mask: torch.Tensor | None = None,
-        tgt_key_padding_mask: torch.Tensor | None = None,
-        memory_key_padding_mask: torch.Tensor | None = None,
-        src_is_causal: bool | None = None,
-        tgt_is_causal: bool | None = None,
-        memory_is_causal: bool = False,
-    ) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
+                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                src_key_padding_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
+                memory_key_padding_mask: torch.Tensor | None = None, src_is_causal: bool | None = None,
+                tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> torch.Tensor:
         """src (B, S, D), tgt (B, T, D) -> (B, T, D). The ``*_is_causal`` flags are hints, as in torch:
         causality comes from the masks you pass (``generate_square_subsequent_mask``)."""
         for name, x in (("src", src), ("tgt", tgt)):
@@ -598,15 +560,9 @@ class Transformer(nn.Module):
                                     n_heads=self.nhead, dtype=src.dtype)
         return self.encoder(src, position_ids=self.positions(src), attention_mask=mask)
 
-    def decode(
-        self,
-        tgt: torch.Tensor,
-        memory: torch.Tensor,
-        tgt_mask: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-        tgt_key_padding_mask: torch.Tensor | None = None,
-        memory_key_padding_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
+               memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
+               memory_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """tgt (B, T, D) attending to memory (B, S, D) -> (B, T, D)."""
         length, memory_length = tgt.shape[1], memory.shape[1]
         common = dict(n_heads=self.nhead, dtype=tgt.dtype)
@@ -689,17 +645,10 @@ class Encoder(nn.Module):
         self.embed = InputEmbedding(config, "encoder")
         self.stack = TransformerStack(config, config.n_encoder_layers, name="encoder")
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> BaseModelOutput | tuple:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                output_attentions: bool = False, output_hidden_states: bool = False, return_dict: bool | None = None,
+                **kwargs) -> BaseModelOutput | tuple:
         batch, length = check_inputs(input_ids, inputs_embeds, self.config.d_model)
         if attention_mask is not None and attention_mask.shape != (batch, length):
             raise ValueError(f"attention_mask must be (batch, length) = ({batch}, {length}) with 1 for tokens and 0 "

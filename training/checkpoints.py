@@ -28,8 +28,8 @@ from modeling import ScratchTransformerConfig
 from .paths import checkpoints_dir
 
 MODELING_DIR = Path(modeling.__file__).resolve().parent
-# what save_pretrained ships as remote code: the model module and the configuration it imports (relative import)
-MODEL_CODE_FILES = ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py")
+# what save_pretrained ships as remote code: the model module and the modules it imports (relative imports)
+MODEL_CODE_FILES = ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py", "recording.py")
 
 
 def checkpoint_folders(root: Path | None = None) -> list[Path]:
