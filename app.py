@@ -300,7 +300,7 @@ def decoder_read(rewrite: str, decoded_with: str) -> str:
 
 def head_types_of(model_name, maps, kind: str):
     """The head types of ``kind`` (None for cross-attention, which has none), scored on the maps' text."""
-    if kind == "cross":
+    if attention.SITES[kind].is_cross:
         return None
     _, model, _ = catalog.resolve(model_name)
     return heads.head_types(model, maps.weights[kind], kind)

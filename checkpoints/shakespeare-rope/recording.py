@@ -15,7 +15,6 @@ from typing import NamedTuple
 import torch
 
 
-
 class Site(NamedTuple):
     """Where a tensor is computed. ``stack``: "encoder" or "decoder" (a decoder-only model has only the decoder);
     ``layer``: its index, None for the embeddings and the stack's output; ``part``: "self" or "cross" (attention),
@@ -117,10 +116,12 @@ class Recording:
         return AttentionRecord(**{f.name: self.get(stack, layer, part, f.name) for f in fields(AttentionRecord)})
 
     def layer(self, stack: str, layer: int) -> LayerRecord:
-        get = lambda part, name: self.get(stack, layer, part, name)  # noqa: E731
-        return LayerRecord(get(None, "input"), self.attention(stack, layer, "self"), get(None, "after_self_attention"),
-                           self.attention(stack, layer, "cross"), get(None, "after_cross_attention"),
-                           get("ffn", "hidden"), get("ffn", "output"), get(None, "output"))
+        stream = {name: self.get(stack, layer, None, name)
+                  for name in ("input", "after_self_attention", "after_cross_attention", "output")}
+        return LayerRecord(self_attention=self.attention(stack, layer, "self"),
+                           cross_attention=self.attention(stack, layer, "cross"),
+                           feed_forward_hidden=self.get(stack, layer, "ffn", "hidden"),
+                           feed_forward_output=self.get(stack, layer, "ffn", "output"), **stream)
 
     def stack(self, stack: str) -> StackRecord | None:
         if Site(stack, None, None, "output") not in self.values:
