@@ -308,7 +308,8 @@ class MultiHeadAttention(nn.Module):
             k = note(self.site, "key", self.split_heads(self.k_proj(source)))
             v = note(self.site, "value", self.split_heads(self.v_proj(source)))
             if rotary is not None:
-                q, k = note(self.site, "query_rotated", apply_rope(q, *rotary)), note(self.site, "key_rotated", apply_rope(k, *rotary))
+                q = note(self.site, "query_rotated", apply_rope(q, *rotary))
+                k = note(self.site, "key_rotated", apply_rope(k, *rotary))
             if cache is not None:
                 k, v = cache.update(k, v, self.layer_idx)
                 if self.is_cross_attention:
