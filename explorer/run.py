@@ -141,24 +141,42 @@ def record_run(model, tokenizer, text: str, decoding: DecodingSettings, max_toke
 
 
 class LRUCache:
-    """The ``size`` most recently used values by key, shared by all threads."""
+    """The ``size`` most recently used values by key, shared by all threads. Requests for a key being computed wait
+    for it, so concurrent requests for one text cost one run."""
 
     def __init__(self, size: int):
         self.size = size
         self._values: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+        self._computing: dict = {}  # key -> the lock its computation holds
 
-    def get(self, key, compute):
+    def _cached(self, key):
         with self._lock:
             if key in self._values:
                 self._values.move_to_end(key)
-                return self._values[key]
-        value = compute()
-        with self._lock:
-            self._values[key] = value
-            while len(self._values) > self.size:
-                self._values.popitem(last=False)
-        return value
+                return True, self._values[key]
+            return False, self._computing.setdefault(key, threading.Lock())
+
+    def get(self, key, compute):
+        found, value = self._cached(key)
+        if found:
+            return value
+        with value:  # the key's lock: one computation at a time per key
+            found, cached = self._cached(key)
+            if found:
+                return cached
+            try:
+                result = compute()
+            except BaseException:
+                with self._lock:
+                    self._computing.pop(key, None)
+                raise
+            with self._lock:
+                self._computing.pop(key, None)
+                self._values[key] = result
+                while len(self._values) > self.size:
+                    self._values.popitem(last=False)
+            return result
 
 
 RUNS = LRUCache(RUNS_KEPT)

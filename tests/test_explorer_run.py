@@ -1,6 +1,8 @@
 """explorer/run.py: one recorded run of (checkpoint, text, decoding) serves every view of that text; views never run
 the model for what the run holds. Counted in forward calls, not timed."""
 
+import threading
+
 import pytest
 import torch
 
@@ -80,6 +82,33 @@ def test_every_view_reads_the_same_rewrite_and_the_runs_own_numbers(tiny_checkpo
     assert torch.equal(read_out.logits[-1], the_run.logits)
     ablated = ablation.ablate_heads(model, tokenizer, TEXT, "", "decoder", SAMPLED)
     assert torch.equal(ablated.logits_after, the_run.logits)
+
+
+def test_requests_for_one_text_at_the_same_time_cost_one_run(tiny_checkpoints, monkeypatch):
+    """Four threads ask for the attention maps, the lens and the trace of one text at once (a barrier starts them
+    together): the first records the run, the others wait for it."""
+    monkeypatch.setattr(run, "RUNS", run.LRUCache(4))
+    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    start, errors = threading.Barrier(4, timeout=30), []
+    views = [lambda: attention.attention_maps(model, tokenizer, TEXT, SAMPLED),
+             lambda: lens.logit_lens(model, tokenizer, TEXT, None, SAMPLED),
+             lambda: trace.forward_trace(model, tokenizer, TEXT, SAMPLED),
+             lambda: steps.attention_steps(model, tokenizer, TEXT, "decoder", 0, 1, 0, SAMPLED)]
+
+    def worker(view):
+        try:
+            start.wait()
+            view()
+        except Exception as error:  # noqa: BLE001 - reported by the main thread
+            errors.append(error)
+
+    with Calls(model) as calls:
+        threads = [threading.Thread(target=worker, args=(view,)) for view in views]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert not errors and (calls.forwards, calls.generates) == (1, 1)
 
 
 def test_the_cache_is_bounded_and_keyed_by_model_text_and_decoding(tiny_checkpoints, monkeypatch):
