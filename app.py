@@ -387,7 +387,7 @@ def trace_forward(text, model_name, *decoding):
 
 
 # ----------------------------------------------------------------------------------------------
-# Teaching views (issue 11): attention step by step, logit lens, head ablation, sampling
+# Teaching views: attention step by step, logit lens, head ablation, sampling
 # ----------------------------------------------------------------------------------------------
 
 STEPS_EXAMPLE = "To be, or not to be, that is the question"
@@ -456,14 +456,17 @@ def logit_lens(text, model_name, position, *decoding):
 
 @guarded(NO_FIGURE, NO_FIGURE)
 def ablate_heads(text, model_name, kind, heads, *decoding):
-    """The loss and next-token probabilities with the chosen heads removed."""
+    """The loss and next-token probabilities with the chosen heads removed, and the same removal's effect on
+    the fixed passages beside it (``ablation.loss_change_spread``)."""
     text, info, model, tokenizer, settings, notices = teaching_inputs(text, model_name, decoding)
     result = ablation.ablate_heads(model, tokenizer, text, heads, kind, settings)
     removed = ", ".join(f"L{l}.H{h}" for l, h in result.removed) or "none"
     change = result.loss_after - result.loss_before
+    spread = ablation.loss_change_spread(model, tokenizer, heads, kind, settings).line() if result.removed else ""
     return (teach_figures.ablation_figure(result), teach_figures.token_loss_figure(result),
             status(f"**{info.name}**, {attention.ATTENTION_KINDS[result.kind]} heads removed: {removed}. Loss on the text "
-                   f"{result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", *notices, *result.notices))
+                   f"{result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", spread, *notices,
+                   *result.notices))
 
 
 @guarded(NO_FIGURE)
@@ -503,6 +506,9 @@ TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "where in
 GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always takes the most likely token, and a small "
                 "model's most likely token soon repeats what it just wrote, so greedy output falls into loops.")
 CSS = "\n".join([
+    # the theme's first font, Source Sans Pro, may arrive as a subset with a few glyphs in its semibold cut: a heading
+    # then mixes two fonts ("A" in one, the rest in another); the system's sans-serif has every glyph in every weight
+    ":root, .gradio-container {--font: ui-sans-serif, system-ui, sans-serif !important}",
     ".status-line {min-height: 1.5em}",
     ".plot-row {gap: 8px}",
     "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",
@@ -546,19 +552,37 @@ def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
     return menu
 
 
+def rewrites(name) -> bool:
+    """Whether the model called ``name`` is an encoder-decoder (folio-to-modern), which rewrites its input."""
+    info = catalog.discover_checkpoints().get(name) if isinstance(name, str) else None
+    return bool(info and info.is_encoder_decoder)
+
+
+def generate_labels(name) -> generation.GenerateLabels:
+    """The Generate tab's labels for the model called ``name`` (a rewrite for an encoder-decoder)."""
+    return generation.GenerateLabels.of(rewrites(name))
+
+
+def generate_boxes(name):
+    """The prompt's and the output's labels and the rewrite note, following the model menu."""
+    labels = generate_labels(name)
+    return gr.update(label=labels.prompt), gr.update(label=labels.output), gr.update(visible=labels.rewrite_note)
+
+
 def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
     with gr.Tab("Generate", id="generate"):
         with gr.Row():
             with gr.Column(scale=3):
-                prompt = gr.Textbox(label="Prompt (for folio-to-modern: First Folio lines to rewrite, one per line)", lines=4,
-                                    value=PROMPT_EXAMPLE, elem_id="gen-prompt")
+                labels = generate_labels(value)
+                prompt = gr.Textbox(label=labels.prompt, lines=4, value=PROMPT_EXAMPLE, elem_id="gen-prompt")
                 with gr.Row():
                     generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
-                    stop_button = gr.Button("Stop", variant="stop", elem_id="gen-stop")
+                    # small and grey, clickable only while a generation runs (generate_and_stop below)
+                    stop_button = gr.Button("Stop", variant="secondary", size="sm", interactive=False, elem_id="gen-stop")
                     folio_button = gr.Button("Folio example", size="sm", elem_id="gen-folio")
                 gen_status = gr.Markdown(elem_id="gen-status", elem_classes="status-line")
-                output = gr.Textbox(label="Prompt and continuation (streamed token by token)", lines=10, elem_id="gen-output")
-                gr.Markdown(teaching.FOLIO_REWRITE, elem_id="gen-folio-note")
+                output = gr.Textbox(label=labels.output, lines=10, elem_id="gen-output")
+                folio_note = gr.Markdown(teaching.FOLIO_REWRITE, visible=labels.rewrite_note, elem_id="gen-folio-note")
             with gr.Column(scale=2):
                 menu = model_menu("gen-model", choices, value)
                 decoding = DecodingControls(
@@ -573,8 +597,13 @@ def generate_tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
                               label=f"Seed (sampling; 0–{inputs.SEED_RANGE[1]:,})", elem_id="gen-seed"),
                 )
     request = [prompt, menu, *decoding.all()]
-    generate_button.click(generate, request, [output, gen_status], api_name="generate", **INTERACTIVE, **UNCHECKED)
-    prompt.submit(generate, request, [output, gen_status], api_name="generate_submit", **INTERACTIVE, **UNCHECKED)
+    for trigger, name in ((generate_button.click, "generate"), (prompt.submit, "generate_submit")):
+        trigger(lambda: gr.update(interactive=True), None, stop_button, api_name=f"{name}_stop_on", api_visibility="private",
+                queue=False)
+        trigger(generate, request, [output, gen_status], api_name=name, **INTERACTIVE, **UNCHECKED).then(
+            lambda: gr.update(interactive=False), None, stop_button, api_name=f"{name}_stop_off", api_visibility="private")
+    menu.change(generate_boxes, menu, [prompt, output, folio_note], api_name="generate_labels", api_visibility="private",
+                **UNCHECKED)
     stop_button.click(stop_generation, None, None, api_name="stop_generation")
     folio_button.click(folio_example, None, [prompt, menu, decoding.mode, decoding.repetition_penalty],
                        api_name="folio_example")
@@ -597,8 +626,8 @@ def encodings_tab() -> None:
         similarity_plot = gr.Plot(label="Similarity against distance", elem_id="plot-similarity")
         extrapolation_plot = gr.Plot(label="Extrapolation", elem_id="plot-extrapolation")
         with gr.Row():
-            own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it (its first "
-                                  f"{encodings.EXTRAPOLATION_MAX_TOKENS:,} tokens are scored)", lines=3, scale=4, elem_id="own-text")
+            own_text = gr.Textbox(label="Your own text, to recompute the extrapolation curves on it", lines=3, scale=4,
+                                  info=encodings.length_needs(catalog.discover_checkpoints()), elem_id="own-text")
             with gr.Column(scale=1):
                 recompute_button = gr.Button("Recompute on my text", elem_id="recompute-button")
                 recompute_status = gr.Markdown(elem_id="recompute-status", elem_classes="status-line")
@@ -641,12 +670,12 @@ def attention_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
         with gr.Row():
             # menus that accept any value: their choices follow the model
             kind = gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
-                               label="Attention (folio-to-modern: encoder, decoder, cross)", elem_id="att-kind")
+                               label="Attention", elem_id="att-kind")
             layer = gr.Dropdown(["0"], value="0", label="Layer", allow_custom_value=True, elem_id="att-layer")
             head = gr.Dropdown(["average"], value="average", label="Head (or average over heads)", allow_custom_value=True,
                                elem_id="att-head")
-        gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded with the "
-                    "settings of the Generate tab.")
+        decoder_note = gr.Markdown("For folio-to-modern the decoder reads the model's own rewrite of your text, decoded "
+                                   "with the settings of the Generate tab.", visible=rewrites(value), elem_id="att-decoder-note")
         with gr.Accordion("How to read this view", open=False):
             gr.Markdown(teaching.HEADS)
         grid = clickable("att-grid")
@@ -659,6 +688,8 @@ def attention_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     request = [text, menu, kind, layer, head, *decoding.all()]
     token_request, token_outputs = [text, menu, kind, layer, query, *decoding.all()], [token_strip, token_plot, token_status]
     everything = [grid, head_plot, kind, layer, head, status_line]
+    menu.change(lambda name: gr.update(visible=rewrites(name)), menu, decoder_note, api_name="attention_decoder_note",
+                api_visibility="private", **UNCHECKED)
     button.click(show_attention, request, everything, api_name="attention", **INTERACTIVE, **UNCHECKED).then(
         attention_token, token_request, token_outputs, api_name="attention_token", **INTERACTIVE, **UNCHECKED)
     for picker, name in ((layer, "attention_layer"), (head, "attention_head")):
@@ -699,7 +730,7 @@ def clickable(elem_id: str) -> gr.HTML:
 def steps_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     with gr.Tab("Attention, step by step", id="steps") as tab:
         gr.Markdown(teaching.STEPS.split("\n\n")[0])
-        with gr.Accordion("The notes' worked example, done right (no model needed)", open=True) as example_box:
+        with gr.Accordion("Worked example: attention on “Hello World” by hand (no model needed)", open=True) as example_box:
             gr.Markdown(teaching.WORKED_EXAMPLE)
             example_wrong = gr.Markdown(elem_id="example-wrong")
             example_steps = gr.HTML(elem_id="example-steps", css_template=teach_html.CSS)
@@ -754,13 +785,13 @@ def ablation_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     with gr.Tab("Head ablation", id="ablation"):
         gr.Markdown(teaching.ABLATION)
         with gr.Row():
-            text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="ablation-text")
+            text = gr.Textbox(label="Text", value=ablation.DEFAULT_TEXT, lines=2, scale=4, elem_id="ablation-text")
             with gr.Column(scale=2):
                 menu = model_menu("ablation-model", choices, value)
                 kind = gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
                                    label="Attention", elem_id="ablation-kind")
         with gr.Row():
-            heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads", value="0.0, 1.2",
+            heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads", value=ablation.DEFAULT_HEADS,
                                scale=3, elem_id="ablation-heads")
             button = gr.Button("Remove these heads", variant="primary", elem_id="ablation-button")
             rank_button = gr.Button("Rank every head", elem_id="rank-button")
@@ -774,6 +805,10 @@ def ablation_tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
                  api_name="ablate_heads", **INTERACTIVE, **UNCHECKED)
     rank_button.click(rank_heads, [text, menu, kind, *decoding.all()], [rank_plot, status_line], api_name="rank_heads",
                       **INTERACTIVE, **UNCHECKED)
+    # the status line speaks of one request: the plots of the other kind of request are cleared, not left stale
+    button.click(lambda: NO_FIGURE, None, rank_plot, api_name="ablation_clear_rank", api_visibility="private")
+    rank_button.click(lambda: (NO_FIGURE, NO_FIGURE), None, [next_plot, loss_plot], api_name="ablation_clear_removal",
+                      api_visibility="private")
     return menu
 
 

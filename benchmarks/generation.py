@@ -2,19 +2,22 @@
 (converted with modeling.convert.causal_lm_from_gpt2), at the dimensions of the shipped ``shakespeare-main``
 (read from its config.json; GPT-2 gets a learned position table long enough for prompt + new tokens).
 
-    python -m benchmarks.generation                       # all measures below, 256 new tokens, best of 3
+    python -m benchmarks.generation                       # all measures below, CPU, 256 new tokens, best of 3
     python -m benchmarks.generation --only greedy --repeats 5
+    python -m benchmarks.generation --device cuda --dtype bfloat16 --compile
 
 Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens tokens):
-- greedy: batch 1, a 16-token prompt, dynamic cache, both models eager;
-- compiled: ours with the static cache and its decode step compiled (torch.compile, fullgraph), against GPT-2 eager;
-- batched: 8 left-padded prompts of 4..32 tokens, dynamic cache, both models eager;
+- greedy: batch 1, a 16-token prompt, dynamic cache, both models eager; with --compile both models decode through
+  the static cache with the step compiled by generate (torch.compile, fullgraph);
+- batched: 8 left-padded prompts of 4..32 tokens, the cache as for greedy;
 - forward: the decode step alone, without generate (a 16-token prefill, then each step one token through the
   cache), so the model's own cost is told apart from generate's per-step bookkeeping; with it, the same step
   written as bare torch functions (``functional_decode``), the floor any eager implementation of these weights
-  stands on.
-Each figure is the best of --repeats runs after a warm-up, the models alternating so that neither gets a quieter
-machine; the load average is printed with it (timings on a shared machine are noisy: compare ratios from one run).
+  stands on. Always eager.
+--dtype casts both models' weights (after checking in float32 that they generate the same tokens). Each figure is
+the best of --repeats runs after a warm-up, the models alternating so that neither gets a quieter machine; on CUDA
+each run is timed between two synchronisations; the load average is printed with it (timings on a shared machine are
+noisy: compare ratios from one run).
 """
 
 import argparse
@@ -25,12 +28,13 @@ import torch
 import torch.nn.functional as F
 from transformers import CompileConfig, DynamicCache
 
+from benchmarks.device import DTYPES, add_device_arguments, describe, device_from, synchronize
 from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
 from modeling import ScratchTransformerConfig
 from modeling.convert import causal_lm_from_gpt2
 from modeling.modeling_scratch_transformer import ACTIVATION_FUNCTIONS
 
-MEASURES = ("greedy", "compiled", "batched", "forward")
+MEASURES = ("greedy", "batched", "forward")
 
 
 def prompts(batch: int, lengths: list[int], vocab_size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -45,10 +49,12 @@ def prompts(batch: int, lengths: list[int], vocab_size: int) -> tuple[torch.Tens
 
 
 def tokens_per_second(model, ids, mask, new_tokens: int, **kwargs) -> float:
+    synchronize(ids.device)
     start = time.perf_counter()
     with torch.inference_mode():
         out = model.generate(ids, attention_mask=mask, max_new_tokens=new_tokens, do_sample=False, eos_token_id=None,
                              pad_token_id=0, **kwargs)
+    synchronize(ids.device)
     elapsed = time.perf_counter() - start
     if out.shape[1] != ids.shape[1] + new_tokens:
         raise RuntimeError(f"expected {new_tokens} new tokens, got {out.shape[1] - ids.shape[1]}")
@@ -60,9 +66,11 @@ def decode_steps_per_second(model, ids, new_tokens: int) -> float:
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        synchronize(ids.device)
         start = time.perf_counter()
         for _ in range(new_tokens):
             token = model(token, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        synchronize(ids.device)
         return new_tokens / (time.perf_counter() - start)
 
 
@@ -101,22 +109,33 @@ def functional_decode(model):
     return step
 
 
-def functional_steps_per_second(model, ids, new_tokens: int, check: int = 8) -> float:
-    """``decode_steps_per_second`` for ``functional_decode``, after checking that its logits equal the model's
-    (within 1e-4) on the first ``check`` steps."""
+def check_functional_floor(model, ids, steps: int = 8) -> None:
+    """Raise unless ``functional_decode``'s logits equal the model's (within 1e-4) on ``steps`` greedy decode steps
+    after the prefill ``ids``. Run it on float32 weights: in bfloat16 the two summation orders round apart."""
     step, n_layers = functional_decode(model), model.config.n_layers
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
         mine = [(cache.layers[i].keys, cache.layers[i].values) for i in range(n_layers)]
-        for position in range(ids.shape[1], ids.shape[1] + check):
+        for position in range(ids.shape[1], ids.shape[1] + steps):
             expected, got = model(token, past_key_values=cache, use_cache=True).logits, step(token, position, mine)
             if not torch.allclose(got, expected, atol=1e-4, rtol=0):
                 raise RuntimeError(f"the functional floor differs from the model by {(got - expected).abs().max():.2e}")
             token = expected[:, -1:].argmax(-1)
-        start, first = time.perf_counter(), ids.shape[1] + check
-        for position in range(first, first + new_tokens):
+
+
+def functional_steps_per_second(model, ids, new_tokens: int) -> float:
+    """``decode_steps_per_second`` for ``functional_decode`` (the model's own prefill fills the cache it reads)."""
+    step, n_layers = functional_decode(model), model.config.n_layers
+    with torch.inference_mode():
+        cache = DynamicCache(config=model.config)
+        token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+        mine = [(cache.layers[i].keys, cache.layers[i].values) for i in range(n_layers)]
+        synchronize(ids.device)
+        start = time.perf_counter()
+        for position in range(ids.shape[1], ids.shape[1] + new_tokens):
             token = step(token, position, mine)[:, -1:].argmax(-1)
+        synchronize(ids.device)
         return new_tokens / (time.perf_counter() - start)
 
 
@@ -133,7 +152,9 @@ def matrix_products(model, stored_as: str = "(out, in)", seed: int = 0):
         raise ValueError(f'stored_as must be "(out, in)" or "(in, out)"; got {stored_as!r}')
     generator = torch.Generator().manual_seed(seed)
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    inputs = {width: torch.randn(1, width, generator=generator) for width in sorted({m.in_features for m in linears})}
+    weight = linears[0].weight
+    inputs = {width: torch.randn(1, width, generator=generator).to(weight.device, weight.dtype)
+              for width in sorted({m.in_features for m in linears})}
     if stored_as == "(out, in)":
         products = [(inputs[m.in_features], m.weight.detach(), m.bias) for m in linears]
         return lambda: [F.linear(x, weight, bias) for x, weight, bias in products]
@@ -144,10 +165,13 @@ def matrix_products(model, stored_as: str = "(out, in)", seed: int = 0):
 def matrix_products_per_second(model, new_tokens: int, stored_as: str = "(out, in)") -> float:
     """Decode steps per second of ``matrix_products`` (weights ``stored_as``)."""
     step = matrix_products(model, stored_as)
+    device = next(model.parameters()).device
     with torch.inference_mode():
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(new_tokens):
             step()
+        synchronize(device)
         return new_tokens / (time.perf_counter() - start)
 
 
@@ -177,14 +201,24 @@ def report(title: str, best: dict[str, float], reference: str = "GPT2LMHeadModel
         print(f"  {name:<44} {speed:9.1f} tokens/s{ratio}")
 
 
-def main() -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN))
+    parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN), help="a folder whose config.json gives the sizes")
     parser.add_argument("--only", choices=MEASURES, nargs="*", default=list(MEASURES))
+    add_device_arguments(parser, dtype_help="the weights' dtype (both models)")
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for name in ("new_tokens", "repeats", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be a positive integer, got {getattr(args, name)}")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    device, dtype = device_from(args.device), DTYPES[args.dtype]
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
     torch.manual_seed(0)
@@ -192,35 +226,36 @@ def main() -> None:
     config = ScratchTransformerConfig.from_pretrained(args.checkpoint)
     gpt2 = gpt2_like(config, positions=32 + args.new_tokens).eval()
     ours = causal_lm_from_gpt2(gpt2).eval()
+    gpt2, ours = gpt2.to(device), ours.to(device)
     params = sum(p.numel() for p in ours.parameters()) / 1e6
-    print(f"{os.path.basename(args.checkpoint)} dimensions: d_model {config.d_model}, {config.n_heads} heads, "
-          f"{config.n_layers} layers, d_ff {config.d_ff}, vocab {config.vocab_size} ({params:.2f}M parameters); "
-          f"{args.new_tokens} new tokens, greedy, {args.threads} threads, best of {args.repeats}")
+    cache = f"static cache compiled by generate ({args.compile_backend})" if args.compile else "dynamic cache"
+    print(f"{os.path.basename(os.path.normpath(args.checkpoint))} dimensions: d_model {config.d_model}, "
+          f"{config.n_heads} heads, {config.n_layers} layers, d_ff {config.d_ff}, vocab {config.vocab_size} "
+          f"({params:.2f}M parameters); {args.new_tokens} new tokens, greedy; {describe(device, args.threads)}, "
+          f"{args.dtype}, best of {args.repeats}")
     ids, mask = prompts(1, [16], config.vocab_size)
-    with torch.inference_mode():  # the same weights give the same tokens
+    ids, mask = ids.to(device), mask.to(device)
+    with torch.inference_mode():  # the same weights give the same tokens (checked in float32)
         if not torch.equal(gpt2.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0),
                            ours.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)):
             raise RuntimeError("GPT-2 and the converted model generate different tokens")
+    if "forward" in args.only:
+        check_functional_floor(ours, ids)
+    gpt2, ours = gpt2.to(dtype), ours.to(dtype)
+    generate_kwargs = {}
+    if args.compile:
+        compile_config = CompileConfig(fullgraph=True, mode="default", backend=args.compile_backend)
+        compile_config._compile_all_devices = True  # generate compiles on GPUs only unless told
+        generate_kwargs = dict(cache_implementation="static", compile_config=compile_config)
+    both = {"GPT2LMHeadModel": (gpt2, generate_kwargs), "ScratchTransformer": (ours, generate_kwargs)}
 
     if "greedy" in args.only:
-        best = best_of(generation_runs({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer": (ours, {})},
-                                       ids, mask, args.new_tokens), args.repeats)
-        report("greedy, batch 1, dynamic cache", best)
-    if "compiled" in args.only:
-        compile_config = CompileConfig(fullgraph=True, mode="default")
-        compile_config._compile_all_devices = True  # generate compiles on GPUs only unless told
-        compiled = dict(cache_implementation="static", compile_config=compile_config)
-        best = best_of(generation_runs({"GPT2LMHeadModel": (gpt2, {}),
-                                        "ScratchTransformer, static cache + torch.compile": (ours, compiled)},
-                                       ids, mask, args.new_tokens), args.repeats)
-        report("greedy, batch 1: ours compiled against GPT-2 eager", best)
+        report(f"greedy, batch 1, {cache}", best_of(generation_runs(both, ids, mask, args.new_tokens), args.repeats))
     if "batched" in args.only:
-        ids, mask = prompts(8, [4, 32, 9, 17, 25, 12, 6, 20], config.vocab_size)
-        best = best_of(generation_runs({"GPT2LMHeadModel": (gpt2, {}), "ScratchTransformer": (ours, {})},
-                                       ids, mask, args.new_tokens), args.repeats)
-        report("greedy, batch 8, left-padded prompts of 4..32 tokens, dynamic cache", best)
+        batch_ids, batch_mask = prompts(8, [4, 32, 9, 17, 25, 12, 6, 20], config.vocab_size)
+        best = best_of(generation_runs(both, batch_ids.to(device), batch_mask.to(device), args.new_tokens), args.repeats)
+        report(f"greedy, batch 8, left-padded prompts of 4..32 tokens, {cache}", best)
     if "forward" in args.only:
-        ids, _ = prompts(1, [16], config.vocab_size)
         runs = {name: (lambda m=model: decode_steps_per_second(m, ids, args.new_tokens))
                 for name, model in (("GPT2LMHeadModel", gpt2), ("ScratchTransformer", ours))}
         runs["functional floor (no modules; fused QKV)"] = lambda: functional_steps_per_second(ours, ids, args.new_tokens)
@@ -228,7 +263,7 @@ def main() -> None:
         runs["the same, weights stored (in, out) as GPT-2's"] = (
             lambda: matrix_products_per_second(ours, args.new_tokens, stored_as="(in, out)"))
         best = best_of(runs, args.repeats)
-        report("the decode step's forward pass alone (no generate), batch 1, dynamic cache", best)
+        report("the decode step's forward pass alone (no generate), batch 1, dynamic cache, eager", best)
 
 
 if __name__ == "__main__":

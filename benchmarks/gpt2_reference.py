@@ -2,8 +2,8 @@
 
 from transformers import GPT2Config, GPT2LMHeadModel
 
+from checkpointing.paths import checkpoints_dir
 from modeling import ScratchTransformerConfig
-from training.paths import checkpoints_dir
 
 SHIPPED_MAIN = checkpoints_dir() / "shakespeare-main"
 

@@ -1,62 +1,126 @@
-"""Training-step speed: forward, backward and AdamW on one batch, our ScratchTransformerForCausalLM against
-transformers' GPT2LMHeadModel holding the same weights (modeling.convert.causal_lm_from_gpt2), at the dimensions
-and dropout of the shipped ``shakespeare-main`` (read from its config.json).
+"""Training-step speed: forward, backward and AdamW on one batch, at the dimensions and dropout of the shipped
+``shakespeare-main`` (read from its config.json), four models side by side in one process:
 
-    python -m benchmarks.training_step                        # batch 16 x 256, best of 3
-    python -m benchmarks.training_step --batch 8 --repeats 5 --profile
+- GPT2LMHeadModel (transformers) with random weights;
+- ScratchTransformer holding GPT-2's weights (modeling.convert.causal_lm_from_gpt2): the same arithmetic;
+- ScratchTransformer with shakespeare-main's config exactly (e.g. RoPE), which GPT-2 cannot hold;
+- the minimal GPT of benchmarks/minimal_gpt.py, the floor.
 
-Also times ours with shakespeare-main's own position encoding (its config exactly, e.g. RoPE), which GPT-2 cannot
-hold. Each figure is the best of --repeats steps after a warm-up step, the models alternating; the load average is
-printed with it. --profile prints where one step of ours spends its time (torch.profiler, by operator).
+    python -m benchmarks.training_step                                  # CPU, float32, batch 16 x 256, best of 3
+    python -m benchmarks.training_step --device cuda --dtype bfloat16 --compile --batch 64
+    python -m benchmarks.training_step --count-ops                      # operators issued per step, no timing
+
+--dtype bfloat16 or float16 runs the forward pass under autocast (float16 with a gradient scaler); the weights and
+AdamW stay float32. AdamW is the fused one. --compile compiles each model (torch.compile) before the warm-up step.
+Each figure is the best of --repeats steps after a warm-up step, the models alternating; on CUDA each step is timed
+between two synchronisations. --profile prints where one step of ours spends its time (torch.profiler, by operator);
+--count-ops counts the operators of one eager step of each model instead of timing (benchmarks/op_count.py; autocast
+as --dtype says, no gradient scaler; --compile does not apply).
 """
 
 import argparse
+import contextlib
 import os
 import time
 
 import torch
 
+from benchmarks.device import DTYPES, add_device_arguments, describe, device_from, synchronize
 from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
+from benchmarks.minimal_gpt import MinimalGPT, MinimalGPTConfig
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from modeling.convert import causal_lm_from_gpt2
 
+OURS = "ScratchTransformer (GPT-2's weights)"
+
 
 class Trainer:
-    """One model and its AdamW; ``step()`` runs forward, backward and the update on a fixed batch."""
+    """One model, its fused AdamW and its batch; ``step()`` runs forward (under autocast for bfloat16/float16),
+    backward and the update, and returns the seconds it took."""
 
-    def __init__(self, model, ids: torch.Tensor):
-        self.model, self.ids = model.train(), ids
+    def __init__(self, model, ids: torch.Tensor, dtype: torch.dtype = torch.float32, compile_backend: str | None = None):
+        self.model, self.ids, self.dtype = model.train(), ids, dtype
+        self.device = ids.device
         self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=dtype == torch.float16)
+        self.minimal = isinstance(model, MinimalGPT)
+        self.forward = torch.compile(model, backend=compile_backend) if compile_backend else model
+
+    def loss(self) -> torch.Tensor:
+        autocast = (torch.autocast(self.device.type, dtype=self.dtype) if self.dtype != torch.float32
+                    else contextlib.nullcontext())
+        with autocast:
+            if self.minimal:
+                return self.forward(self.ids, self.ids)[1]
+            return self.forward(input_ids=self.ids, labels=self.ids).loss
 
     def step(self) -> float:
+        synchronize(self.device)
         start = time.perf_counter()
-        loss = self.model(input_ids=self.ids, labels=self.ids).loss
-        loss.backward()
-        self.optimizer.step()
+        self.scaler.scale(self.loss()).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
+        synchronize(self.device)
         return time.perf_counter() - start
 
 
-def main() -> None:
+def build_models(config: ScratchTransformerConfig, length: int) -> dict:
+    """{name: model} at ``config``'s sizes: GPT-2, ours with its weights, ours as configured, the minimal GPT."""
+    gpt2 = gpt2_like(config, positions=length)
+    return {"GPT2LMHeadModel": gpt2, OURS: causal_lm_from_gpt2(gpt2),
+            f"ScratchTransformer ({config.position_encoding}, as shipped)": ScratchTransformerForCausalLM(config),
+            "minimal GPT (benchmarks/minimal_gpt.py)": MinimalGPT(MinimalGPTConfig.like(config, context=length))}
+
+
+def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN))
+    parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN), help="a folder whose config.json gives the sizes")
+    add_device_arguments(parser, dtype_help="bfloat16 and float16 as autocast; the weights stay float32")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--length", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--profile", action="store_true")
-    args = parser.parse_args()
+    parser.add_argument("--count-ops", action="store_true")
+    args = parser.parse_args(argv)
+    for name in ("batch", "length", "repeats", "threads"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be a positive integer, got {getattr(args, name)}")
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    device, dtype = device_from(args.device), DTYPES[args.dtype]
     torch.set_num_threads(args.threads)
-    torch.set_flush_denormal(True)  # denormal floats in the backward pass cost 20x here (DESIGN.md §6)
+    torch.set_flush_denormal(True)  # denormal floats in the backward pass cost 20x on the CPU
     torch.manual_seed(0)
 
     config = ScratchTransformerConfig.from_pretrained(args.checkpoint)
-    gpt2 = gpt2_like(config, positions=args.length)
-    ours = causal_lm_from_gpt2(gpt2)
-    shipped = ScratchTransformerForCausalLM(config)
+    if args.length > config.max_position_embeddings and config.position_encoding == "learned":
+        raise SystemExit(f"--length {args.length} is past the learned table's {config.max_position_embeddings} rows")
+    models = build_models(config, args.length)
     ids = torch.randint(0, config.vocab_size, (args.batch, args.length), generator=torch.Generator().manual_seed(0))
-    trainers = {"GPT2LMHeadModel": Trainer(gpt2, ids), "ScratchTransformer (GPT-2's weights)": Trainer(ours, ids),
-                f"ScratchTransformer ({config.position_encoding}, as shipped)": Trainer(shipped, ids)}
+    ids = ids.to(device)
+    mode = "eager" if args.count_ops or not args.compile else f"compiled ({args.compile_backend})"
+    print(f"{os.path.basename(os.path.normpath(args.checkpoint))} dimensions: d_model {config.d_model}, "
+          f"{config.n_heads} heads, {config.n_layers} layers, d_ff {config.d_ff}, vocab {config.vocab_size}, "
+          f"dropout {config.dropout}; batch {args.batch} x {args.length}, fused AdamW; {describe(device, args.threads)}, "
+          f"{args.dtype}{' autocast' if dtype != torch.float32 else ''}, {mode}")
+
+    if args.count_ops:
+        from benchmarks.op_count import count_step, report
+
+        counts = {}
+        for name, model in models.items():
+            trainer = Trainer(model.to(device), ids, dtype)
+            counts[name] = count_step(trainer.model, trainer.loss, trainer.optimizer)
+        report(counts, config.n_layers, lead=OURS)
+        return
+
+    backend = args.compile_backend if args.compile else None
+    trainers = {name: Trainer(model.to(device), ids, dtype, backend) for name, model in models.items()}
     for trainer in trainers.values():
         trainer.step()
     best = dict.fromkeys(trainers, float("inf"))
@@ -65,20 +129,19 @@ def main() -> None:
             best[name] = min(best[name], trainer.step())
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    print(f"{os.path.basename(args.checkpoint)} dimensions: d_model {config.d_model}, {config.n_heads} heads, "
-          f"{config.n_layers} layers, d_ff {config.d_ff}, vocab {config.vocab_size}, dropout {config.dropout}; "
-          f"batch {args.batch} x {args.length}, AdamW, {args.threads} threads, best of {args.repeats} "
-          f"[load average {load}]")
-    reference = best["GPT2LMHeadModel"]
+    print(f"best of {args.repeats} steps after a warm-up [load average {load}]")
+    gpt2, floor = best["GPT2LMHeadModel"], best["minimal GPT (benchmarks/minimal_gpt.py)"]
     for name, seconds in best.items():
-        ratio = "" if name == "GPT2LMHeadModel" else f"   {reference / seconds:.2f}x GPT-2"
-        print(f"  {name:<40} {seconds:7.3f} s/step {args.batch * args.length / seconds:9.0f} tokens/s{ratio}")
+        print(f"  {name:<44} {seconds * 1e3:9.2f} ms/step {args.batch * args.length / seconds:10.0f} tokens/s"
+              f"   {gpt2 / seconds:5.2f}x GPT-2  {floor / seconds:5.2f}x minimal GPT")
     if args.profile:
-        from torch.profiler import profile
+        from torch.profiler import ProfilerActivity, profile
 
-        with profile() as prof:
-            trainers["ScratchTransformer (GPT-2's weights)"].step()
-        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=20))
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+        with profile(activities=activities) as prof:
+            trainers[OURS].step()
+        sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+        print(prof.key_averages().table(sort_by=sort, row_limit=20))
 
 
 if __name__ == "__main__":

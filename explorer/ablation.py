@@ -27,6 +27,18 @@ from .tokens import FORWARD_MAX_TOKENS, token_labels
 
 SHOWN_TOKENS = 10
 
+# The view's default: removing DEFAULT_HEADS, or any single head, changes the loss on DEFAULT_TEXT by about the
+# median of what it does on the SPREAD_PASSAGES (lines of the held-out test plays), which the view shows beside it.
+DEFAULT_TEXT = "We are such stuff as dreams are made on, and our little life is rounded with a sleep."
+DEFAULT_HEADS = "0.0, 1.2"
+SPREAD_PASSAGES = (
+    "Tomorrow, and tomorrow, and tomorrow, creeps in this petty pace from day to day, to the last syllable of recorded time",
+    "Friends, Romans, countrymen, lend me your ears; I come to bury Caesar, not to praise him.",
+    "If music be the food of love, play on; give me excess of it, that, surfeiting, the appetite may sicken, and so die.",
+    "Full fathom five thy father lies; of his bones are coral made; those are pearls that were his eyes",
+    "Fair is foul, and foul is fair: hover through the fog and filthy air.",
+)
+
 
 def parse_heads(spec, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
     """'0.3, 2.5' (layer.head) or '4' (every head of layer 4), separated by commas or spaces; '' is none."""
@@ -155,3 +167,27 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
             if progress is not None and done % n_heads == 0:
                 progress(done / len(heads), f"{done} of {len(heads)} heads removed, one at a time")
     return HeadRanking(site.kind, base, increase, list(run.read.notices))
+
+
+@dataclass
+class Spread:
+    """The change in loss (after - before, nats) that removing the same heads makes on each fixed passage."""
+
+    changes: np.ndarray  # one per passage, in the order of ``passages``
+    passages: tuple[str, ...]
+
+    def line(self) -> str:
+        """'On 5 other passages removing these heads changes the loss by -0.001 to +0.080 (median +0.016).'"""
+        low, middle, high = (float(f(self.changes)) for f in (np.min, np.median, np.max))
+        return (f"On {len(self.changes)} other passages (lines of the held-out test plays) removing these heads changes "
+                f"the loss by {low:+.3f} to {high:+.3f} nats (median {middle:+.3f}).")
+
+
+def loss_change_spread(model, tokenizer, heads, kind: str = "self", decoding: DecodingSettings = DecodingSettings(False),
+                       passages: tuple[str, ...] = SPREAD_PASSAGES) -> Spread:
+    """``ablate_heads`` on each passage: how much removing ``heads`` changes the loss on other texts."""
+    changes = []
+    for passage in passages:
+        result = ablate_heads(model, tokenizer, passage, heads, kind, decoding)
+        changes.append(result.loss_after - result.loss_before)
+    return Spread(np.array(changes), tuple(passages))

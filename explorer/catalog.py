@@ -2,7 +2,7 @@
 line per model for the menus, and the loader every request shares.
 
 Discovery reads each folder's config.json and the header of its weights file (the parameter count), and
-asks ``training.checkpoints.checkpoint_problems`` what would keep it from loading (no weight is loaded:
+asks ``checkpointing.loading.checkpoint_problems`` what would keep it from loading (no weight is loaded:
 about 10 ms per folder, remembered until a file changes). A damaged checkpoint stays in the menus, marked
 with the reason, and is refused with that reason when picked.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from checkpointing.loading import WEIGHTS_FILE, CheckpointError, checkpoint_problems, load_checkpoint
+from checkpointing.paths import CHECKPOINTS_ENV, checkpoints_dir
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig
-from training.checkpoints import WEIGHTS_FILE, CheckpointError, checkpoint_problems, load_checkpoint
-from training.paths import CHECKPOINTS_ENV, checkpoints_dir
 
 from .inputs import InputProblem, echo, error_text, model_name
 
@@ -225,7 +225,7 @@ _models_lock = threading.Lock()
 
 def load_model(info: CheckpointInfo) -> tuple[torch.nn.Module, object]:
     """(model in eval mode, tokenizer) of a checkpoint, loaded once per version of its files and shared by
-    every request; ``training.checkpoints.load_checkpoint`` refuses damaged ones (``CheckpointError``)."""
+    every request; ``checkpointing.loading.load_checkpoint`` refuses damaged ones (``CheckpointError``)."""
     key = (str(info.path.resolve()), _signature(info.path))
     with _models_lock:
         if key not in _models:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from checkpointing import scoring
 from modeling.modeling_scratch_transformer import alibi_slopes, rope_angles, sinusoidal_encoding
-from training import evaluate
 
 from .catalog import CheckpointInfo, encoding_models, load_model
 
@@ -66,7 +66,7 @@ class TimeLimit(Exception):
 def bits_per_character(model, tokenizer, text: str, context_length: int, batch_size: int = 8,
                        deadline: float | None = None) -> float | None:
     """Bits per character of ``text`` read in windows of ``context_length`` tokens, by the evaluation's own
-    ``training.evaluate.bits_per_character`` (windows overlapping by one token, every token but the first
+    ``checkpointing.scoring.bits_per_character`` (windows overlapping by one token, every token but the first
     scored once, total NLL in bits / characters of the scored tokens).
 
     None where it cannot be measured: a learned position table shorter than the window, or a text shorter
@@ -85,7 +85,7 @@ def bits_per_character(model, tokenizer, text: str, context_length: int, batch_s
         if deadline is not None and time.monotonic() > deadline:
             raise TimeLimit
 
-    return evaluate.bits_per_character(model, tokenizer, text, context_length, batch_size, progress=check_time)["bits_per_char"]
+    return scoring.bits_per_character(model, tokenizer, text, context_length, batch_size, progress=check_time)["bits_per_char"]
 
 
 def within_tokens(tokenizer, text: str, max_tokens: int) -> tuple[str, int]:
@@ -102,10 +102,29 @@ EXTRAPOLATION_MAX_TOKENS = 4096  # of the user's text, per model: bounds every (
 EXTRAPOLATION_TIME_LIMIT_S = 60.0  # for the whole recomputation; unfinished lengths stay blank
 
 
+SHORTER_DIVISORS = (4, 2)  # a text is also scored at 1/4 and 1/2 of the training context: a sonnet is shorter than 1x
+
+
 def extrapolation_lengths(catalog: dict[str, CheckpointInfo]) -> list[int]:
-    """The context lengths the evaluation measures the encoding models at (``training.evaluate.extrapolation_lengths``:
-    1x, 2x, 4x and 8x the training context), from their configs."""
-    return sorted({n for name in encoding_models(catalog).values() for n in evaluate.extrapolation_lengths(catalog[name])})
+    """The context lengths a text is scored at: those the evaluation measures the encoding models at
+    (``checkpointing.scoring.extrapolation_lengths``: 1x, 2x, 4x and 8x the training context), and 1/4 and 1/2 of
+    the training context, so that a text shorter than the training context still gives a curve."""
+    lengths = set()
+    for name in encoding_models(catalog).values():
+        lengths.update(scoring.extrapolation_lengths(catalog[name]))
+        lengths.update(catalog[name].config.context_length // d for d in SHORTER_DIVISORS)
+    return sorted(lengths)
+
+
+def length_needs(catalog: dict[str, CheckpointInfo]) -> str:
+    """What the recomputation needs, said before it runs: the lengths it scores at, each needing a text of at
+    least that many tokens, and the budget of tokens it reads."""
+    lengths = extrapolation_lengths(catalog)
+    if not lengths:
+        return ""
+    return (f"Scored at context lengths of {', '.join(f'{n:,}' for n in lengths)} tokens; a length is scored only when "
+            f"your text has at least that many tokens (a sonnet reaches the first few), and at most the first "
+            f"{EXTRAPOLATION_MAX_TOKENS:,} tokens are read.")
 
 
 @dataclass

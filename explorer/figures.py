@@ -150,11 +150,16 @@ def attention_head_figure(maps: AttentionMaps, view: View) -> go.Figure:
     return fig
 
 
+def percent(p: float) -> str:
+    """A probability as a percentage with two decimals, one format for every bar: '97.12%', '0.06%', '<0.01%'."""
+    return f"{p:.2%}" if p >= 0.00005 else "<0.01%"
+
+
 def top_tokens_figure(top_next: list[tuple[str, float]], after: str) -> go.Figure:
     """The most likely next tokens as bars, each with its probability printed beside it."""
     labels = plotly_text([f"{i + 1}. {token}" for i, (token, _) in enumerate(top_next)])
     probabilities = [p for _, p in top_next]
-    fig = go.Figure(go.Bar(x=probabilities, y=labels, orientation="h", text=[f"{p:.1%}" if p >= 0.001 else f"{p:.2e}" for p in probabilities],
+    fig = go.Figure(go.Bar(x=probabilities, y=labels, orientation="h", text=[percent(p) for p in probabilities],
                            textposition="outside", cliponaxis=False, marker_color="#0072B2",
                            hovertemplate="%{y}<br>p = %{x:.4f}<extra></extra>"))
     top = max(probabilities, default=1.0)

@@ -76,6 +76,22 @@ def sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_n
     return DecodingSettings(True, temperature, int(top_k), top_p, penalty, max_new, seed), notices
 
 
+@dataclass(frozen=True)
+class GenerateLabels:
+    """What the Generate view calls its boxes for a model: a decoder-only model continues a prompt, an
+    encoder-decoder (folio-to-modern) rewrites First Folio lines; the rewrite's note shows for it alone."""
+
+    prompt: str
+    output: str
+    rewrite_note: bool
+
+    @classmethod
+    def of(cls, is_encoder_decoder: bool) -> "GenerateLabels":
+        if is_encoder_decoder:
+            return cls("First Folio lines to rewrite, one per line", "Rewrite in modern spelling (streamed token by token)", True)
+        return cls("Prompt", "Prompt and continuation (streamed token by token)", False)
+
+
 MAX_REWRITE_LINES = 24  # lines of a passage an encoder-decoder rewrites in one request (each up to max new tokens)
 
 

@@ -70,6 +70,7 @@ class NextTokenDistribution:
     final_probs: np.ndarray  # renormalised over the kept tokens: what generate samples from
     n_kept: int  # over the whole vocabulary
     kept_mass: float  # tempered probability mass of the kept tokens (1 when nothing is cut)
+    cumulative: np.ndarray  # (vocab,): the tempered probabilities summed in order, most likely first
     vocab_size: int
     prompt_tokens: int
     logits: torch.Tensor = field(repr=False)  # (vocab,) float32, as generate reads them
@@ -109,6 +110,7 @@ def next_token_distribution(model, tokenizer, text: str, settings: DecodingSetti
         settings=settings, ids=order.numpy(), labels=token_labels(tokenizer, order),
         model_probs=model_probs[order].numpy(), tempered_probs=tempered_probs[order].numpy(),
         kept=kept_all[order].numpy(), final_probs=final_probs[order].numpy(), n_kept=int(kept_all.sum()),
-        kept_mass=float(tempered_probs[kept_all].sum()), vocab_size=int(logits.shape[-1]),
+        kept_mass=float(tempered_probs[kept_all].sum()),
+        cumulative=tempered_probs.sort(descending=True).values.cumsum(0).numpy(), vocab_size=int(logits.shape[-1]),
         prompt_tokens=int(inputs["input_ids"].shape[1]), logits=logits[0], processed=processed[0], notices=notices,
     )

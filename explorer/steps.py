@@ -35,10 +35,13 @@ class Step:
     note: str = ""
     model_difference: float | None = None  # max |recomputed - the model's own|, where the model has it
     highlight: int | None = None  # a row to highlight (the query's own key, the head being followed)
+    tensor_shape: tuple[int, ...] | None = None  # the quantity's own shape, where ``values`` arranges it for display
+    layout: str = ""  # how ``values`` arranges it: "shown in rows of 32", "one column per quantity"
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return tuple(self.values.shape)
+        """The shape of the quantity itself (a 256-wide vector is (256,), however it is wrapped for display)."""
+        return tuple(self.values.shape) if self.tensor_shape is None else tuple(self.tensor_shape)
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor | None = None
@@ -84,7 +87,7 @@ class Recomputed:
     heads: torch.Tensor  # (1, H, T, Dh)
     concatenated: torch.Tensor  # (1, T, D)
     output: torch.Tensor  # (1, T, D) concatenated W_O^T + b_O
-    residual_out: torch.Tensor  # (1, T, D) after Add & Norm
+    residual_out: torch.Tensor  # (1, T, D) after the add (pre-norm) or Add & Norm (post-norm)
 
 
 def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
@@ -122,6 +125,8 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
 # The step-by-step view of one head and one query token
 # ----------------------------------------------------------------------------------------------
 
+PRE_NORM_ADD = ("Pre-norm: the sublayer's output is added to the stream and nothing normalises after the add (the "
+                "LayerNorm came before the sublayer); the paper's post-norm Add & Norm is LN(x + Sublayer(x)).")
 MASKED_BELOW = -1e30  # a bias below this is a mask (the model uses the dtype's most negative value)
 
 
@@ -170,9 +175,13 @@ def _steps(model, site: AttentionSite, layer, h, t, r: Recomputed, own, own_out,
     wrap = dict(columns=[f"{c}" for c in range(dh)])
     chunks = [f"{i * dh}–{(i + 1) * dh - 1}" for i in range(d // dh)]
 
-    def vector(title, formula, x, theirs=None, note="", highlight=None):  # a d_model vector, shown dh per row
-        return Step(title, formula, x.reshape(d // dh, dh).numpy(), chunks, wrap["columns"], note,
-                    None if theirs is None else _difference(x, theirs), highlight)
+    def vector(title, formula, x, theirs=None, note="", highlight=None, rows=None):  # a d_model vector, shown dh per row
+        return Step(title, formula, x.reshape(d // dh, dh).numpy(), rows or chunks, wrap["columns"], note,
+                    None if theirs is None else _difference(x, theirs), highlight, tuple(x.shape), f"shown in rows of {dh}")
+
+    def one(title, formula, x, theirs, note=""):  # a d_k vector of one head, shown as one row
+        return Step(title, formula, x.numpy()[None], [query_name], wrap["columns"], note, _difference(x, theirs),
+                    tensor_shape=tuple(x.shape))
 
     def per_key(title, formula, x, theirs=None, note=""):  # (keys, Dh)
         return Step(title, formula, x.numpy(), keys, wrap["columns"], note,
@@ -191,23 +200,22 @@ def _steps(model, site: AttentionSite, layer, h, t, r: Recomputed, own, own_out,
         f"Row {query_name} of {where}: the model's own numbers, where the recomputation starts.")))
     if config.norm_first:
         x = r.residual_in[0, t]
-        steps.append(vector("After LayerNorm (pre-norm)", "LN(x_t) = (x_t − mean) / √(var + ε) · γ + β", r.sublayer_input[0, t],
+        steps.append(vector("LayerNorm, then the sublayer (pre-norm)", "LN(x_t) = (x_t − mean) / √(var + ε) · γ + β", r.sublayer_input[0, t],
                             own.input[0, t], note=f"mean {float(x.mean()):.4g}, std {float(x.std(unbiased=False)):.4g}: "
                             "every row is rescaled to mean 0, variance 1 before attention reads it."))
     sl = slice(h * dh, (h + 1) * dh)
-    steps.append(Step(f"Query of head {h}", ("q = LN(x_t) W_Q^h + b_Q^h" if config.norm_first else "q = x_t W_Q^h + b_Q^h"),
-                      r.q[0, h, t].numpy()[None], [query_name], wrap["columns"],
-                      f"W_Q^h is columns {sl.start}–{sl.stop - 1} of W_Q (d_model × d_model; in torch, rows {sl.start}–"
+    steps.append(one(f"Query of head {h}", ("q = LN(x_t) W_Q^h + b_Q^h" if config.norm_first else "q = x_t W_Q^h + b_Q^h"),
+                     r.q[0, h, t], own.query[0, h, t],
+                     f"W_Q^h is columns {sl.start}–{sl.stop - 1} of W_Q (d_model × d_model; in torch, rows {sl.start}–"
                       f"{sl.stop - 1} of q_proj.weight): each head works in d_k = d_model / heads = {d} / {config.n_heads} "
-                      f"= {dh} dimensions.", _difference(r.q[0, h, t], own.query[0, h, t])))
+                     f"= {dh} dimensions."))
     source = "the encoder's output (memory)" if site.is_cross else "every token's LN(x)"
     steps.append(per_key(f"Keys of head {h}", "k_j = source_j W_K^h + b_K^h", r.k[0, h], own.key[0, h],
                          f"One key per token it may attend to, from {source}."))
     steps.append(per_key(f"Values of head {h}", "v_j = source_j W_V^h + b_V^h", r.v[0, h], own.value[0, h]))
     if r.q_rotated is not None:
-        steps.append(Step("Query after RoPE", "R(t) q: pair i turned by t · θ_i, θ_i = θ^(−2i/d_k)", r.q_rotated[0, h, t].numpy()[None],
-                          [query_name], wrap["columns"], "RoPE acts here, inside attention, in every layer; nothing was added to the embeddings.",
-                          _difference(r.q_rotated[0, h, t], own.query_rotated[0, h, t])))
+        steps.append(one("Query after RoPE", "R(t) q: pair i turned by t · θ_i, θ_i = θ^(−2i/d_k)", r.q_rotated[0, h, t],
+                         own.query_rotated[0, h, t], "RoPE acts here, inside attention, in every layer; nothing was added to the embeddings."))
         steps.append(per_key("Keys after RoPE", "R(j) k_j", r.k_rotated[0, h], own.key_rotated[0, h],
                              "R(t)q · R(j)k = q · R(j − t)k: the score depends on the offset j − t, not on t itself."))
     bias = torch.zeros(r.scores.shape[-1]) if r.bias is None else r.bias.expand_as(r.scores)[0, h, t]
@@ -216,20 +224,20 @@ def _steps(model, site: AttentionSite, layer, h, t, r: Recomputed, own, own_out,
     steps.append(Step("Scores, mask and softmax", "s_j = q · k_j / √d_k;   w = softmax(s + bias)", table.numpy(), keys,
                       ["q·k/√d_k", "bias", "s + bias", "weight w"], _bias_note(config, site, h),
                       _scores_difference(table, own.scores[0, h, t], own_bias, own.weights[0, h, t]),
-                      None if site.is_cross else t))
-    steps.append(Step(f"Output of head {h}", "o = Σ_j w_j v_j", r.heads[0, h, t].numpy()[None], [query_name], wrap["columns"],
-                      "The values, mixed by the weights.", _difference(r.heads[0, h, t], own.heads[0, h, t])))
-    steps.append(Step("All heads concatenated", "Concat(o_0, …, o_H−1)", r.concatenated[0, t].reshape(config.n_heads, dh).numpy(),
-                      [f"head {i}" for i in range(config.n_heads)], wrap["columns"],
-                      f"Every head did the same with its own W_Q, W_K, W_V; head {h} is highlighted.",
-                      _difference(r.concatenated[0, t], own.concatenated[0, t]), h))
+                      None if site.is_cross else t, tuple(r.scores[0, h, t].shape),
+                      "one column per quantity, one row per key"))
+    steps.append(one(f"Output of head {h}", "o = Σ_j w_j v_j", r.heads[0, h, t], own.heads[0, h, t],
+                     "The values, mixed by the weights."))
+    steps.append(vector("All heads concatenated", "Concat(o_0, …, o_H−1)", r.concatenated[0, t], own.concatenated[0, t],
+                        f"Every head did the same with its own W_Q, W_K, W_V; head {h} is highlighted.", h,
+                        [f"head {i}" for i in range(config.n_heads)]))
     steps.append(vector("Output projection", "Concat(…) W_O^T + b_O", r.output[0, t], own.output[0, t],
                         "W_O mixes the heads back into one d_model vector."))
-    steps.append(vector("Add & Norm", "x_t + attention(LN(x_t))" if config.norm_first else "LN(x_t + attention(x_t))",
-                        r.residual_out[0, t], own_out[0, t], (
-                            "Pre-norm: the sublayer's output is added to the stream. The stream itself is not normalised "
-                            "between layers: each sublayer reads LN(x), and the final LayerNorm comes before the LM head." if config.norm_first else
-                            "Post-norm (the paper): add, then LayerNorm.")))
+    if config.norm_first:
+        steps.append(vector("Add (residual)", "x_t + attention(LN(x_t))", r.residual_out[0, t], own_out[0, t], PRE_NORM_ADD))
+    else:
+        steps.append(vector("Add & Norm", "LN(x_t + attention(x_t))", r.residual_out[0, t], own_out[0, t],
+                            "Post-norm, as in the paper: add the sublayer's output to the stream, then LayerNorm."))
     return steps
 
 

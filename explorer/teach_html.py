@@ -36,9 +36,11 @@ CSS = """
 .teach-step .match.ok { color: #2f855a; }
 .teach-step .match.bad { color: #c53030; font-weight: bold; }
 .teach-step .note { font-size: 13px; margin: 2px 0 4px 0; }
-.teach-scroll { overflow-x: auto; max-height: 420px; overflow-y: auto; border: 1px solid var(--border-color-primary); border-radius: 4px; }
+.teach-scroll { overflow: auto; max-width: 100%; max-height: 420px; border: 1px solid var(--border-color-primary); border-radius: 4px;
+  background: linear-gradient(to left, var(--background-fill-primary) 40%, transparent) right center / 36px 100% no-repeat local,
+              radial-gradient(farthest-side at 100% 50%, rgba(43, 108, 176, 0.45), transparent) right center / 16px 100% no-repeat scroll; }
 table.teach-values { border-collapse: collapse; font-family: ui-monospace, monospace; font-size: 12px; }
-table.teach-values th, table.teach-values td { padding: 1px 6px; white-space: nowrap; border-bottom: 1px solid var(--border-color-primary); }
+table.teach-values th, table.teach-values td { padding: 1px 4px; white-space: nowrap; border-bottom: 1px solid var(--border-color-primary); }
 table.teach-values td { text-align: right; font-variant-numeric: tabular-nums; }
 table.teach-values thead th { position: sticky; top: 0; background: var(--background-fill-primary); font-weight: normal; color: var(--body-text-color-subdued); }
 table.teach-values tbody th { position: sticky; left: 0; background: var(--background-fill-primary); text-align: left; font-weight: normal; }
@@ -86,11 +88,17 @@ def values_table(step: Step, full: bool) -> str:
             f'<tbody>{"".join(body)}</tbody></table></div>')
 
 
+def shape_text(step: Step) -> str:
+    """The quantity's true shape, as torch writes it ("(256,)", "(12, 32)"), then how the table arranges it."""
+    shape = "(" + ", ".join(map(str, step.shape)) + ("," if len(step.shape) == 1 else "") + ")"
+    return f"shape {shape}" + (f", {step.layout}" if step.layout else "")
+
+
 def steps_html(steps: list[Step], full: bool = False) -> str:
     """Each step: title, formula, shape, the check against the model's own number, note, values."""
     parts = []
     for i, step in enumerate(steps, start=1):
-        shape = " × ".join(map(str, step.shape))
+        shape = html.escape(shape_text(step))
         match = ""
         if step.model_difference is not None:
             ok = step.model_difference <= 1e-5
@@ -98,7 +106,7 @@ def steps_html(steps: list[Step], full: bool = False) -> str:
                      f"number (max difference {step.model_difference:.1e})</span>")
         note = f'<div class="note">{html.escape(step.note)}</div>' if step.note else ""
         parts.append(f'<div class="teach-step"><h4>{i}. {html.escape(step.title)}</h4>'
-                     f'<span class="formula">{html.escape(step.formula)}</span><span class="shape">shape {shape}</span>{match}'
+                     f'<span class="formula">{html.escape(step.formula)}</span><span class="shape">{shape}</span>{match}'
                      f"{note}{values_table(step, full)}</div>")
     return f'<div class="teach-steps">{"".join(parts)}</div>'
 

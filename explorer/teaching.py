@@ -39,8 +39,8 @@ keys after t; those scores get the most negative float, so their softmax weight 
 texts of different lengths are batched, the short ones are padded and the padded keys are blocked the same
 way. The app runs one text at a time, so you will see causal masks (and ALiBi's penalty), never padding."""
 
-ADD_NORM = """**Add & Norm, pre- and post-norm.** Every sublayer (attention, feed-forward) sits on a residual
-connection. The paper is *post-norm*: x ← LayerNorm(x + sublayer(x)). Our models are *pre-norm*, like GPT-2:
+ADD_NORM = """**The residual add and LayerNorm: pre- and post-norm.** Every sublayer (attention, feed-forward) sits on a residual
+connection. The paper's *Add & Norm* is *post-norm*: x ← LayerNorm(x + sublayer(x)). Our models are *pre-norm*, like GPT-2:
 x ← x + sublayer(LayerNorm(x)); the stream itself is never normalised between layers, which keeps a clean path
 for gradients in deep stacks, and one final LayerNorm comes before the LM head.
 LayerNorm(x) = (x − mean(x)) / √(var(x) + ε) · γ + β, over the d_model numbers of one token."""
@@ -78,8 +78,10 @@ STEPS = f"""### Attention, step by step
 
 {ADD_NORM}"""
 
-WORKED_EXAMPLE = f"""### The notes' worked example, done right
-Two tokens, d_model = 4, two heads with d_k = 3 whose W_Q, W_K, W_V are the notes' own (4 × 3), no mask (an
+WORKED_EXAMPLE = f"""### A worked example: attention on "Hello World", done right
+This project grew from early teaching notes on the Transformer, which work one example of attention by hand on
+the two tokens "Hello World"; here it is recomputed with the model's own functions, the notes' one mistake shown
+and corrected. Two tokens, d_model = 4, two heads with d_k = 3 whose W_Q, W_K, W_V are the notes' own (4 × 3), no mask (an
 encoder), no W_O (the notes stop at the concatenation). The position encoding is computed by the model's own
 `sinusoidal_encoding`.
 
@@ -106,9 +108,11 @@ ABLATION = """### Head ablation: switch heads off
 
 SAMPLING = """### Sampling, seen
 - **What you see:** the distribution of the next token after your prompt, redrawn as you move the controls.
-  Bars: the probability after temperature; grey bars are the tokens top-k or top-p cut; the number on a kept
-  bar is its renormalised probability, the one the next token is actually drawn from. Diamonds: the model's
-  own probability at temperature 1.
+  Bars: the probability after temperature, before any cut; the number on a bar is its height. Grey bars are
+  the tokens top-k or top-p cut; hover a bar for the renormalised probability it is drawn with (its height
+  divided by the kept tokens' sum, in the status line). Diamonds: the model's own probability at temperature 1.
+  Below: the probabilities summed, most likely token first, over the whole vocabulary; the dashed line is
+  where top-k or top-p cut (top-p 0.9 can keep hundreds of tokens, far past the bars above).
 - **The formula:** p_i = exp(z_i / T) / Σ_j exp(z_j / T) for the logits z. T < 1 sharpens (T → 0 is greedy),
   T > 1 flattens. In this order (transformers' own processors, as `generate` applies them): the repetition
   penalty, temperature, *top-k* keeps the k most likely, *top-p* keeps the most likely tokens until their

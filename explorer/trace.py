@@ -82,7 +82,7 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
 
 def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS) -> ForwardTrace:
     """The shape of every step of one real forward pass over ``text``: the embeddings, layer 0 of each stack
-    in detail (attention step by step, Add & Norm, feed-forward), every layer's output, the final LayerNorm,
+    in detail (attention step by step, the residual add, feed-forward), every layer's output, the final LayerNorm,
     the logits and the next-token probabilities, all read from the text's recorded run."""
     run = recorded_run(model, tokenizer, text, decoding, max_tokens)
     read, logits = run.read, run.logits[None]  # (batch 1, tokens, vocab), as the model returned it
@@ -118,12 +118,13 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
         first = record.layers[0]
         label = "layer 0 masked self-attention" if stack == "decoder" else "layer 0 self-attention"
         _attention_rows(steps, stack, label, first.self_attention, f"{where}.layers[0].self_attention", tokens, tokens, config)
-        steps.add(stack, "layer 0: after Add & Norm", f"{where}.layers[0].after_self_attention", first.after_self_attention, dims,
+        add = "the residual add" if config.norm_first else "Add & Norm"  # pre-norm: nothing normalises after the add
+        steps.add(stack, f"layer 0: after {add}", f"{where}.layers[0].after_self_attention", first.after_self_attention, dims,
                   "the residual stream: x + attention(LayerNorm(x))" if config.norm_first else "LayerNorm(x + attention(x))")
         if first.cross_attention is not None:
             _attention_rows(steps, stack, "layer 0 cross-attention", first.cross_attention,
                             f"{where}.layers[0].cross_attention", tokens, "source tokens", config)
-            steps.add(stack, "layer 0: after cross-attention Add & Norm", f"{where}.layers[0].after_cross_attention",
+            steps.add(stack, f"layer 0: after cross-attention's {add}", f"{where}.layers[0].after_cross_attention",
                       first.after_cross_attention, dims, "the residual stream after cross-attention")
         steps.add(stack, "layer 0: feed-forward hidden", f"{where}.layers[0].feed_forward_hidden", first.feed_forward_hidden,
                   ("batch", tokens, "d_ff"), f"{config.activation}(x W_1 + b_1): widened to d_ff")
@@ -131,7 +132,7 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
                   "act(x W_1 + b_1) W_2 + b_2: back to d_model")
         for i, layer in enumerate(record.layers):
             steps.add(stack, f"layer {i} output", f"{where}.layers[{i}].output", layer.output, dims,
-                      "the residual stream after the layer (its feed-forward Add & Norm)")
+                      f"the residual stream after the layer (its feed-forward's {add})")
         if config.final_layer_norm:
             steps.add(stack, "final LayerNorm", f"{where}.output", record.output, dims,
                       "LayerNorm of the last layer's output" + (": what the LM head reads" if stack == "decoder" else ": the memory cross-attention reads"))

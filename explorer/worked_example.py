@@ -1,4 +1,4 @@
-"""The notes' worked example (``shared/seeds/003``), done right with the project's own functions.
+"""A worked example from the early teaching notes this project grew from, done right with the project's own functions.
 
 "Hello World" as two 4-dimensional embeddings, the sinusoidal encoding added, then two attention heads whose
 W_Q, W_K, W_V (4 x 3 each) are the notes' own. The notes' positional encoding was wrong: it used the
@@ -54,13 +54,13 @@ def worked_example() -> tuple[list[Step], str]:
     heads, wrong_heads = heads_of(x), heads_of(E + wrong)
     steps = [
         Step("Token embeddings E", "one row per token (the notes' values)", E.numpy(), TOKENS, DIMS,
-             "The notes add PE to E as it is; our models add it to E[x]·√d_model (×2 here), see below."),
+             "The notes add PE to E as it is; our models add it to E[x]·√d_model (×2 here): see 'Token embedding × √d_model' above."),
         Step("Sinusoidal position encoding PE", "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))",
              pe.numpy(), [f"pos {p}" for p in range(len(TOKENS))], DIMS,
              "i is the PAIR index: dimensions 2i and 2i+1 share one frequency. Position 1 is "
              "[sin 1, cos 1, sin 0.01, cos 0.01]. Computed by the model's own sinusoidal_encoding."),
         Step("What the notes printed instead", "sin/cos of pos / 10000^(2·dim/d): the dimension index in the exponent",
-             wrong.numpy(), [f"pos {p}" for p in range(len(TOKENS))], DIMS, "Wrong: see the paragraph below."),
+             wrong.numpy(), [f"pos {p}" for p in range(len(TOKENS))], DIMS, "Wrong: see 'Where the notes went wrong' above the steps."),
         Step("Input X = E + PE", "X = E + PE", x.numpy(), TOKENS, DIMS),
     ]
     for h, (weights, result) in enumerate(zip(HEADS.values(), heads), start=1):

@@ -146,3 +146,27 @@ def test_text_too_short_to_score_says_so():
     model, tokenizer = shipped("shakespeare-main")
     with pytest.raises(InputProblem, match="at least two tokens"):
         ablate_heads(model, tokenizer, "a", "0.1")
+
+
+def test_the_default_text_shows_a_typical_effect_and_the_spread_is_the_models_own():
+    """On shakespeare-main, removing the default heads, or the head whose removal moves the default text's loss
+    most, changes the loss on the default text by an amount inside the middle of what it does on the five fixed
+    passages (between their second-lowest and second-highest change): the default is no outlier. Each number of
+    the spread is ``ablate_heads`` on that passage."""
+    from explorer.ablation import DEFAULT_HEADS, DEFAULT_TEXT, SPREAD_PASSAGES, loss_change_spread
+
+    model, tokenizer = shipped("shakespeare-main")
+    ranking = rank_heads(model, tokenizer, DEFAULT_TEXT)
+    layer, head = np.unravel_index(np.abs(ranking.increase).argmax(), ranking.increase.shape)
+    for heads in (DEFAULT_HEADS, f"{layer}.{head}"):
+        on_default = ablate_heads(model, tokenizer, DEFAULT_TEXT, heads)
+        change = on_default.loss_after - on_default.loss_before
+        spread = loss_change_spread(model, tokenizer, heads)
+        assert len(spread.changes) == len(SPREAD_PASSAGES) == 5 and DEFAULT_TEXT not in SPREAD_PASSAGES
+        ordered = np.sort(spread.changes)
+        assert ordered[1] <= change <= ordered[-2], (heads, change, ordered)
+        for passage, measured in zip(SPREAD_PASSAGES, spread.changes):
+            alone = ablate_heads(model, tokenizer, passage, heads)
+            assert measured == pytest.approx(alone.loss_after - alone.loss_before, abs=1e-6)
+        line = spread.line()
+        assert f"{ordered[0]:+.3f} to {ordered[-1]:+.3f} nats (median {np.median(ordered):+.3f})" in line, line

@@ -15,7 +15,7 @@ import torch
 
 from conftest import SLOW_MODEL, figure
 from explorer.generation import MAX_REWRITE_LINES
-from training.checkpoints import load_checkpoint
+from checkpointing.loading import load_checkpoint
 from fixtures_checkpoints import SEQ2SEQ_NAME
 
 MODELS = ["shakespeare-alibi", "shakespeare-learned", "shakespeare-none", "shakespeare-rope", "shakespeare-sinusoidal",
@@ -61,7 +61,9 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
     private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note",  # UI only
                "steps_model_note", "lens_model_note", "ablation_model_note", "sampling_model_note",
                "steps_kinds", "ablation_kinds", "steps_fold_example", "steps_pick_query", "lens_pick_position",
-               "attention_pick_head", "attention_pick_token"}
+               "attention_pick_head", "attention_pick_token", "generate_labels", "attention_decoder_note",
+               "generate_stop_on", "generate_stop_off", "generate_submit_stop_on", "generate_submit_stop_off",
+               "ablation_clear_rank", "ablation_clear_removal"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -91,6 +93,30 @@ def test_the_page_is_built_with_the_menus_filled_and_no_server_paths(app_server,
     assert len(menus) == 3 and all(m["value"] == "shakespeare-rope" and len(m["choices"]) == len(MODELS) for m in menus)
     page = requests.get(app_server, timeout=30).text + json.dumps(config)
     assert str(tiny_checkpoints) not in page and str(tiny_checkpoints.parent) not in page
+
+
+def test_the_generate_boxes_speak_of_the_model_chosen(app_server):
+    """With a decoder-only model the page shows a prompt and its continuation and no word of First Folio rewriting;
+    the Stop button is a small grey one, disabled until a generation runs."""
+    config = requests.get(app_server + "config", timeout=30).json()
+    props = {c["props"].get("elem_id"): c["props"] for c in config["components"] if c["props"].get("elem_id")}
+    assert props["gen-model"]["value"] == "shakespeare-rope"
+    assert props["gen-prompt"]["label"] == "Prompt" and props["gen-output"]["label"].startswith("Prompt and continuation")
+    assert props["gen-folio-note"]["visible"] is False and props["att-decoder-note"]["visible"] is False
+    assert "folio" not in props["att-kind"]["label"].lower()
+    stop = props["gen-stop"]
+    assert stop["variant"] == "secondary" and stop["size"] == "sm" and stop["interactive"] is False
+
+
+def test_the_generate_labels_follow_the_model_menu(app):
+    """The model menu's change event (private: it only relabels) gives an encoder-decoder rewrite's labels."""
+    names = {dep["api_name"]: dep for dep in app.demo.config["dependencies"]}
+    assert names["generate_labels"]["api_visibility"] == "private"
+    prompt, output, note = app.generate_boxes(SEQ2SEQ_NAME)
+    assert prompt["label"] == "First Folio lines to rewrite, one per line" and output["label"].startswith("Rewrite in modern")
+    assert note["visible"] is True
+    prompt, output, note = app.generate_boxes("shakespeare-rope")
+    assert prompt["label"] == "Prompt" and output["label"].startswith("Prompt and continuation") and note["visible"] is False
 
 
 def test_generation_shows_the_prompt_then_streams_token_by_token(client):
@@ -268,10 +294,10 @@ def test_the_experiment_view_draws_results_json_per_position_and_tables_every_se
 def test_extrapolation_recomputes_on_the_users_text_step_by_step(client):
     job = client.submit("Shall I compare thee to a summer's day? " * 12, api_name="/recompute_extrapolation")
     updates = list(job)
-    assert len(updates) == 2 + 4 * 5  # the start, one per (length, model), the end
+    assert len(updates) == 2 + 6 * 5  # the start, one per (length, model), the end
     plot, note = job.result()
     lines = figure(plot)["data"]
-    assert len(lines) == 5 and note.startswith("- Scored 20 of 20.")
+    assert len(lines) == 5 and note.startswith("- Scored 30 of 30.")
     assert figure(plot)["layout"]["shapes"][0]["x0"] == 64
     assert client.predict("", api_name="/recompute_extrapolation")[1].startswith("⚠️ Type some text to score first")
 
@@ -368,7 +394,7 @@ def test_app_without_checkpoints_explains_itself(client, monkeypatch, tmp_path):
 
 
 def test_concurrent_traces_through_the_server_are_all_whole(app_server):
-    """Issue 12 §2, as the probe ran it: four clients looping on /forward_trace; every table equals a lone one."""
+    """As a concurrency probe ran it: four clients looping on /forward_trace; every table equals a lone one."""
     alone = Client(app_server, verbose=False).predict("Shall I compare thee", "shakespeare-rope", api_name="/forward_trace")[0]
 
     def one_client(i):

@@ -1,10 +1,20 @@
 """The teaching views through the app's API (gradio_client against tests/conftest.py's server of tiny checkpoints):
 good input gives the computed view, bad input a message that says what was wrong and what is allowed."""
 
+import base64
 import re
 
+import numpy as np
 import pytest
 from conftest import figure
+
+
+def heights(values) -> list[float]:
+    """A figure's numbers as sent: a list, or plotly's typed array {"dtype", "bdata": base64}."""
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values)
+
 
 TEXT = "To be, or not to be, that is the question"
 
@@ -76,6 +86,7 @@ def test_logit_lens_rows_and_heatmap(client):
 def test_ablation_and_ranking(client):
     next_plot, loss_plot, note = client.predict(TEXT, "shakespeare-rope", "self", "0.1, 1", api_name="/ablate_heads")
     assert "heads removed: L0.H1, L1.H0, L1.H1, L1.H2, L1.H3" in note and "nats" in note
+    assert "On 5 other passages (lines of the held-out test plays) removing these heads changes the loss by" in note
     assert figure(next_plot)["data"][0]["name"] == "all heads"
     rank, note = client.predict(TEXT, "shakespeare-rope", "self", api_name="/rank_heads")
     assert "8 heads, each removed alone" in note and figure(rank)["data"][0]["type"] == "heatmap"
@@ -88,7 +99,8 @@ def test_ablation_and_ranking(client):
 def test_next_token_distribution_redraws_with_the_settings(client):
     plot, note = client.predict("Shall I compare", "shakespeare-rope", 0.7, 5, 1.0, 1.0, api_name="/next_token_distribution")
     bars = figure(plot)["data"][0]
-    assert "drawn from 5 of 384 tokens" in note and bars["text"][5:] == ["cut"] * (len(bars["text"]) - 5)
+    assert "drawn from 5 of 384 tokens" in note and bars["text"] == [f"{p:.3f}" for p in heights(bars["y"])]
+    assert bars["marker"]["color"][4] != bars["marker"]["color"][5]  # kept, then cut
     for args, message in [((0, 0, 1.0, 1.0), "Temperature must be above 0"), (("hot", 0, 1.0, 1.0), "Temperature must be a number"),
                           ((1.0, -3, 1.0, 1.0), "Top-k (0 = off) must be a whole number"), ((1.0, 0, 2, 1.0), "Top-p must be above 0")]:
         _, note = client.predict("Shall I compare", "shakespeare-rope", *args, api_name="/next_token_distribution")

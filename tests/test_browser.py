@@ -188,11 +188,20 @@ def test_generation_shows_the_prompt_then_streams_into_the_output(page):
 
 
 def test_stop_button_ends_generation(page):
+    """Stop is small, grey and disabled while nothing runs; it is enabled while a generation runs and ends it."""
+    stop, generate = page.locator("#gen-stop"), page.locator("#gen-button")
+    assert stop.is_disabled() and stop.bounding_box()["height"] < generate.bounding_box()["height"]
+    colour = "(el) => getComputedStyle(el).backgroundColor"
+    assert stop.evaluate(colour) != generate.evaluate(colour)
+    red, green, blue = (int(c) for c in stop.evaluate(colour).split("(")[1].split(")")[0].split(",")[:3])
+    assert not (red > 150 and green < 120 and blue < 120), stop.evaluate(colour)  # not the red of a danger button
     page.fill("#gen-max-new input", "512")  # about ten seconds of the shipped-size model
     page.click("#gen-button")
     page.wait_for_selector("#gen-status >> text=tokens/s")
+    assert stop.is_enabled()
     page.click("#gen-stop")
     page.wait_for_selector("#gen-status >> text=Stopped")
+    page.wait_for_function("() => document.querySelector('#gen-stop').disabled")
     assert_no_error_shown(page)
 
 
@@ -204,6 +213,8 @@ def test_greedy_decoding_disables_the_sampling_controls(page):
     page.wait_for_function("() => document.querySelector('#gen-temperature input[type=number]').disabled")
     assert not any(page.is_enabled(c) for c in sampling_controls)
     assert page.input_value("#gen-model input").startswith("folio-to-modern")
+    page.wait_for_selector("#gen-output >> text=Rewrite in modern spelling")
+    assert page.is_visible("#gen-folio-note") and "First Folio lines" in page.inner_text("#gen-prompt")
     page.fill("#gen-max-new input", "12")
     page.click("#gen-button")
     page.wait_for_selector("#gen-status >> text=Done")
@@ -211,6 +222,8 @@ def test_greedy_decoding_disables_the_sampling_controls(page):
     page.get_by_label("Sampling").first.check()
     page.wait_for_function("() => !document.querySelector('#gen-temperature input[type=number]').disabled")
     pick(page, "gen-model", "shakespeare-rope")
+    page.wait_for_selector("#gen-output >> text=Prompt and continuation")
+    assert not page.is_visible("#gen-folio-note") and "Folio" not in page.inner_text("#gen-prompt")
 
 
 def test_an_error_shows_next_to_its_button_and_clears_the_old_output(page):
@@ -253,7 +266,7 @@ def test_encodings_tab_draws_each_encoding_in_its_colour_and_marks_the_training_
         assert page.eval_on_selector(f"#compare-{encoding} textarea", "t => getComputedStyle(t).borderLeftColor") == rgb(colour)
     page.fill("#own-text textarea", "Shall I compare thee to a summer's day? Thou art more lovely. " * 6)
     page.click("#recompute-button")
-    page.wait_for_selector("#recompute-status >> text=Scored 20 of 20.")
+    page.wait_for_selector("#recompute-status >> text=Scored 30 of 30.")
     plot_drawn(page, "plot-extrapolation")
     marker_at_its_tick()
     button, status = page.locator("#recompute-button").bounding_box(), page.locator("#recompute-status").bounding_box()

@@ -3,7 +3,8 @@ be clicked, nothing shows an error. Screenshots: artifacts/screenshots/teach-*-<
 
 import pytest
 
-from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn  # noqa: F401
+from conftest import SLOW_MODEL
+from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, pick, plot_drawn  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -46,6 +47,9 @@ def test_steps_tab_shows_the_worked_example_then_the_models_steps(page):
     open_tab(page, "Attention, step by step")
     page.wait_for_selector("#example-steps >> text=Both heads concatenated")
     assert "pair index" in page.inner_text("#example-wrong")
+    above = page.locator("#example-wrong").bounding_box()["y"]  # the steps point 'above' to this paragraph
+    assert above < page.locator("#example-steps").bounding_box()["y"] and "above" in page.inner_text("#example-steps")
+    assert "below" not in page.inner_text("#example-steps")
     shot(page, "worked-example", "#example-steps")
     page.click("#steps-button")
     page.wait_for_selector("#steps-status >> text=matches it within")
@@ -81,10 +85,13 @@ def test_ablation_tab_removes_heads_and_ranks_them(page):
     page.wait_for_selector("#ablation-status >> text=Loss on the text")
     plot_drawn(page, "plot-ablation")
     plot_drawn(page, "plot-token-loss")
+    assert "other passages" in page.inner_text("#ablation-status")
     page.click("#rank-button")
     page.wait_for_selector("#ablation-status >> text=each removed alone")
     plot_drawn(page, "plot-rank")
     assert page.locator("#plot-rank .heatmaplayer .hm").count() == 1
+    # the status line now speaks of the ranking: the removal's plots are gone, not left beside it
+    page.wait_for_function("() => !document.querySelector('#plot-ablation .main-svg') && !document.querySelector('#plot-token-loss .main-svg')")
     shot(page, "ablation")
     assert_no_error_shown(page)
 
@@ -120,3 +127,49 @@ def test_attention_tab_enlarges_a_clicked_head_and_follows_a_clicked_token(page)
     shot(page, "attention")
     shot(page, "attention-grid", "#att-grid")
     assert_no_error_shown(page)
+
+
+def test_the_steps_tables_scroll_to_their_last_column_and_say_that_there_is_more(page):
+    """A table wider than the page (32 columns) is cut nowhere: its box scrolls sideways until the last column is
+    in sight, and while there is more to the right a shadow on the box's right edge says so (headless Chromium, like
+    macOS, shows no scrollbar until one scrolls)."""
+    open_tab(page, "Attention, step by step")
+    pick(page, "steps-model", SLOW_MODEL)  # shakespeare-main's size: d_model 256, d_k 32
+    page.click("#steps-button")
+    page.wait_for_selector(f"#steps-status >> text={SLOW_MODEL}")
+    page.wait_for_selector("#steps-status >> text=matches it within")
+    boxes = page.locator("#steps-body .teach-scroll")
+    wide = 0
+    for i in range(boxes.count()):
+        box = boxes.nth(i)
+        width, room = box.evaluate("(el) => [el.scrollWidth, el.clientWidth]")
+        assert box.bounding_box()["x"] + box.bounding_box()["width"] <= page.width
+        if width <= room:
+            continue
+        wide += 1
+        assert box.evaluate("(el) => getComputedStyle(el).overflowX") in ("auto", "scroll")
+        assert "radial-gradient" in box.evaluate("(el) => getComputedStyle(el).backgroundImage")
+        box.evaluate("(el) => { el.scrollLeft = el.scrollWidth; }")
+        last = box.locator("thead th").last.bounding_box()
+        inside = box.bounding_box()
+        assert last["x"] + last["width"] <= inside["x"] + inside["width"] + 1
+    assert wide >= 5  # the 32-column tables
+    pick(page, "steps-model", "shakespeare-rope")
+
+
+def test_a_headings_letters_are_drawn_in_one_font(page):
+    """Every glyph of a heading comes from one font: a font file holding a few glyphs drew the "A" of "A Transformer
+    from scratch" smaller than the rest."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+    headings = cdp.send("DOM.querySelectorAll", {"nodeId": root, "selector": "h1, h2, h3"})["nodeIds"]
+    checked = 0
+    for node in headings:
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        if fonts:
+            checked += 1
+            assert len({font["familyName"] for font in fonts}) == 1, fonts
+    assert checked >= 1
+    cdp.detach()

@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from fixtures_checkpoints import SEQ2SEQ_NAME
+from checkpointing import loading
 from training import checkpoints
 
 
@@ -23,8 +24,8 @@ def copy(tiny_checkpoints, tmp_path):
 
 @pytest.mark.parametrize("name", ["shakespeare-rope", "shakespeare-learned", SEQ2SEQ_NAME])
 def test_a_sound_checkpoint_has_no_problems_and_loads(tiny_checkpoints, name):
-    assert checkpoints.checkpoint_problems(tiny_checkpoints / name) == []
-    model, tokenizer = checkpoints.load_checkpoint(tiny_checkpoints / name)
+    assert loading.checkpoint_problems(tiny_checkpoints / name) == []
+    model, tokenizer = loading.load_checkpoint(tiny_checkpoints / name)
     assert not model.training and len(tokenizer) == model.config.vocab_size
 
 
@@ -33,10 +34,10 @@ def test_a_missing_tensor_is_named_and_loading_refuses(copy):
     tensors = load_file(folder / "model.safetensors")
     del tensors["model.decoder.stack.layers.1.feed_forward.linear2.weight"]
     save_file(tensors, folder / "model.safetensors", {"format": "pt"})
-    problems = checkpoints.checkpoint_problems(folder)
+    problems = loading.checkpoint_problems(folder)
     assert problems == ["model.safetensors lacks 1 tensor(s): model.decoder.stack.layers.1.feed_forward.linear2.weight"]
-    with pytest.raises(checkpoints.CheckpointError, match="layers.1.feed_forward.linear2.weight"):
-        checkpoints.load_checkpoint(folder)
+    with pytest.raises(loading.CheckpointError, match="layers.1.feed_forward.linear2.weight"):
+        loading.load_checkpoint(folder)
 
 
 def test_unexpected_and_wrong_shape_tensors_are_named(copy):
@@ -45,7 +46,7 @@ def test_unexpected_and_wrong_shape_tensors_are_named(copy):
     tensors["model.decoder.extra.weight"] = torch.zeros(3)
     tensors["model.decoder.stack.norm.weight"] = torch.ones(31)
     save_file(tensors, folder / "model.safetensors", {"format": "pt"})
-    problems = checkpoints.checkpoint_problems(folder)
+    problems = loading.checkpoint_problems(folder)
     assert "model.safetensors has 1 tensor(s) this model does not use: model.decoder.extra.weight" in problems
     assert "model.safetensors: model.decoder.stack.norm.weight has shape [31], the config needs [32]" in problems
 
@@ -58,10 +59,10 @@ def test_empty_and_truncated_weights_are_refused(copy, damage, reason):
     folder = copy()
     path = folder / "model.safetensors"
     path.write_bytes(damage(path.read_bytes()))
-    problems = checkpoints.checkpoint_problems(folder)
+    problems = loading.checkpoint_problems(folder)
     assert len(problems) == 1 and problems[0].startswith(reason)
-    with pytest.raises(checkpoints.CheckpointError, match=reason):
-        checkpoints.load_checkpoint(folder)
+    with pytest.raises(loading.CheckpointError, match=reason):
+        loading.load_checkpoint(folder)
 
 
 @pytest.mark.parametrize("edit, reason", [
@@ -74,13 +75,13 @@ def test_an_invalid_config_is_refused_with_the_field(copy, edit, reason):
     config = json.loads((folder / "config.json").read_text())
     edit(config)
     (folder / "config.json").write_text(json.dumps(config))
-    assert checkpoints.checkpoint_problems(folder)[0].startswith(reason)
+    assert loading.checkpoint_problems(folder)[0].startswith(reason)
 
 
 def test_an_unreadable_tokenizer_is_named(copy):
     folder = copy()
     (folder / "tokenizer.json").write_text("{not json")
-    assert checkpoints.checkpoint_problems(folder)[0].startswith("tokenizer.json is not readable JSON")
+    assert loading.checkpoint_problems(folder)[0].startswith("tokenizer.json is not readable JSON")
 
 
 def test_ship_model_code_copies_the_package_code_into_every_checkpoint(copy):

@@ -10,6 +10,8 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
+from checkpointing.paths import checkpoints_dir
+from checkpointing.scoring import EXTRAPOLATION_FACTORS, bits_per_character, window_losses
 from explorer.generation import rewrite_lines
 from modeling import POSITION_ENCODINGS, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from training import train
@@ -17,17 +19,13 @@ from training.checkpoints import MODEL_CODE_FILES, MODELING_DIR
 from training.corpus import read_pairs, read_split
 from training.model_card import TRAIN_COMMAND, TRAINING_LABELS
 from training.evaluate import (
-    EXTRAPOLATION_FACTORS,
     SEQ2SEQ_SLICE_PAIRS,
     SLICE_CHARS,
-    bits_per_character,
     character_error_rate,
     modernize,
     position_losses,
     spelling_scores,
-    window_losses,
 )
-from training.paths import checkpoints_dir
 from training.presets import ENCODING_SEEDS
 
 ROOT = checkpoints_dir()
@@ -157,8 +155,8 @@ def test_causal_lm_works_in_a_text_generation_pipeline(name):
 
 
 def test_main_model_is_the_best_we_ship():
-    """At most 2.2 bits per character on the whole held-out test split (issue 3), and at most the 1.936 of the best
-    single run it was distilled from (issue 13 asks for 1.85: not reached, see README); better than every experiment
+    """At most 2.2 bits per character on the whole held-out test split, and at most the 1.936 of the best
+    single run it was distilled from (the target of 1.85 is not reached: docs/main-model.md); better than every experiment
     model; its figure on the fixed slice is re-measured above."""
     entry = RESULTS["models"][MAIN]
     assert entry["bits_per_char"] <= 2.2
@@ -168,7 +166,7 @@ def test_main_model_is_the_best_we_ship():
 
 
 def test_folio_to_modern_meets_its_three_targets_and_reproduces_its_slice():
-    """Its recorded figures on the first 1000 aligned test pairs, greedy as the app decodes, against issue 13's
+    """Its recorded figures on the first 1000 aligned test pairs, greedy as the app decodes, against its
     targets: CER at most 0.035, case- and punctuation-insensitive CER at most 0.015 and at least 98% of outputs
     within one word. Identity's figures are recomputed from today's pairs, so the recorded ones are of these pairs;
     greedy CER is re-measured on a fixed slice of them."""

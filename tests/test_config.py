@@ -17,6 +17,18 @@ def test_standard_hugging_face_names_are_aliases():
     assert config.model_type == "scratch_transformer"
 
 
+def test_standard_names_are_applied_before_defaults_are_derived_from_them():
+    standard = ScratchTransformerConfig(num_hidden_layers=2, hidden_size=48, num_attention_heads=6, intermediate_size=96,
+                                        n_positions=64, is_encoder_decoder=True)
+    paper = ScratchTransformerConfig(n_layers=2, d_model=48, n_heads=6, d_ff=96, max_position_embeddings=64,
+                                     is_encoder_decoder=True)
+    assert (standard.n_encoder_layers, standard.n_layers) == (2, 2)  # the encoder's depth follows num_hidden_layers
+    assert standard.to_dict() == paper.to_dict()
+    model = modeling.ScratchTransformerForSeq2SeqLM(standard)
+    assert (len(model.model.encoder.stack.layers), len(model.model.decoder.stack.layers)) == (2, 2)
+    assert ScratchTransformerConfig(num_hidden_layers=2, n_encoder_layers=3, is_encoder_decoder=True).n_encoder_layers == 3
+
+
 def test_importing_modeling_registers_the_auto_classes():
     config = AutoConfig.for_model("scratch_transformer", vocab_size=32, d_model=16, n_heads=2, n_layers=1, d_ff=32)
     assert isinstance(config, ScratchTransformerConfig)

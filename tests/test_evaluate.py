@@ -5,16 +5,10 @@ import math
 import pytest
 import torch
 
-from training import train
-from training.evaluate import (
-    bits_per_character,
-    character_error_rate,
-    insensitive_cer,
-    plain_words,
-    position_losses,
-    window_losses,
-    within_one_word,
-)
+from checkpointing.scoring import bits_per_character, window_losses
+from training.build import build_model
+from training.evaluate import character_error_rate, insensitive_cer, plain_words, position_losses, within_one_word
+from training.presets import PRESETS
 from training.tokenization import train_tokenizer
 
 
@@ -22,7 +16,7 @@ from training.tokenization import train_tokenizer
 def tiny_lm(corpus):
     tokenizer = train_tokenizer()
     torch.manual_seed(0)
-    return train.build_model(train.PRESETS["tiny"].model, tokenizer, 32).eval(), tokenizer
+    return build_model(PRESETS["tiny"].model, tokenizer, 32).eval(), tokenizer
 
 
 @pytest.mark.parametrize("text", [

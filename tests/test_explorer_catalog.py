@@ -7,12 +7,12 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from conftest import SLOW_MODEL
+from checkpointing import paths
+from checkpointing.loading import checkpoint_problems
 from explorer import catalog
 from explorer.inputs import InputProblem
 from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
 from modeling import ScratchTransformerConfig, ScratchTransformerForSeq2SeqLM
-from training import paths
-from training.checkpoints import checkpoint_problems
 
 WEIGHTS = "model.safetensors"
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from checkpointing import scoring
 from explorer import catalog, encodings
 from fixtures_checkpoints import ENCODINGS, checkpoint_config, train_tokenizer
 from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from modeling.modeling_scratch_transformer import alibi_slopes
-from training import evaluate
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
 
@@ -76,7 +76,7 @@ def test_bits_per_character_is_the_evaluations_measure(tokenizer, context):
     scored_chars = len(TEXT) - len(tokenizer.decode(ids[:1]))
     assert math.isclose(encodings.bits_per_character(model, tokenizer, TEXT, context), nll / (math.log(2) * scored_chars),
                         rel_tol=1e-4)
-    assert encodings.bits_per_character(model, tokenizer, TEXT, context) == evaluate.bits_per_character(
+    assert encodings.bits_per_character(model, tokenizer, TEXT, context) == scoring.bits_per_character(
         model, tokenizer, TEXT, context)["bits_per_char"]
 
 
@@ -106,9 +106,10 @@ def test_within_tokens_cuts_after_a_whole_token(tokenizer):
     assert encodings.within_tokens(tokenizer, "short", 100) == ("short", len(tokenizer("short", add_special_tokens=False).input_ids))
 
 
-def test_extrapolation_lengths_are_the_evaluations_factors_of_the_training_context(tiny_checkpoints):
+def test_extrapolation_lengths_are_the_evaluations_factors_of_the_training_context_and_two_shorter(tiny_checkpoints):
     found = catalog.discover_checkpoints(tiny_checkpoints)
-    assert encodings.extrapolation_lengths(found) == [64 * f for f in evaluate.EXTRAPOLATION_FACTORS]
+    assert encodings.extrapolation_lengths(found) == [16, 32] + [64 * f for f in scoring.EXTRAPOLATION_FACTORS]
+    assert "context lengths of 16, 32, 64, 128, 256, 512 tokens" in encodings.length_needs(found)
 
 
 def test_recompute_extrapolation_yields_after_each_job_and_blanks_what_it_cannot_measure(tiny_checkpoints):
@@ -147,3 +148,37 @@ def test_closing_the_recomputation_stops_its_work(tiny_checkpoints):
     state = next(jobs)
     jobs.close()  # what gradio does when the client goes
     assert state.done == 1 and sum(len(curve) for curve in state.curves.values()) == 1
+
+
+SONNET = """Shall I compare thee to a summer's day?
+Thou art more lovely and more temperate:
+Rough winds do shake the darling buds of May,
+And summer's lease hath all too short a date;
+Sometime too hot the eye of heaven shines,
+And often is his gold complexion dimm'd;
+And every fair from fair sometime declin'd,
+By chance or nature's changing course untrimm'd;
+But thy eternal summer shall not fade,
+Nor lose possession of that fair thou ow'st;
+Nor shall death brag thou wander'st in his shade,
+When in eternal lines to time thou grow'st:
+So long as men can breathe or eyes can see,
+So long lives this, and this gives life to thee."""
+
+
+def test_a_sonnet_gives_a_curve_of_several_points_with_the_shipped_models():
+    """A whole sonnet is shorter than the training context (128 tokens): it is still scored at several lengths
+    by every shipped encoding model, each length at most the sonnet's tokens, as the box says beforehand."""
+    from checkpointing.paths import checkpoints_dir
+
+    found = catalog.discover_checkpoints(checkpoints_dir())
+    *_, state = encodings.recompute_extrapolation(found, SONNET)
+    assert state.finished and len(state.curves) == 5
+    _, tokenizer = catalog.load_model(found[next(iter(state.curves))])
+    n_tokens = len(tokenizer(SONNET, add_special_tokens=False).input_ids)
+    for curve in state.curves.values():
+        measured = [n for n, bits in curve.items() if bits is not None]
+        assert len(measured) >= 3 and measured == [n for n in state.lengths if n <= n_tokens], (n_tokens, curve)
+        assert all(0.5 < curve[n] < 6 for n in measured)
+    needs = encodings.length_needs(found)
+    assert all(f"{n:,}" in needs for n in state.lengths) and "a sonnet reaches the first few" in needs

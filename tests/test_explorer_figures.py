@@ -41,10 +41,27 @@ def test_labels_are_shown_as_text_not_markup():
     assert chart.data[0].y[0] == "1. &lt;b&gt;bold&lt;/b&gt;" and "&lt;i&gt;" in chart.layout.title.text
 
 
-def test_the_next_token_chart_prints_each_probability():
-    chart = figures.top_tokens_figure([("the", 0.9712), ("a", 0.0213), ("↵", 0.00004)], "“day”")
-    assert list(chart.data[0].x) == [0.9712, 0.0213, 0.00004]
-    assert list(chart.data[0].text) == ["97.1%", "2.1%", "4.00e-05"] and chart.data[0].textposition == "outside"
+def test_the_next_token_chart_prints_each_probability_in_one_format():
+    chart = figures.top_tokens_figure([("the", 0.9712), ("a", 0.0213), ("x", 0.000437), ("↵", 0.00004)], "“day”")
+    assert list(chart.data[0].x) == [0.9712, 0.0213, 0.000437, 0.00004]
+    assert list(chart.data[0].text) == ["97.12%", "2.13%", "0.04%", "<0.01%"] and chart.data[0].textposition == "outside"
+
+
+def test_the_next_token_chart_of_the_main_model_writes_every_probability_as_a_percentage():
+    """The forward-pass tab's chart on the main model: its probabilities span several orders of magnitude, and
+    every number on it is written the same way (a percentage with two decimals), none in exponent form."""
+    from explorer.generation import DecodingSettings
+    from explorer.trace import forward_trace
+    from shipped import shipped
+
+    model, tokenizer = shipped("shakespeare-main")
+    steps = forward_trace(model, tokenizer, "Shall I compare thee to a summer's day?", DecodingSettings(False))
+    probabilities = [p for _, p in steps.top_next]
+    assert max(probabilities) / min(probabilities) > 10
+    chart = figures.top_tokens_figure(steps.top_next, "day")
+    assert list(chart.data[0].text) == [f"{p:.2%}" for p in probabilities]
+    assert all(text.endswith("%") and "e" not in text for text in chart.data[0].text)
+    assert chart.layout.xaxis.tickformat.endswith("%")
 
 
 def test_extrapolation_lines_take_their_encodings_colour_and_mark_the_training_context():

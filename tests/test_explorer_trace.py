@@ -1,4 +1,4 @@
-"""explorer.trace: the shapes of one forward pass, read from the model's own intermediates, safe under concurrency."""
+"""explorer.trace: the shapes of one forward pass, read from the text's recorded run, safe under concurrency."""
 
 import math
 import threading
@@ -82,7 +82,7 @@ def test_forward_trace_leaves_the_model_as_it_was(tokenizer):
 
 
 def test_concurrent_traces_on_one_shared_model_are_whole_and_identical(tokenizer):
-    """Issue 12 §2: four threads trace the same model at once, over and over; every table is the single-threaded one."""
+    """Four threads trace the same model at once, over and over; every table is the single-threaded one."""
     model = causal(tokenizer, "rope")
     texts = [TEXT, "To be, or not to be", "Another request entirely, longer than the others by a few words"]
     alone = {text: trace.forward_trace(model, tokenizer, text, GREEDY) for text in texts}

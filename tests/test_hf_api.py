@@ -1,10 +1,13 @@
 """What every transformers language model takes and returns: inputs_embeds, return_dict=False, BART's output layout,
-the loss through loss_function (the Trainer's num_items_in_batch), gradient checkpointing. float32, tolerance 1e-5."""
+the loss through loss_function (the Trainer's num_items_in_batch), gradient checkpointing, GenerationMixin among each
+generative class's own bases. float32, tolerance 1e-5."""
 
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import BartConfig, BartForConditionalGeneration
+from transformers import BartConfig, BartForConditionalGeneration, GenerationMixin
+
+import modeling
 
 from tiny_models import PAD, POSITION_ENCODINGS, random_ids, tiny_causal_lm, tiny_seq2seq
 
@@ -17,6 +20,17 @@ def left_padded():
     mask = torch.ones_like(ids)
     mask[0, :3] = 0
     return ids, mask
+
+
+def test_every_generative_class_lists_generation_mixin_among_its_own_bases():
+    """transformers' generation suite (test_inherits_generation_mixin) asks each class that can generate to inherit
+    GenerationMixin directly, not through a shared parent; the bare model cannot generate."""
+    generative = [cls for cls in (modeling.ScratchTransformerModel, modeling.ScratchTransformerForCausalLM,
+                                  modeling.ScratchTransformerForSeq2SeqLM) if cls.can_generate()]
+    assert generative == [modeling.ScratchTransformerForCausalLM, modeling.ScratchTransformerForSeq2SeqLM]
+    for cls in generative:
+        assert GenerationMixin in cls.__bases__, f"{cls.__name__}'s bases: {cls.__bases__}"
+        assert issubclass(cls.__bases__[0], modeling.ScratchTransformerPreTrainedModel)  # the model class first
 
 
 @pytest.mark.parametrize("position_encoding", POSITION_ENCODINGS)

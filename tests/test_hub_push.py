@@ -5,10 +5,10 @@ client runs in a fresh process pointed at the server."""
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 from fake_hub import FakeHub
+from offline_hub import python_without_our_package
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -17,7 +17,8 @@ def _client(code: str, hub: FakeHub, tmp_path, importable: bool) -> dict:
     prelude = f"import sys; sys.path[:0] = [{REPO!r}, {os.path.join(REPO, 'tests')!r}]\n" if importable else ""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HF_HUB_OFFLINE")}
     env.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp_path / "home"), HF_TOKEN="hf_dummy_token_for_tests")
-    result = subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], cwd=tmp_path, env=env,
+    python = python_without_our_package(tmp_path)  # our package comes only from the prelude, where asked
+    result = subprocess.run([python, "-c", prelude + textwrap.dedent(code)], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=180)
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

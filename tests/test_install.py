@@ -4,6 +4,7 @@ Either way no prompt (standard input is closed) and no warning."""
 
 import ast
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -11,15 +12,16 @@ import sys
 import textwrap
 import tomllib
 import zipfile
+from pathlib import Path
 
 import pytest
 
-from offline_hub import lay_out_cache, run_isolated
-from training.checkpoints import checkpoint_folders
+from checkpointing.loading import checkpoint_folders
+from checkpointing.paths import CHECKPOINTS_ENV, REPO_ROOT, checkpoints_dir
+from offline_hub import lay_out_cache, python_without_our_package, run_isolated
 from training.model_card import HUB_ORGANIZATION
-from training.paths import REPO_ROOT, checkpoints_dir
 
-PACKAGES = ("modeling", "training", "explorer")
+PACKAGES = ("modeling", "checkpointing", "training", "explorer")
 
 
 def requirement_pins() -> list[str]:
@@ -74,22 +76,60 @@ def test_the_wheel_holds_the_packages_and_their_runtime_dependencies(installed):
         names = archive.namelist()
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     for module in ("modeling/modeling_scratch_transformer.py", "modeling/configuration_scratch_transformer.py",
-                   "modeling/recording.py", "training/train.py", "training/evaluate.py", "explorer/__init__.py"):
+                   "modeling/recording.py", "checkpointing/loading.py", "checkpointing/scoring.py", "training/train.py",
+                   "training/evaluate.py",
+                   "explorer/__init__.py"):
         assert module in names, module
     assert not any(n.startswith(("tests/", "checkpoints/", "benchmarks/")) for n in names)
     assert sorted(re.findall(r"^Requires-Dist: (.+)$", metadata, flags=re.M)) == sorted(requirement_pins())
 
 
-def test_the_readme_snippet_runs_from_any_directory_with_the_package_installed(installed, tmp_path):
-    site, _ = installed
+@pytest.fixture(scope="module")
+def editable_python(tmp_path_factory):
+    """A Python whose site-packages holds this clone installed as the README's commands install it (``-e .``) and
+    sees the test environment's packages (torch, transformers, ...), but not the repository itself."""
+    python = python_without_our_package(tmp_path_factory.mktemp("editable"))
+    site_packages = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                   check=True, capture_output=True, text=True).stdout.strip()
+    subprocess.run([sys.executable, "-m", "pip", "-q", "--disable-pip-version-check", "install", "--no-deps",
+                    "--no-build-isolation", "--target", str(site_packages), "-e", str(REPO_ROOT)],
+                   check=True, capture_output=True, timeout=300)
+    return python
+
+
+def test_the_readme_snippet_runs_as_written_from_any_directory_offline(editable_python, tmp_path):
+    """The README's Python block, unchanged, in a fresh process in an empty folder: offline with an empty Hub cache
+    (nothing is downloaded or waited for), standard input closed (no prompt); it prints a continuation."""
     snippet = next(block for block in python_blocks((REPO_ROOT / "README.md").read_text()) if "from_pretrained" in block)
-    code = snippet + (
-        "\nimport json\n"
-        "print(json.dumps({'modeling': modeling.__file__, 'model': type(model).__name__, 'tokens': len(tokenizer)}))\n")
-    out = run_isolated(code, tmp_path, {"PYTHONPATH": str(site), **hub_cache(tmp_path, ["shakespeare-main"])})
-    assert out["modeling"].startswith(str(site))  # the installed copy, not the repository
-    assert out["model"] == "ScratchTransformerForCausalLM" and out["tokens"] > 200
-    no_warning(out["stderr"])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", CHECKPOINTS_ENV)}
+    env.update({"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "empty-hub-cache"),
+                "TRANSFORMERS_VERBOSITY": "warning"})
+    where = tmp_path / "anywhere"
+    where.mkdir()
+    result = subprocess.run([editable_python, "-c", snippet], cwd=where, env=env, stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.startswith("ROMEO:\n")
+    assert len(result.stdout) > len("ROMEO:\n") + 60  # 60 new tokens, each at least one character
+    no_warning(result.stderr)
+    # the package it imported is this clone's, reached through the editable install, not through the search path
+    probe = ("import json, sys, modeling, checkpointing.paths as p; print(json.dumps({'modeling': modeling.__file__, "
+             "'checkpoints': str(p.checkpoints_dir()), 'path': sys.path}))")
+    check = subprocess.run([editable_python, "-c", probe],
+                           cwd=where, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    found = json.loads(check.stdout)
+    assert Path(found["modeling"]).is_relative_to(REPO_ROOT) and Path(found["checkpoints"]) == REPO_ROOT / "checkpoints"
+    assert str(REPO_ROOT) not in found["path"]
+
+
+def test_the_readme_names_the_hub_id_only_next_to_the_command_that_pushes_it():
+    readme = (REPO_ROOT / "README.md").read_text()
+    body = readme.split("\n---\n", 1)[1]  # after the front matter, whose model list the Space reads
+    for repo_id in (f"{HUB_ORGANIZATION}/{folder.name}" for folder in checkpoint_folders()):
+        for line in (line for line in body.splitlines() if repo_id in line):
+            assert line.startswith(f"hf upload {repo_id} checkpoints/{repo_id.split('/')[1]}"), line
+    snippet = next(block for block in python_blocks(readme) if "from_pretrained" in block)
+    assert HUB_ORGANIZATION not in snippet
 
 
 def test_every_model_card_snippet_loads_with_trust_remote_code_where_our_package_is_absent(tmp_path):

@@ -7,6 +7,7 @@ import torch
 
 from training import train
 from training.corpus import plausible_pair, read_pairs
+from training.data import SpellingPairs
 from training.renaming import NameSwapper, copied_names, invented_name, lowercase_words
 from training.tokenization import tokenizer_for
 
@@ -56,7 +57,7 @@ def test_a_share_of_the_reads_of_real_training_pairs_are_renamed_and_retokenized
     named = [i for i, p in enumerate(pairs) if copied_names(p["folio"], p["modern"], common)]
     assert 0.05 < len(named) / len(pairs) < 0.2
     tokenizer = tokenizer_for("bpe")
-    data = train.SpellingPairs(pairs, tokenizer, 64, rename=NameSwapper(0.5, common, seed=0))
+    data = SpellingPairs(pairs, tokenizer, 64, rename=NameSwapper(0.5, common, seed=0))
     renamed = 0
     for read in range(1000):
         i = named[read % len(named)]

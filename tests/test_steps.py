@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 import torch
 
+from explorer.generation import DecodingSettings
 from explorer.inputs import InputProblem
+from explorer.teach_html import steps_html
+from explorer.tokens import forward_inputs
 from explorer.steps import MASKED_BELOW, attention_steps, recompute_attention
 from modeling import record
 from modeling.modeling_scratch_transformer import alibi_slopes
@@ -104,3 +107,56 @@ def test_bad_picks_say_what_is_allowed(kind, layer, head, query, message):
     with pytest.raises(InputProblem) as error:
         attention_steps(model, tokenizer, TEXT, kind, layer, head, query)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize("name, kind", [("shakespeare-main", "self"), ("shakespeare-sinusoidal", "self"),
+                                        ("folio-to-modern", "cross")])
+def test_the_shape_shown_is_the_shape_of_the_models_own_tensor(name, kind):
+    """Every step's shape, and the shape its HTML names, is the shape of the model's own tensor for that step
+    (a 256-wide vector is (256,), wrapped into rows of d_k only for display)."""
+    model, tokenizer = shipped(name)
+    layer, head, t = 0, 1, 4
+    view = attention_steps(model, tokenizer, TEXT, kind, layer, head, t)
+    inputs = forward_inputs(model, tokenizer, TEXT, DecodingSettings(False)).inputs  # what the view itself read
+    with torch.inference_mode(), record() as recording:
+        model(**inputs, use_cache=False)
+    block = recording.decoder.layers[layer]
+    own = block.cross_attention if kind == "cross" else block.self_attention
+    expected = {
+        "Token embedding": recording.decoder.embeddings.token[0, t],
+        "Residual stream going in": (block.after_self_attention if kind == "cross" else block.input)[0, t],
+        "LayerNorm, then the sublayer (pre-norm)": own.input[0, t],
+        f"Query of head {head}": own.query[0, head, t], f"Keys of head {head}": own.key[0, head],
+        f"Values of head {head}": own.value[0, head], "Query after RoPE": own.query[0, head, t],
+        "Keys after RoPE": own.key[0, head], "Scores, mask and softmax": own.scores[0, head, t],
+        f"Output of head {head}": own.heads[0, head, t], "All heads concatenated": own.concatenated[0, t],
+        "Output projection": own.output[0, t],
+        "Add (residual)": (block.after_cross_attention if kind == "cross" else block.after_self_attention)[0, t],
+    }
+    if recording.decoder.embeddings.position is not None:
+        expected[f"Position encoding ({model.config.position_encoding})"] = recording.decoder.embeddings.position[0, t]
+    page = steps_html(view.steps)
+    for step in view.steps:
+        assert step.shape == tuple(expected[step.title].shape), step.title
+        written = "(" + ", ".join(map(str, step.shape)) + ("," if len(step.shape) == 1 else "") + ")"
+        assert f"shape {written}" in page
+    d = model.config.d_model
+    vectors = [s for s in view.steps if s.shape == (d,)]
+    assert len(vectors) >= 4 and all(s.layout == f"shown in rows of {model.config.d_head}" for s in vectors)
+    assert "shape 8 × 32" not in page and "×" not in "".join(s.layout for s in view.steps)
+
+
+def test_a_pre_norm_model_adds_without_a_norm_and_a_post_norm_one_is_named_add_and_norm():
+    """The step after W_O is named for what the model computes: x + attention(LN(x)) in a pre-norm model (no
+    LayerNorm after the add: the shown numbers equal the plain sum), LN(x + attention(x)) in a post-norm one."""
+    model, tokenizer = shipped("shakespeare-main")
+    assert model.config.norm_first
+    view = attention_steps(model, tokenizer, TEXT, "self", 2, 0, 6)
+    by_title = {s.title: s for s in view.steps}
+    assert "Add & Norm" not in by_title and "Add (residual)" in by_title
+    added = by_title["Residual stream going in"].values + by_title["Output projection"].values
+    np.testing.assert_allclose(by_title["Add (residual)"].values, added, atol=1e-5)
+    assert "LN(x + Sublayer(x))" in by_title["Add (residual)"].note
+    post = tiny_causal_lm("alibi", norm_first=False, final_layer_norm=False, vocab_size=model.config.vocab_size)
+    titles = [s.title for s in attention_steps(post, tokenizer, "To be, or not", "self", 0, 0, -1).steps]
+    assert titles[-1] == "Add & Norm" and not any(t.startswith("LayerNorm") for t in titles)

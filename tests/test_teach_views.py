@@ -61,13 +61,33 @@ def main_model():
     return shipped("shakespeare-main")
 
 
-def test_distribution_figure_greys_what_is_cut_and_writes_the_renormalised_probability(main_model):
+def test_distribution_figure_greys_what_is_cut_and_a_bars_number_is_its_height(main_model):
+    """The number written on a bar is the quantity its height shows (the probability after temperature, before
+    the cut); the renormalised one it is drawn with is in its hover data."""
     model, tokenizer = main_model
     d = next_token_distribution(model, tokenizer, "Shall I compare thee to a summer's", sampling_settings(0.8, 5, 1.0))
     bars = distribution_figure(d).data[0]
     assert list(bars.marker.color[:5]) == ["#2b6cb0"] * 5 and set(bars.marker.color[5:]) == {"#cbd5e0"}
-    assert list(bars.text[:5]) == [f"{p:.3f}" for p in d.final_probs[:5]] and set(bars.text[5:]) == {"cut"}
     np.testing.assert_array_equal(bars.y, d.tempered_probs)
+    assert list(bars.text) == [f"{p:.3f}" for p in bars.y]
+    np.testing.assert_array_equal(bars.customdata[:, 0], d.final_probs)
+    np.testing.assert_allclose(d.final_probs[:5], d.tempered_probs[:5] / d.kept_mass, rtol=1e-5)
+
+
+def test_the_cut_of_top_p_09_is_visible_on_the_default_prompt(main_model):
+    """At top-p 0.9 the default prompt keeps hundreds of tokens, more than the bars: the summed-probability
+    curve shows the kept tokens up to the cut (sum >= 0.9), the cut ones after it, and a line where it falls."""
+    from app import SAMPLING_EXAMPLE
+
+    model, tokenizer = main_model
+    d = next_token_distribution(model, tokenizer, SAMPLING_EXAMPLE, sampling_settings(1.0, 0, 0.9))
+    assert d.n_kept > len(d.labels)  # every bar is kept: the bars alone cannot show this cut
+    figure = distribution_figure(d)
+    kept, cut = (next(t for t in figure.data if t.name == f"summed probability, {n}") for n in ("kept", "cut"))
+    assert kept.x[-1] == d.n_kept and cut.x[0] == d.n_kept + 1 and cut.x[-1] == d.vocab_size
+    assert kept.y[-1] >= 0.9 > kept.y[-2] and kept.y[-1] == pytest.approx(d.kept_mass, abs=1e-5)
+    assert [shape.x0 for shape in figure.layout.shapes] == [d.n_kept + 0.5]
+    assert f"cut after token #{d.n_kept:,}" in figure.layout.annotations[0].text
 
 
 def test_lens_heatmap_and_table_show_the_lens_numbers(main_model):
@@ -128,7 +148,7 @@ def test_what_the_experiment_text_says_holds_for_the_recorded_curves():
     models are identical but for the encoding and trained with two seeds each."""
     import json
 
-    from training.paths import checkpoints_dir
+    from checkpointing.paths import checkpoints_dir
 
     results = json.loads((checkpoints_dir() / "results.json").read_text())
     assert "two seeds each" in teaching.EXPERIMENT and len(results["experiment"]["seeds"]) == 2

@@ -13,10 +13,21 @@ import torch
 from safetensors import safe_open
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from checkpointing.loading import load_checkpoint
+from checkpointing.paths import data_dir
 from tiny_models import tiny_seq2seq
-from training import checkpoints, model_card, train
+from training import model_card, train
+from training.build import build_model
 from training.corpus import read_pairs, read_split
-from training.paths import data_dir
+from training.data import SpellingPairs, TokenBlocks
+from training.distillation import distillation_loss
+from training.float16 import (
+    FLOAT16_TOLERANCE,
+    store_float16_if_harmless,
+    store_weights_as,
+    validation_spelling_bits_per_char,
+)
+from training.presets import PRESETS
 from training.tokenization import tokenizer_for, train_tokenizer
 
 
@@ -31,7 +42,7 @@ def _train(args: list[str]) -> None:
 
 
 def _validation_loss(model, tokenizer, blocks: int = 8, length: int = 32) -> float:
-    data = train.TokenBlocks(tokenizer(read_split("validation")[:50_000])["input_ids"], length, blocks)
+    data = TokenBlocks(tokenizer(read_split("validation")[:50_000])["input_ids"], length, blocks)
     ids = torch.stack([data[i]["input_ids"] for i in range(len(data))])
     with torch.no_grad():
         return model(ids, labels=ids).loss.item()
@@ -39,12 +50,12 @@ def _validation_loss(model, tokenizer, blocks: int = 8, length: int = 32) -> flo
 
 def test_fixed_blocks_are_the_non_overlapping_cuts_of_the_text():
     ids = list(range(103))
-    data = train.TokenBlocks(ids, 10)
+    data = TokenBlocks(ids, 10)
     assert len(data) == 10
     assert [data[i]["input_ids"].tolist() for i in (0, 9)] == [ids[0:10], ids[90:100]]
     item = data[3]
     assert item["labels"] is item["input_ids"]  # the model shifts labels itself
-    assert len(train.TokenBlocks(ids, 10, limit=4)) == 4
+    assert len(TokenBlocks(ids, 10, limit=4)) == 4
     with pytest.raises(IndexError):
         data[10]
 
@@ -53,7 +64,7 @@ def test_shifted_blocks_cut_the_text_at_every_shift_and_stay_inside_it():
     """Block i starts at i*L + s, s uniform over 0..L-1: 2000 reads of a 10-token block see all 10 shifts,
     each read is a contiguous slice of the text, and the last block never runs past its end."""
     ids = list(range(100))  # the token at position k is k, so a block's first token is its start
-    data = train.TokenBlocks(ids, 10, shifted=True)
+    data = TokenBlocks(ids, 10, shifted=True)
     assert len(data) == 9  # one block fewer than the fixed cut, so that shift 9 still fits
     torch.manual_seed(0)
     shifts = {i: set() for i in range(len(data))}
@@ -68,7 +79,7 @@ def test_shifted_blocks_cut_the_text_at_every_shift_and_stay_inside_it():
 def test_a_tiny_training_run_lowers_the_validation_loss(corpus, tmp_path):
     tokenizer = train_tokenizer()
     torch.manual_seed(1234)
-    untrained = train.build_model(train.PRESETS["tiny"].model, tokenizer, 32).eval()
+    untrained = build_model(PRESETS["tiny"].model, tokenizer, 32).eval()
     before = _validation_loss(untrained, tokenizer)
     _train(["--preset", "tiny", "--output-dir", str(tmp_path / "out"), "--work-dir", str(tmp_path / "work"),
             "--max-steps", "60", "--eval-steps", "30", "--eval-examples", "8", "--train-limit", "2000"])
@@ -159,14 +170,14 @@ def test_the_distillation_loss_is_cross_entropy_plus_kl_to_the_teachers_mean(shi
     kl = torch.nn.functional.kl_div(s[keep].log_softmax(-1), p_bar, reduction="batchmean")
     ce = torch.nn.functional.cross_entropy(s.flatten(0, 1), y.flatten(), ignore_index=-100)
     for weight in (0.0, 0.3, 1.0):
-        got = train.distillation_loss(logits, teachers, labels, weight, shifted)
+        got = distillation_loss(logits, teachers, labels, weight, shifted)
         assert got.item() == pytest.approx(((1 - weight) * ce + weight * kl).item(), abs=1e-6)
-    assert train.distillation_loss(logits, [logits, logits], labels, 1.0, shifted).item() == pytest.approx(0, abs=1e-6)
+    assert distillation_loss(logits, [logits, logits], labels, 1.0, shifted).item() == pytest.approx(0, abs=1e-6)
 
 
 def _teacher_kl(student_dir, teacher_dir, tokenizer) -> float:
     """Mean KL(teacher || student) over next-token distributions on validation blocks."""
-    data = train.TokenBlocks(tokenizer(read_split("validation")[:50_000])["input_ids"], 32, 8)
+    data = TokenBlocks(tokenizer(read_split("validation")[:50_000])["input_ids"], 32, 8)
     ids = torch.stack([data[i]["input_ids"] for i in range(len(data))])
     student, teacher = (AutoModelForCausalLM.from_pretrained(d).eval() for d in (student_dir, teacher_dir))
     with torch.no_grad():
@@ -257,7 +268,7 @@ def test_weights_stored_as_float16_load_back_as_float32_with_the_same_outputs(tm
     model = ScratchTransformerForCausalLM(config).eval()
     model.save_pretrained(tmp_path)
     fp32_bytes = (tmp_path / "model.safetensors").stat().st_size
-    checkpoints.store_weights_as(tmp_path, "float16")
+    store_weights_as(tmp_path, "float16")
     with safe_open(tmp_path / "model.safetensors", framework="pt") as f:
         assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
     assert (tmp_path / "model.safetensors").stat().st_size < 0.55 * fp32_bytes
@@ -276,7 +287,7 @@ def test_weights_that_do_not_fit_in_float16_are_refused(tmp_path):
     save_file({"w": torch.tensor([1.0, 1e6])}, tmp_path / "model.safetensors", {"format": "pt"})
     before = (tmp_path / "model.safetensors").read_bytes()
     with pytest.raises(ValueError, match="does not fit in float16"):
-        checkpoints.store_weights_as(tmp_path, "float16")
+        store_weights_as(tmp_path, "float16")
     assert (tmp_path / "model.safetensors").read_bytes() == before  # the checkpoint is untouched
 
 
@@ -288,10 +299,10 @@ def test_the_seq2seq_float16_check_is_in_bits_per_modern_character():
     special = dict(pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
                    eos_token_id=tokenizer.eos_token_id)
     model = tiny_seq2seq(vocab_size=len(tokenizer), training_context_length=64, **special)
-    measured = train.validation_spelling_bits_per_char(model, tokenizer, data_dir(), pairs=12)
+    measured = validation_spelling_bits_per_char(model, tokenizer, data_dir(), pairs=12)
     pairs = read_pairs("validation")[:12]
     bits = 0.0
-    for item in train.SpellingPairs(pairs, tokenizer, 64):
+    for item in SpellingPairs(pairs, tokenizer, 64):
         with torch.no_grad():
             loss = model(input_ids=torch.tensor([item["input_ids"]]), labels=torch.tensor([item["labels"]])).loss
         bits += loss.item() * len(item["labels"]) / math.log(2)
@@ -307,11 +318,11 @@ def test_float16_is_stored_when_the_checkpoint_on_disk_moves_by_less_than_the_to
                    eos_token_id=tokenizer.eos_token_id)
     tiny_seq2seq(vocab_size=len(tokenizer), training_context_length=64, **special).save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    before = train.validation_spelling_bits_per_char(*checkpoints.load_checkpoint(tmp_path), data_dir())
-    stored, change = train.store_float16_if_harmless(tmp_path, data_dir())
-    model, _ = checkpoints.load_checkpoint(tmp_path)
-    after = train.validation_spelling_bits_per_char(model, tokenizer, data_dir())
+    before = validation_spelling_bits_per_char(*load_checkpoint(tmp_path), data_dir())
+    stored, change = store_float16_if_harmless(tmp_path, data_dir())
+    model, _ = load_checkpoint(tmp_path)
+    after = validation_spelling_bits_per_char(model, tokenizer, data_dir())
     assert stored == "float16" and change == pytest.approx(abs(after - before), abs=1e-12)
-    assert 0 < change < train.FLOAT16_TOLERANCE
+    assert 0 < change < FLOAT16_TOLERANCE
     with safe_open(tmp_path / "model.safetensors", "pt") as weights:
         assert {weights.get_tensor(name).dtype for name in weights.keys()} == {torch.float16}

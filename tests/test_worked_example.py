@@ -1,4 +1,4 @@
-"""explorer/worked_example.py: the notes' example (seeds/003) with the correct encoding, step by step."""
+"""explorer/worked_example.py: the notes' example with the correct encoding, step by step."""
 
 import math
 
@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from explorer.worked_example import EMBEDDINGS, HEADS, notes_positional_encoding, worked_example
 
-NOTES_PRINTED_PE = [[0.0, 1.0, 0.0, 1.0], [0.84147098, 0.99995, 0.0001, 1.0]]  # what seeds/003 printed
+NOTES_PRINTED_PE = [[0.0, 1.0, 0.0, 1.0], [0.84147098, 0.99995, 0.0001, 1.0]]  # what the notes printed
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +52,21 @@ def test_the_paragraph_quotes_the_right_and_the_wrong_numbers(steps):
     assert "[0.84147, 0.99995, 0.0001, 1]" in paragraph and "[0.84147, 0.5403, 0.0099998, 0.99995]" in paragraph
     change = np.abs(by_title["Both heads concatenated"].values - by_title["With the notes' PE instead"].values).max()
     assert f"{change:.2f}" in paragraph and change > 0.1
+
+
+def test_the_example_is_introduced_and_its_references_point_to_text_rendered_above_the_steps(steps):
+    """The view (app.py's steps tab) renders teaching.WORKED_EXAMPLE, then the paragraph, then the steps: a
+    step's note may only point up to a heading one of those two holds, and the notes are introduced before the
+    text first speaks of 'the notes''."""
+    from explorer import teaching
+
+    by_title, paragraph = steps
+    intro = teaching.WORKED_EXAMPLE.split("\n", 1)[1]
+    first_use = intro.index("the notes'")
+    assert "teaching notes" in intro[:first_use] and '"Hello World"' in intro[:first_use]
+    above = teaching.WORKED_EXAMPLE + paragraph
+    pointers = [s.note for s in by_title.values() if "see " in s.note]
+    assert len(pointers) == 2 and not any("below" in s.note for s in by_title.values())
+    for note in pointers:
+        heading = note.split("see '")[1].split("'")[0]
+        assert f"**{heading}" in above and "above" in note, note

@@ -5,5 +5,6 @@
     python -m training.evaluate     # every checkpoint -> checkpoints/results.json
     python -m training.model_card   # checkpoints/*/README.md
 
-It builds on ``modeling`` (the model) and nothing here is imported by ``modeling``.
+It builds on ``modeling`` (the model) and ``checkpointing`` (loading and scoring a checkpoint, shared with the
+app); nothing here is imported by either, nor by the app.
 """

@@ -1,41 +1,23 @@
-"""The checkpoint folders we ship: checking and loading them, and the model code each one carries.
+"""The model code each shipped checkpoint carries.
 
     python -m training.checkpoints      # copy modeling's remote code into every checkpoint folder
-
-``checkpoint_problems`` says what is wrong with a folder before anything is loaded (unreadable config,
-missing, empty or truncated weights, tensors missing, unexpected or of the wrong shape, an unreadable
-tokenizer); ``load_checkpoint`` refuses such a folder with a ``CheckpointError`` that names the problems,
-so no weight is ever silently left at its random initialisation.
 
 A checkpoint loads with ``trust_remote_code=True`` where ``modeling`` is not importable because it carries
 the model's code beside its weights (config.json's ``auto_map`` names it). Those copies are generated from
 the package by this one command, never edited by hand; a test keeps them byte-equal to the package.
+Checking and loading a checkpoint folder is ``checkpointing.loading``.
 """
 
 import argparse
-import json
 import shutil
 from pathlib import Path
 
-import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import save_file
-from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
 import modeling
-from modeling import ScratchTransformerConfig
-
-from .paths import checkpoints_dir
+from checkpointing.loading import checkpoint_folders
 
 MODELING_DIR = Path(modeling.__file__).resolve().parent
 # what save_pretrained ships as remote code: the model module and the modules it imports (relative imports)
 MODEL_CODE_FILES = ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py", "recording.py")
-
-
-def checkpoint_folders(root: Path | None = None) -> list[Path]:
-    """Every ``root/<name>/`` that holds a config.json."""
-    root = checkpoints_dir() if root is None else Path(root)
-    return sorted(config.parent for config in root.glob("*/config.json"))
 
 
 def ship_model_code(root: Path | None = None) -> list[Path]:
@@ -48,121 +30,6 @@ def ship_model_code(root: Path | None = None) -> list[Path]:
                 shutil.copyfile(source, target)
                 changed.append(target)
     return changed
-
-
-class CheckpointError(ValueError):
-    """A checkpoint folder that cannot be served as it is; the message lists every problem found."""
-
-
-WEIGHTS_FILE = "model.safetensors"
-
-
-def _model_class(config: ScratchTransformerConfig):
-    return AutoModelForSeq2SeqLM if config.is_encoder_decoder else AutoModelForCausalLM
-
-
-def read_config(folder: Path) -> ScratchTransformerConfig:
-    """The folder's config.json as a validated ScratchTransformerConfig, or a CheckpointError saying why not."""
-    path = Path(folder) / "config.json"
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise CheckpointError(f"{path.name} is missing") from None
-    except (OSError, ValueError) as error:
-        raise CheckpointError(f"{path.name} is not readable JSON ({error})") from None
-    if not isinstance(raw, dict) or raw.get("model_type") != ScratchTransformerConfig.model_type:
-        kind = raw.get("model_type") if isinstance(raw, dict) else None
-        raise CheckpointError(f"{path.name} describes a model of type {kind!r}, not {ScratchTransformerConfig.model_type!r}")
-    try:
-        return ScratchTransformerConfig.from_dict(raw)
-    except (ValueError, TypeError) as error:
-        raise CheckpointError(f"{path.name} is not a valid configuration: {error}") from None
-
-
-def expected_tensors(config: ScratchTransformerConfig) -> dict[str, tuple[int, ...]]:
-    """Name -> shape of every tensor the weights file must hold: the model's state dict without the tied
-    copies, which save_pretrained leaves out (built on the meta device: no memory, no initialisation)."""
-    with torch.device("meta"):
-        model = _model_class(config).from_config(config)
-    tied = set(model.all_tied_weights_keys)
-    return {name: tuple(t.shape) for name, t in model.state_dict().items() if name not in tied}
-
-
-def checkpoint_problems(folder: Path) -> list[str]:
-    """Everything that would keep ``folder`` from loading as a whole, correct model; [] when it is sound."""
-    folder = Path(folder)
-    try:
-        config = read_config(folder)
-    except CheckpointError as error:
-        return [str(error)]
-    problems = []
-    weights = folder / WEIGHTS_FILE
-    if not weights.exists():
-        problems.append(f"{WEIGHTS_FILE} is missing")
-    elif weights.stat().st_size == 0:
-        problems.append(f"{WEIGHTS_FILE} is empty")
-    else:
-        try:
-            with safe_open(weights, framework="pt") as f:
-                found = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
-        except (SafetensorError, OSError) as error:
-            problems.append(f"{WEIGHTS_FILE} is damaged or truncated ({error})")
-        else:
-            expected = expected_tensors(config)
-            missing = sorted(set(expected) - set(found))
-            unexpected = sorted(set(found) - set(expected))
-            wrong = sorted(n for n in set(expected) & set(found) if expected[n] != found[n])
-            if missing:
-                problems.append(f"{WEIGHTS_FILE} lacks {len(missing)} tensor(s): {', '.join(missing[:5])}"
-                                + (" ..." if len(missing) > 5 else ""))
-            if unexpected:
-                problems.append(f"{WEIGHTS_FILE} has {len(unexpected)} tensor(s) this model does not use: "
-                                f"{', '.join(unexpected[:5])}" + (" ..." if len(unexpected) > 5 else ""))
-            for name in wrong[:5]:
-                problems.append(f"{WEIGHTS_FILE}: {name} has shape {list(found[name])}, the config needs {list(expected[name])}")
-    tokenizer = folder / "tokenizer.json"
-    if not tokenizer.exists():
-        problems.append("tokenizer.json is missing")
-    else:
-        try:
-            json.loads(tokenizer.read_text())
-        except (OSError, ValueError) as error:
-            problems.append(f"tokenizer.json is not readable JSON ({error})")
-    return problems
-
-
-def load_checkpoint(folder: Path):
-    """(model in eval mode, tokenizer) from a checkpoint folder; the Auto class follows the config.
-
-    Raises CheckpointError naming every problem (see ``checkpoint_problems``); loading also checks
-    transformers' own loading report, so a tensor that would stay randomly initialised is an error."""
-    folder = Path(folder)
-    problems = checkpoint_problems(folder)
-    if problems:
-        raise CheckpointError(f"checkpoint {folder.name} cannot be loaded: " + "; ".join(problems))
-    config = read_config(folder)
-    model, info = _model_class(config).from_pretrained(folder, output_loading_info=True)
-    reported = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys")}
-    if reported:
-        raise CheckpointError(f"checkpoint {folder.name} did not load cleanly: {reported}")
-    return model.eval(), AutoTokenizer.from_pretrained(folder)
-
-
-def store_weights_as(output_dir: Path, dtype: str) -> None:
-    """Rewrite ``output_dir/model.safetensors`` with its floating-point tensors in ``dtype``.
-
-    config.json keeps ``"dtype": "float32"``, so ``from_pretrained`` upcasts on load and the model
-    computes in float32 as trained; only the storage is rounded. float16 keeps 11 significant bits
-    (relative rounding error <= 2**-11); weights here lie far inside its range (|w| < 65504).
-    """
-    path = output_dir / "model.safetensors"
-    with safe_open(path, framework="pt") as f:
-        metadata = f.metadata()
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-    target = getattr(torch, dtype)
-    if any(t.is_floating_point() and t.abs().max() > torch.finfo(target).max for t in tensors.values()):
-        raise ValueError(f"a weight of {path} does not fit in {dtype}")
-    save_file({k: t.to(target) if t.is_floating_point() else t for k, t in tensors.items()}, path, metadata)
 
 
 def main() -> None:

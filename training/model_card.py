@@ -14,7 +14,8 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
-from .paths import checkpoints_dir
+from checkpointing.paths import checkpoints_dir
+
 from .tokenization import BYTE_VOCABULARY_SIZE
 
 HUB_ORGANIZATION = "scratch-transformer"  # where the checkpoints live on the Hub: <organization>/<name>

@@ -19,8 +19,9 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from checkpointing.paths import data_dir as default_data_dir
+
 from .corpus import read_split
-from .paths import data_dir as default_data_dir
 
 VOCAB_SIZE = 4096
 END_OF_TEXT, PAD = "<|endoftext|>", "<pad>"

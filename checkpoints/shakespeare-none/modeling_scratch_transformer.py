@@ -818,7 +818,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         return out if return_dict else out.to_tuple()
 
 
-class ScratchTransformerLanguageModel(ScratchTransformerPreTrainedModel, GenerationMixin):
+class ScratchTransformerLanguageModel(ScratchTransformerPreTrainedModel):
     """What both language models share: the bare model, and the LM head logits = h W_E^T, whose
     weight is the token embedding's (``_tied_weights_keys``)."""
 
@@ -846,7 +846,7 @@ class ScratchTransformerLanguageModel(ScratchTransformerPreTrainedModel, Generat
         return logits, loss
 
 
-class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel):
+class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel, GenerationMixin):
     """Decoder-only language model: logits = h W_E^T (the LM head shares the token embedding)."""
 
     _tied_weights_keys = {"lm_head.weight": "model.decoder.embed.token.weight"}
@@ -884,7 +884,7 @@ class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel):
         return output if return_dict else output.to_tuple()
 
 
-class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel):
+class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel, GenerationMixin):
     """Encoder-decoder model: the encoder reads the source, the decoder writes the target one token
     at a time attending to the encoder memory (cross-attention)."""
 

@@ -2,7 +2,9 @@
 
 Our own names follow the paper (d_model, n_heads, d_ff, ...); the standard Hugging Face names
 (hidden_size, num_attention_heads, num_hidden_layers, intermediate_size) are aliases through
-``attribute_map``, so the rest of the ecosystem (generate, caches, pipelines) reads them as usual.
+``attribute_map``, so the rest of the ecosystem (generate, caches, pipelines) reads them as usual. A standard name
+given to the constructor sets its paper name before any default is derived from it (n_encoder_layers from
+num_hidden_layers), so either spelling builds the same model.
 """
 
 import math
@@ -88,9 +90,11 @@ class ScratchTransformerConfig(PretrainedConfig):
         self.d_model = d_model
         self.n_heads = n_heads
         self.n_layers = n_layers
-        self.n_encoder_layers = n_layers if n_encoder_layers is None else n_encoder_layers
         self.d_ff = d_ff
         self.max_position_embeddings = max_position_embeddings
+        for name in [name for name in kwargs if name in self.attribute_map]:
+            setattr(self, name, kwargs.pop(name))  # a standard name sets its paper name before defaults read it
+        self.n_encoder_layers = self.n_layers if n_encoder_layers is None else n_encoder_layers
         self.position_encoding = position_encoding
         self.rope_theta = rope_theta
         self.norm_first = norm_first

@@ -77,9 +77,10 @@ class ScratchTransformerModelTester:
         self.pad_token_id, self.bos_token_id, self.eos_token_id = 0, 1, 2
 
     def get_config(self) -> ScratchTransformerConfig:
+        """transformers' standard names, as its own testers write them: both stacks get num_hidden_layers."""
         return ScratchTransformerConfig(
-            vocab_size=self.vocab_size, d_model=self.hidden_size, n_heads=self.num_attention_heads,
-            n_layers=self.num_hidden_layers, n_encoder_layers=self.num_hidden_layers, d_ff=self.intermediate_size,
+            vocab_size=self.vocab_size, hidden_size=self.hidden_size, num_attention_heads=self.num_attention_heads,
+            num_hidden_layers=self.num_hidden_layers, intermediate_size=self.intermediate_size,
             max_position_embeddings=64, position_encoding=self.position_encoding, dropout=0.1, attention_dropout=0.1,
             is_encoder_decoder=self.is_encoder_decoder, pad_token_id=self.pad_token_id, bos_token_id=self.bos_token_id,
             eos_token_id=self.eos_token_id, decoder_start_token_id=self.bos_token_id,
@@ -135,4 +136,5 @@ for _position_encoding in POSITION_ENCODINGS:
     for _is_encoder_decoder in (False, True):
         _test = _model_test(_position_encoding, _is_encoder_decoder)
         globals()[_test.__name__] = _test
+del _test  # else pytest collects the last class a second time under this name
 

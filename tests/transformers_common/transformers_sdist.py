@@ -16,7 +16,7 @@ from pathlib import Path
 
 import transformers
 
-from training.paths import data_dir
+from checkpointing.paths import data_dir
 
 STAND_INS = {
     "generation/test_utils.py": "class GenerationTesterMixin:\n    '''Stand-in: the sdist lacks tests/generation/.'''\n",
