@@ -1,0 +1,78 @@
+"""How long live training takes, and whether an induction head forms within a budget.
+
+    python -m benchmarks.live_training --threads 1                       # the default job, start to final result
+    python -m benchmarks.live_training --threads 1 --budget 60 --set copy_share=0.5 --set d_model=32
+        # one trial: the given settings, steps up to the bound, stopped (through the stop Event) after --budget s
+
+Prints one JSON line: wall seconds, steps done, steps per second, the loss at the first and last logged step,
+the best induction score (varying offsets, ``explorer.live_training.induction_scores``) at every snapshot,
+and the step and second at which it first reached ``--threshold``. ``--threads`` sets torch's threads (the
+machine is shared: 1 keeps a trial to one core).
+"""
+
+import argparse
+import json
+import threading
+import time
+
+import torch
+
+from explorer.heads import induction_scores_from, induction_sequence
+from explorer.live_training import (LIMITS, SPECIAL_IDS, LiveResult, Snapshot, attention_weights,
+                                    check_settings, probe_lengths, train_live)
+
+
+def value(text: str):
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--budget", type=float, default=None, help="seconds; stop the job then (a trial)")
+    parser.add_argument("--threshold", type=float, default=0.3)
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    values = {name: value(v) for name, v in (item.split("=", 1) for item in args.set)}
+    if args.budget is not None:
+        values.setdefault("steps", LIMITS["steps"][1])
+    settings = check_settings(**values)
+    stop = threading.Event()
+    if args.budget is not None:
+        threading.Timer(args.budget, stop.set).start()
+    started = time.perf_counter()
+    curve, first = [], None
+    for item in train_live(settings, stop):
+        if isinstance(item, Snapshot):
+            best = max(map(max, item.induction))
+            curve.append([item.step, round(item.seconds, 1), round(item.loss, 3), round(best, 3)])
+            if first is None and best >= args.threshold:
+                first = {"step": item.step, "seconds": round(item.seconds, 1)}
+        else:
+            result: LiveResult = item
+    wall = time.perf_counter() - started
+    stop.set()
+    # the best head's score at each probe offset apart (a head copying at one fixed offset scores at one only)
+    best = divmod(int(torch.tensor(result.induction).argmax()), settings.n_heads)
+    by_offset = {}
+    for length in probe_lengths(settings.context_length):
+        ids = induction_sequence(result.model.config.vocab_size, length, seed=7, skip=SPECIAL_IDS)
+        by_offset[length] = round(float(induction_scores_from(attention_weights(result.model, ids), length)[best]), 3)
+    print(json.dumps({
+        "settings": values, "threads": args.threads, "wall_s": round(wall, 1), "steps": result.steps_done,
+        "steps_per_s": round(result.steps_done / wall, 1), "first_loss": result.losses[0] if result.losses else None,
+        "last_loss": result.losses[-1] if result.losses else None,
+        "final_best_induction": round(max(map(max, result.induction)), 3), "reached": first,
+        "best_head": best, "best_head_by_offset (fresh probes)": by_offset,
+        "curve [step, s, loss, best induction]": curve,
+    }))
+
+
+if __name__ == "__main__":
+    main()
