@@ -78,4 +78,6 @@ def test_remote_code_from_the_hub_loads_without_our_package(tmp_path):
             print(json.dumps({{"importable": importable, "logits": logits, "module": type(model).__module__}}))
         """, hub, tmp_path, importable=False)
     assert out["importable"] is False and out["module"].startswith("transformers_modules.")
-    assert (torch.tensor(out["logits"]) - expected).abs().max().item() <= 1e-6
+    # the same weights through the same code in another process: equal up to float32 rounding, which depends on
+    # the two processes' thread counts (1.07e-6 seen where 1e-6 was asked); 1e-5 is the float32 tolerance used throughout
+    assert (torch.tensor(out["logits"]) - expected).abs().max().item() <= 1e-5
