@@ -2,8 +2,9 @@
 
 Removing head h of a layer multiplies its output o_h = softmax(q k^T / sqrt(d_k) + bias) v by 0 before the
 heads are concatenated, so its slice of Concat(o_1, ..., o_H) W_O is zero and nothing of it reaches the
-residual stream. The model does this itself through its ``head_mask`` argument (1 keeps a head bit for bit,
-0 removes it); nothing here touches the model.
+residual stream. The ablated pass is a new recording of the text's run with that edit at the heads' site
+(``modeling.ablate_heads``: 1 keeps a head bit for bit, 0 removes it); the full model's numbers are the run's
+own. Nothing here touches the model.
 
 The loss is the mean next-token cross-entropy over the text, in nats: -1/(T-1) sum_t log p(x_{t+1} | x_0..x_t)
 (for the encoder-decoder: over its own rewrite of the text, the decoder tokens).
@@ -16,13 +17,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from modeling import ablate_heads as head_edits
+from modeling import record
+
 from .generation import DecodingSettings
 from .inputs import InputProblem, echo, kind_of
-from .steps import check_kind
-from .tokens import FORWARD_MAX_TOKENS, forward_inputs, token_labels
+from .run import AttentionSite, Run, recorded_run, site_of
+from .tokens import FORWARD_MAX_TOKENS, token_labels
 
-MASK_ARGUMENT = {"self": "head_mask", "encoder": "head_mask", "decoder": "decoder_head_mask",
-                 "cross": "cross_attn_head_mask"}  # the model's (BART's) names
 SHOWN_TOKENS = 10
 
 # The view's default: removing DEFAULT_HEADS, or any single head, changes the loss on DEFAULT_TEXT by about the
@@ -36,10 +38,6 @@ SPREAD_PASSAGES = (
     "Full fathom five thy father lies; of his bones are coral made; those are pearls that were his eyes",
     "Fair is foul, and foul is fair: hover through the fog and filthy air.",
 )
-
-
-def layers_of(model, kind: str) -> int:
-    return model.config.n_encoder_layers if kind == "encoder" else model.config.n_layers
 
 
 def parse_heads(spec, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
@@ -68,26 +66,20 @@ def parse_heads(spec, n_layers: int, n_heads: int) -> list[tuple[int, int]]:
     return sorted(set(heads))
 
 
-def head_mask(n_layers: int, n_heads: int, removed: list[tuple[int, int]]) -> torch.Tensor:
-    """(layers, heads): 1 keeps a head, 0 removes it."""
-    mask = torch.ones(n_layers, n_heads)
-    for layer, head in removed:
-        mask[layer, head] = 0.0
-    return mask
+def token_losses(run: Run, logits: torch.Tensor) -> torch.Tensor:
+    """(T-1,): -log p(token t+1 | tokens 0..t) of the tokens the decoder read, from logits (T, vocab)."""
+    return torch.nn.functional.cross_entropy(logits[:-1], run.read.target_ids[1:], reduction="none")
 
 
-def _targets(model, inputs: dict) -> torch.Tensor:
-    return inputs["decoder_input_ids"] if model.config.is_encoder_decoder else inputs["input_ids"]
-
-
-def run_masked(model, inputs: dict, kind: str, mask: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits (T, vocab), per-token loss (T-1,)) of one forward pass with ``mask`` as the kind's head mask."""
-    extra = {} if mask is None else {MASK_ARGUMENT[kind]: mask}
-    with torch.inference_mode():
-        logits = model(**inputs, use_cache=False, **extra).logits[0].float()
-    targets = _targets(model, inputs)[0, 1:]
-    losses = torch.nn.functional.cross_entropy(logits[:-1], targets, reduction="none")
-    return logits, losses
+def ablated_pass(run: Run, site: AttentionSite, removed: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits (T, vocab), per-token loss (T-1,)) of the run's inputs with ``removed`` (layer, head) heads of ``site``
+    removed. The recording keeps the attention weights, so attention runs the explicit softmax, as in the run:
+    removing nothing gives the run's logits exactly."""
+    config = run.config
+    edits = head_edits(site.stack, site.part, removed, site.n_layers(config), config.n_heads)
+    with torch.inference_mode(), record(keep=lambda s: s.name == "weights", edits=edits):
+        logits = run.model(**run.read.inputs, use_cache=False).logits[0].float()
+    return logits, token_losses(run, logits)
 
 
 @dataclass
@@ -106,31 +98,33 @@ class Ablation:
     notices: list[str] = field(default_factory=list)
 
 
-def prepare(model, tokenizer, text: str, kind: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS):
-    """(kind checked, model inputs, notices); the text must give at least two tokens to score."""
-    kind = check_kind(model, kind)
-    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
-    if read.target_ids.shape[0] < 2:
+def prepare(model, tokenizer, text: str, kind: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS
+            ) -> tuple[AttentionSite, Run, torch.Tensor]:
+    """(the kind's site, the text's recorded run, the full model's per-token loss from it); the text must give at
+    least two tokens to score."""
+    site = site_of(model, kind)
+    run = recorded_run(model, tokenizer, text, decoding, max_tokens)
+    if run.read.target_ids.shape[0] < 2:
         raise InputProblem("The loss needs at least two tokens (one to read, one to predict): type a longer text.")
-    return kind, read.inputs, read.notices
+    return site, run, run.cached("token losses", lambda: token_losses(run, run.logits))
 
 
 def ablate_heads(model, tokenizer, text: str, heads, kind: str = "self",
                  decoding: DecodingSettings = DecodingSettings(False)) -> Ablation:
     """The text's loss and the next-token probabilities with the given heads removed, against the full model.
     An encoder-decoder is scored on its own rewrite of the text, decoded with ``decoding``."""
-    kind, inputs, notices = prepare(model, tokenizer, text, kind, decoding)
-    removed = parse_heads(heads, layers_of(model, kind), model.config.n_heads)
-    logits_before, losses_before = run_masked(model, inputs, kind, None)
-    mask = head_mask(layers_of(model, kind), model.config.n_heads, removed)
-    logits_after, losses_after = run_masked(model, inputs, kind, mask)
+    site, run, losses_before = prepare(model, tokenizer, text, kind, decoding)
+    notices = list(run.read.notices)
+    removed = parse_heads(heads, site.n_layers(model.config), model.config.n_heads)
+    logits_before = run.logits
+    logits_after, losses_after = ablated_pass(run, site, removed) if removed else (logits_before, losses_before)
     p_before, p_after = logits_before[-1].softmax(-1), logits_after[-1].softmax(-1)
     shown = torch.cat([p_before.topk(SHOWN_TOKENS).indices, p_after.topk(SHOWN_TOKENS).indices]).unique()
     shown = shown[p_before[shown].argsort(descending=True)]
     if not removed:
         notices.append("No head removed: the model is unchanged (nothing to compare).")
     return Ablation(
-        kind=kind, removed=removed, tokens=token_labels(tokenizer, _targets(model, inputs)[0]),
+        kind=site.kind, removed=removed, tokens=token_labels(tokenizer, run.read.target_ids),
         loss_before=float(losses_before.mean()), loss_after=float(losses_after.mean()),
         token_loss_before=losses_before.numpy(), token_loss_after=losses_after.numpy(),
         next_labels=token_labels(tokenizer, shown), next_before=p_before[shown].numpy(), next_after=p_after[shown].numpy(),
@@ -158,13 +152,13 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
     The passes are independent, so ``workers`` threads run them side by side: torch releases the GIL inside
     its kernels, and the app runs one torch thread per request, so two workers use the machine's two cores.
     ``progress(fraction, description)`` is called as the passes finish."""
-    kind, inputs, notices = prepare(model, tokenizer, text, kind, decoding)
-    n_layers, n_heads = layers_of(model, kind), model.config.n_heads
-    base = float(run_masked(model, inputs, kind, None)[1].mean())
+    site, run, losses = prepare(model, tokenizer, text, kind, decoding)
+    n_layers, n_heads = site.n_layers(model.config), model.config.n_heads
+    base = float(losses.mean())
     heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
 
     def loss_without(removed: tuple[int, int]) -> float:
-        return float(run_masked(model, inputs, kind, head_mask(n_layers, n_heads, [removed]))[1].mean())
+        return float(ablated_pass(run, site, [removed])[1].mean())
 
     increase = np.zeros((n_layers, n_heads))
     with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -172,7 +166,7 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
             increase[layer, head] = loss - base
             if progress is not None and done % n_heads == 0:
                 progress(done / len(heads), f"{done} of {len(heads)} heads removed, one at a time")
-    return HeadRanking(kind, base, increase, notices)
+    return HeadRanking(site.kind, base, increase, list(run.read.notices))
 
 
 @dataclass

@@ -1,33 +1,19 @@
-"""Attention maps: every layer x head's weights from one forward pass, kept for a few recent inputs so the
-layer and head pickers answer at once, and the choice of what to show kept to what the model has.
+"""Attention maps: every layer x head's weights of one recorded run, and the choice of what to show kept to what
+the model has.
 """
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from .generation import DecodingSettings
 from .inputs import echo, index
-from .tokens import FORWARD_MAX_TOKENS, forward_inputs, numbered, token_labels
+from .run import SITES, kinds_of, recorded_run  # noqa: F401 - kinds_of is part of this module's interface
+from .tokens import FORWARD_MAX_TOKENS
 
-# the one list of attention kinds: a decoder-only model has "self"; an encoder-decoder the other three
-ATTENTION_KINDS = {
-    "self": "masked self-attention",
-    "encoder": "encoder self-attention",
-    "decoder": "decoder masked self-attention",
-    "cross": "cross-attention",
-}
-# what the rows (queries) and columns (keys) of each kind's maps are
-QUERIES_KEYS = {"self": ("token", "token"), "encoder": ("source token", "source token"),
-                "decoder": ("output token", "output token"), "cross": ("output token (decoder)", "source token (encoder)")}
-SEQ2SEQ_KINDS = ("encoder", "decoder", "cross")
-
-
-def kinds_of(is_encoder_decoder: bool) -> tuple[str, ...]:
-    return SEQ2SEQ_KINDS if is_encoder_decoder else ("self",)
+# the one list of attention kinds, by the name the app shows: a decoder-only model has "self"; an encoder-decoder
+# the other three
+ATTENTION_KINDS = {kind: site.label for kind, site in SITES.items()}
 
 
 @dataclass
@@ -44,42 +30,17 @@ class AttentionMaps:
 
 
 def attention_maps(model, tokenizer, text: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS) -> AttentionMaps:
-    """Every layer x head's attention weights for ``text`` from one forward pass (``output_attentions``)."""
-    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
-    with torch.inference_mode():
-        out = model(**read.inputs, output_attentions=True, use_cache=False)
-    source = numbered(token_labels(tokenizer, read.source_ids))
-    if not model.config.is_encoder_decoder:
-        stacked = {"self": out.attentions}
-        queries = keys = {"self": source}
-    else:
-        target = numbered(token_labels(tokenizer, read.target_ids))
-        stacked = {"encoder": out.encoder_attentions, "decoder": out.decoder_attentions, "cross": out.cross_attentions}
-        queries = {"encoder": source, "decoder": target, "cross": target}
-        keys = {"encoder": source, "decoder": target, "cross": source}
-    weights = {kind: torch.stack([w[0] for w in layers]).float().numpy() for kind, layers in stacked.items()}
-    return AttentionMaps(weights, dict(queries), dict(keys), read.notices, read.rewrite, read.decoded_with)
+    """Every layer x head's attention weights for ``text``, read from its recorded run."""
+    run = recorded_run(model, tokenizer, text, decoding, max_tokens)
 
+    def maps() -> AttentionMaps:
+        kinds = run.kinds()
+        return AttentionMaps({kind: run.weights(kind).float().numpy() for kind in kinds},
+                             {kind: run.tokens(SITES[kind].queries) for kind in kinds},
+                             {kind: run.tokens(SITES[kind].keys) for kind in kinds},
+                             run.read.notices, run.read.rewrite, run.read.decoded_with)
 
-class AttentionCache:
-    """The maps of the last ``size`` (checkpoint, text, decoding) inputs, shared by all sessions."""
-
-    def __init__(self, size: int = 8):
-        self.size = size
-        self._maps: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key, compute) -> AttentionMaps:
-        with self._lock:
-            if key in self._maps:
-                self._maps.move_to_end(key)
-                return self._maps[key]
-        maps = compute()
-        with self._lock:
-            self._maps[key] = maps
-            while len(self._maps) > self.size:
-                self._maps.popitem(last=False)
-        return maps
+    return run.cached("attention maps", maps)
 
 
 @dataclass(frozen=True)
@@ -99,7 +60,7 @@ def pick_view(maps: AttentionMaps, kind, layer, head) -> tuple[View, list[str]]:
     available = list(maps.weights)
     if kind not in available:
         chosen = "cross" if "cross" in available else available[0]
-        if kind not in (None, "") and not (kind == "self" and chosen == "cross"):
+        if kind not in (None, "", "self"):  # "self" is the menus' default: an encoder-decoder shows cross-attention
             notices.append(f"This model has no attention kind {echo(kind, 20)}; it has {', '.join(available)}: showing {chosen}.")
         kind = chosen
     n_layers, n_heads = maps.weights[kind].shape[:2]

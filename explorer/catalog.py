@@ -143,12 +143,6 @@ def encoding_family(catalog: dict[str, CheckpointInfo]) -> EncodingFamily:
     return EncodingFamily(models, contexts.pop() if len(contexts) == 1 else None)
 
 
-def run_key(info: CheckpointInfo, text: str, decoding) -> tuple:
-    """The cache key of what a view computes from (checkpoint, text, decoding settings). Only an encoder-decoder
-    decodes (its decoder reads its own rewrite), so a decoder-only model's key leaves the settings out."""
-    return str(info.path), text, decoding if info.is_encoder_decoder else None
-
-
 @dataclass
 class Results:
     """``results.json`` as the app uses it. ``extrapolation[name]`` maps context length -> bits/char (None

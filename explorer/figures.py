@@ -7,7 +7,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from .attention import ATTENTION_KINDS, QUERIES_KEYS, AttentionMaps, View
+from .attention import ATTENTION_KINDS, AttentionMaps, View
 from .catalog import CheckpointInfo, encoding_models, load_model
 from .encodings import (
     alibi_bias_table,
@@ -19,6 +19,7 @@ from .encodings import (
     table_similarity_by_distance,
 )
 from .experiment import POSITION_BIN, binned_curve
+from .run import SITES
 from .trace import ForwardTrace
 
 # one colour per position encoding, in every plot of every tab (Okabe-Ito: told apart with colour blindness)
@@ -141,7 +142,7 @@ def attention_head_figure(maps: AttentionMaps, view: View) -> go.Figure:
     fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=keys, y=queries, colorscale="Blues", zmin=0, zmax=float(z.max()),
                                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     size = max(420, min(900, 14 * max(len(queries), len(keys)) + 160))
-    query, key = QUERIES_KEYS[view.kind]
+    query, key = SITES[view.kind].axis_labels
     fig.update_layout(title=f"{ATTENTION_KINDS[view.kind]}, layer {view.layer}, {which}", xaxis_title=f"key: {key}",
                       yaxis_title=f"query: {query}", height=size, **LAYOUT)
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
@@ -171,8 +172,8 @@ def top_tokens_figure(top_next: list[tuple[str, float]], after: str) -> go.Figur
 
 def where_text(source: str, stack: str) -> str:
     """A tensor's place in the model's output as a trail that wraps between its parts:
-    'intermediates.decoder.layers[0].self_attention.query' -> 'layers[0] › self_attention › query'."""
-    prefix = f"intermediates.{stack}."
+    'recording.decoder.layers[0].self_attention.query' -> 'layers[0] › self_attention › query'."""
+    prefix = f"recording.{stack}."
     return (source[len(prefix):] if stack and source.startswith(prefix) else source).replace(".", " › ")
 
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .run import SITES
+
 THRESHOLD = 0.4
 TYPES = ("previous token", "first-token sink", "same token", "induction")
 INDUCTION_LENGTH = 32  # random tokens, then the same tokens again
@@ -100,16 +102,17 @@ def head_types(model, weights: np.ndarray, kind: str) -> HeadTypes:
     """Scores of every head of one attention kind ("self", "encoder", "decoder"; "cross" has no types).
 
     weights: (layers, heads, queries, keys) of the user's text, from the same model."""
-    if kind == "cross":
+    site = SITES[kind]
+    if site.is_cross:
         raise ValueError("head types are defined for self-attention; cross-attention heads look at another "
                          "sequence (pick encoder or decoder self-attention)")
-    causal = kind != "encoder"
+    causal = site.causal
     if weights.shape[-1] < 3:
         short = f"needs a text of at least 3 tokens; this one has {weights.shape[-1]}"
         return HeadTypes({}, {}, THRESHOLD, {t: short for t in TYPES})
     scores, baseline = pattern_scores(weights, causal)
     unmeasured = {}
-    if kind == "self":
+    if not model.config.is_encoder_decoder:
         scores["induction"], baseline["induction"] = induction_scores(model)
     else:
         unmeasured["induction"] = "measured on decoder-only models (random tokens repeated)"

@@ -17,7 +17,8 @@ import torch
 
 from .generation import DecodingSettings
 from .inputs import pick
-from .tokens import FORWARD_MAX_TOKENS, forward_inputs, token_labels
+from .run import recorded_run
+from .tokens import FORWARD_MAX_TOKENS, token_labels
 
 TOP_K = 5
 
@@ -39,13 +40,12 @@ class LogitLens:
 
 def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSettings = DecodingSettings(False),
                max_tokens: int = FORWARD_MAX_TOKENS) -> LogitLens:
-    """One forward pass with ``output_hidden_states``; every layer's stream through the final LayerNorm and
-    the (tied) LM head. An encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``."""
-    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
-    inputs, notices = read.inputs, read.notices
+    """Every layer's stream in the text's recorded run through the final LayerNorm and the (tied) LM head. An
+    encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``."""
+    run = recorded_run(model, tokenizer, text, decoding, max_tokens)
+    read, notices = run.read, list(run.read.notices)
     with torch.inference_mode():
-        out = model(**inputs, output_hidden_states=True, use_cache=False)
-        hidden = out.decoder_hidden_states if model.config.is_encoder_decoder else out.hidden_states
+        hidden = run.hidden_states()
         final_norm = model.model.decoder.stack.norm
         streams = [final_norm(h) if final_norm is not None else h for h in hidden[:-1]] + [hidden[-1]]
         logits = torch.stack([model.lm_head(h)[0] for h in streams]).float()  # (rows, T, vocab)

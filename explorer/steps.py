@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .attention import kinds_of
 from .generation import DecodingSettings
-from .inputs import InputProblem, echo, pick
-from .tokens import FORWARD_MAX_TOKENS, forward_inputs, numbered, token_labels
+from .inputs import pick
+from .run import SITES, AttentionSite, recorded_run, site_of
+from .tokens import FORWARD_MAX_TOKENS
 from modeling.modeling_scratch_transformer import alibi_bias, alibi_slopes, apply_rope, rope_angles, score_bias
 
 
@@ -90,23 +90,16 @@ class Recomputed:
     residual_out: torch.Tensor  # (1, T, D) after the add (pre-norm) or Add & Norm (post-norm)
 
 
-def attention_modules(model, kind: str, layer: int):
-    """(MultiHeadAttention, its AddAndNorm) of ``kind`` ("self", "encoder", "decoder", "cross") in ``layer``."""
-    stack = model.model.encoder.stack if kind == "encoder" else model.model.decoder.stack
-    block = stack.layers[layer]
-    return (block.cross_attn, block.cross_attn_norm) if kind == "cross" else (block.self_attn, block.self_attn_norm)
-
-
 def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
                         memory: torch.Tensor | None = None) -> Recomputed:
-    """The sublayer from the residual stream going in (1, T, D) (and the encoder memory (1, S, D) for
-    cross-attention), with the layer's own weights and the project's RoPE, ALiBi and mask functions."""
-    config, cross = model.config, kind == "cross"
-    attention, add_norm = attention_modules(model, kind, layer)
+    """The sublayer of attention ``kind`` from the residual stream going in (1, T, D) (and the encoder memory
+    (1, S, D) for cross-attention), with the layer's own weights and the project's RoPE, ALiBi and mask functions."""
+    config, site = model.config, SITES[kind]
+    attention, add_norm = site.modules(model, layer)
     n_heads, d_head = config.n_heads, config.d_head
     x = residual_in
     sub = layer_norm(x, add_norm.norm) if config.norm_first else x
-    source = memory if cross else sub
+    source = memory if site.is_cross else sub
     length, keys = x.shape[1], source.shape[1]
 
     def split(y: torch.Tensor) -> torch.Tensor:  # (1, T, D) -> (1, H, T, Dh)
@@ -115,12 +108,12 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
     q, k, v = split(linear(sub, attention.q_proj)), split(linear(source, attention.k_proj)), split(linear(source, attention.v_proj))
     q_rot = k_rot = position_bias = None
     positions = torch.arange(length)[None]
-    if config.position_encoding == "rope" and not cross:
+    if config.position_encoding == "rope" and not site.is_cross:  # positions act in self-attention only
         cos, sin = rope_angles(positions, d_head, config.rope_theta)
         q_rot, k_rot = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-    if config.position_encoding == "alibi" and not cross:
+    if config.position_encoding == "alibi" and not site.is_cross:
         position_bias = alibi_bias(positions, positions, n_heads)
-    bias = score_bias(None, position_bias, kind in ("self", "decoder"), length, keys, x.dtype, x.device)
+    bias = score_bias(None, position_bias, site.causal, length, keys, x.dtype, x.device)
     scores, weights, heads = attend(q if q_rot is None else q_rot, k if k_rot is None else k_rot, v, bias)
     concatenated = heads.transpose(1, 2).reshape(1, length, -1)
     output = linear(concatenated, attention.out_proj)
@@ -150,47 +143,32 @@ class StepsView:
     notices: list[str]
 
 
-def check_kind(model, kind) -> str:
-    """The attention kind asked for, if the model has it ("self"; or "encoder", "decoder", "cross")."""
-    kinds = kinds_of(bool(model.config.is_encoder_decoder))
-    if kind not in kinds:
-        raise InputProblem(f"Attention must be one of {', '.join(kinds)} for this model; got {echo(kind, 40)}.")
-    return kind
-
-
 def _difference(mine: torch.Tensor, theirs: torch.Tensor) -> float:
     return float((mine.float() - theirs.float()).abs().max())
 
 
 def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
                     decoding: DecodingSettings = DecodingSettings(False), max_tokens: int = FORWARD_MAX_TOKENS) -> StepsView:
-    """One forward pass recording the model's intermediates; the chosen sublayer recomputed from its input;
-    the steps of head ``head`` for query token ``query``, each compared with the model's own number. An
-    encoder-decoder's decoder reads its own rewrite of the text, decoded with ``decoding``."""
-    kind, config = check_kind(model, kind), model.config
-    n_layers = config.n_encoder_layers if kind == "encoder" else config.n_layers
-    layer = pick(layer, n_layers, "layer")
+    """The chosen sublayer recomputed from its input in the text's recorded run; the steps of head ``head`` for
+    query token ``query``, each compared with the model's own number. An encoder-decoder's decoder reads its own
+    rewrite of the text, decoded with ``decoding``."""
+    site, config = site_of(model, kind), model.config
+    layer = pick(layer, site.n_layers(config), "layer")
     head = pick(head, config.n_heads, "head")
-    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
-    inputs, notices = read.inputs, read.notices
+    run = recorded_run(model, tokenizer, text, decoding, max_tokens)
+    recording = run.recording
     with torch.inference_mode():
-        record = model(**inputs, use_cache=False, output_intermediates=True).intermediates
-        stack = record.encoder if kind == "encoder" else record.decoder
-        block = stack.layers[layer]
-        own = block.cross_attention if kind == "cross" else block.self_attention
-        residual_in = block.after_self_attention if kind == "cross" else block.input
-        own_out = block.after_cross_attention if kind == "cross" else block.after_self_attention
-        r = recompute_attention(model, kind, layer, residual_in, record.encoder.output if kind == "cross" else None)
-    source, target = numbered(token_labels(tokenizer, read.source_ids)), numbered(token_labels(tokenizer, read.target_ids))
-    queries = source if kind == "encoder" else target
-    keys = source if kind in ("encoder", "cross") else target
+        r = recompute_attention(model, site.kind, layer, site.residual_in(recording, layer), site.memory(recording))
+    queries, keys = run.tokens(site.queries), run.tokens(site.keys)
     t = pick(query, len(queries), "query token")
-    steps = _steps(model, kind, layer, head, t, r, own, own_out, stack.embeddings, queries, keys)
+    own, own_out = site.record(recording, layer), site.residual_out(recording, layer)
+    embeddings = recording.stack(site.stack).embeddings
+    steps = _steps(model, site, layer, head, t, r, own, own_out, embeddings, queries, keys)
     worst = max((s.model_difference for s in steps if s.model_difference is not None), default=0.0)
-    return StepsView(steps, queries, keys, kind, layer, head, t, worst, notices)
+    return StepsView(steps, queries, keys, site.kind, layer, head, t, worst, list(run.read.notices))
 
 
-def _steps(model, kind, layer, h, t, r: Recomputed, own, own_out, embeddings, queries, keys) -> list[Step]:
+def _steps(model, site: AttentionSite, layer, h, t, r: Recomputed, own, own_out, embeddings, queries, keys) -> list[Step]:
     config = model.config
     d, dh = config.d_model, config.d_head
     query_name = queries[t]
@@ -207,12 +185,12 @@ def _steps(model, kind, layer, h, t, r: Recomputed, own, own_out, embeddings, qu
 
     def per_key(title, formula, x, theirs=None, note=""):  # (keys, Dh)
         return Step(title, formula, x.numpy(), keys, wrap["columns"], note,
-                    None if theirs is None else _difference(x, theirs), t if kind != "cross" else None)
+                    None if theirs is None else _difference(x, theirs), None if site.is_cross else t)
 
     steps = []
-    where = "the decoder's residual stream after its masked self-attention" if kind == "cross" else (
+    where = "the decoder's residual stream after its masked self-attention" if site.is_cross else (
         "the embeddings" if layer == 0 else f"the output of layer {layer - 1}")
-    if layer == 0 and kind != "cross" and embeddings is not None:
+    if layer == 0 and not site.is_cross and embeddings is not None:
         steps.append(vector("Token embedding", "E[x_t] · √d_model", embeddings.token[0, t], note=(
             f"Row x_t of the embedding table, times √{d} = {d ** 0.5:.3g}." if config.scale_embeddings else "")))
         if embeddings.position is not None:
@@ -231,7 +209,7 @@ def _steps(model, kind, layer, h, t, r: Recomputed, own, own_out, embeddings, qu
                      f"W_Q^h is columns {sl.start}–{sl.stop - 1} of W_Q (d_model × d_model; in torch, rows {sl.start}–"
                       f"{sl.stop - 1} of q_proj.weight): each head works in d_k = d_model / heads = {d} / {config.n_heads} "
                      f"= {dh} dimensions."))
-    source = "the encoder's output (memory)" if kind == "cross" else "every token's LN(x)"
+    source = "the encoder's output (memory)" if site.is_cross else "every token's LN(x)"
     steps.append(per_key(f"Keys of head {h}", "k_j = source_j W_K^h + b_K^h", r.k[0, h], own.key[0, h],
                          f"One key per token it may attend to, from {source}."))
     steps.append(per_key(f"Values of head {h}", "v_j = source_j W_V^h + b_V^h", r.v[0, h], own.value[0, h]))
@@ -244,9 +222,9 @@ def _steps(model, kind, layer, h, t, r: Recomputed, own, own_out, embeddings, qu
     own_bias = torch.zeros_like(bias) if own.bias is None else own.bias.expand_as(own.scores)[0, h, t]
     table = torch.stack([r.scores[0, h, t], bias, r.scores[0, h, t] + bias, r.weights[0, h, t]], dim=1)
     steps.append(Step("Scores, mask and softmax", "s_j = q · k_j / √d_k;   w = softmax(s + bias)", table.numpy(), keys,
-                      ["q·k/√d_k", "bias", "s + bias", "weight w"], _bias_note(config, kind, h),
+                      ["q·k/√d_k", "bias", "s + bias", "weight w"], _bias_note(config, site, h),
                       _scores_difference(table, own.scores[0, h, t], own_bias, own.weights[0, h, t]),
-                      t if kind != "cross" else None, tuple(r.scores[0, h, t].shape),
+                      None if site.is_cross else t, tuple(r.scores[0, h, t].shape),
                       "one column per quantity, one row per key"))
     steps.append(one(f"Output of head {h}", "o = Σ_j w_j v_j", r.heads[0, h, t], own.heads[0, h, t],
                      "The values, mixed by the weights."))
@@ -273,13 +251,13 @@ def _scores_difference(table: torch.Tensor, own_scores, own_bias, own_weights) -
                _difference(table[visible, 2], own_scores[visible]), _difference(table[:, 3], own_weights))
 
 
-def _bias_note(config, kind: str, head: int) -> str:
+def _bias_note(config, site: AttentionSite, head: int) -> str:
     parts = []
-    if kind in ("self", "decoder"):
+    if site.causal:
         parts.append("causal mask: a key after the query is masked (weight exactly 0)")
     else:
-        parts.append("no mask: every " + ("source token" if kind == "cross" else "token") + " is visible")
-    if config.position_encoding == "alibi" and kind != "cross":
+        parts.append("no mask: every " + ("source token" if site.is_cross else "token") + " is visible")
+    if config.position_encoding == "alibi" and not site.is_cross:
         slope = float(alibi_slopes(config.n_heads)[head])
         parts.append(f"ALiBi adds −{slope:.4g} · |t − j| (this head's slope)")
     return "Bias: " + "; ".join(parts) + "."

@@ -101,7 +101,7 @@ ABLATION = """### Head ablation: switch heads off
 - **What you see:** the loss on your text (mean −log p of each next token, in nats) and the next-token
   probabilities, with and without the heads you remove; per token, how much harder the text became.
 - **How it works:** removing head h multiplies its output softmax(q k^T/√d_k + bias) v by 0 before the heads
-  are concatenated, so its slice of the input of W_O is zero (the model's own `head_mask`). *Rank every head*
+  are concatenated, so its slice of the input of W_O is zero (an edit at the heads' site, `modeling.ablate_heads`). *Rank every head*
   removes each head alone, one forward pass each, and draws the rise in loss as a layer × head map.
 - **How to read it:** red cells are heads the model needs on this text; near-zero ones it can do without
   here. A removal can also lower the loss: no head is tuned to one text."""

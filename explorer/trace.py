@@ -1,21 +1,20 @@
-"""Inside one forward pass: the shape of every step, in the order the model computed it, read from the
-record the model itself returns (``output_intermediates=True``). Nothing is attached to or replaced on the
-model, so any number of requests can trace the same shared model at once.
+"""Inside one forward pass: the shape of every step, in the order the model computed it, read from the text's
+recorded run (``with record() as recording``). Nothing is attached to or replaced on the model, so any number of
+requests can trace the same shared model at once.
 """
 
 from dataclasses import dataclass, field
 
-import torch
-
 from .generation import DecodingSettings
-from .tokens import FORWARD_MAX_TOKENS, forward_inputs, token_labels
+from .run import recorded_run
+from .tokens import FORWARD_MAX_TOKENS, token_labels
 
 
 @dataclass(frozen=True)
 class TraceStep:
     stack: str  # "decoder", "encoder", or "" for the model's head
     step: str
-    source: str  # where the tensor is in the model's output, e.g. "intermediates.decoder.layers[0].self_attention.query"
+    source: str  # where the tensor is in the recording, e.g. "recording.decoder.layers[0].self_attention.query"
     shape: tuple[int, ...]
     dims: tuple[str, ...]  # what each dimension is, one name per entry of shape
     meaning: str
@@ -50,7 +49,7 @@ class _Steps(list):
 
 
 def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, queries: str, keys: str, config) -> None:
-    """Rows for one attention sublayer (layer 0 of a stack) from its AttentionIntermediates."""
+    """Rows for one attention sublayer (layer 0 of a stack) from its AttentionRecord."""
     q_dims, k_dims = ("batch", "heads", queries, "d_head"), ("batch", "heads", keys, "d_head")
     score_dims = ("batch", "heads", queries, keys)
     norm = "LayerNorm(x): pre-norm, the sublayer reads the normalised stream" if config.norm_first \
@@ -84,16 +83,15 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
 def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS) -> ForwardTrace:
     """The shape of every step of one real forward pass over ``text``: the embeddings, layer 0 of each stack
     in detail (attention step by step, the residual add, feed-forward), every layer's output, the final LayerNorm,
-    the logits and the next-token probabilities, all read from the model's own ``out.intermediates``."""
-    read = forward_inputs(model, tokenizer, text, decoding, max_tokens)
-    with torch.inference_mode():
-        out = model(**read.inputs, use_cache=False, output_intermediates=True)
+    the logits and the next-token probabilities, all read from the text's recorded run."""
+    run = recorded_run(model, tokenizer, text, decoding, max_tokens)
+    read, logits = run.read, run.logits[None]  # (batch 1, tokens, vocab), as the model returned it
     config, steps = model.config, _Steps()
     stacks = [("encoder", "input_ids", "source tokens")] if config.is_encoder_decoder else []
     stacks.append(("decoder", "decoder_input_ids" if config.is_encoder_decoder else "input_ids", "tokens"))
     for stack, ids_name, tokens in stacks:
-        record = getattr(out.intermediates, stack)
-        where = f"intermediates.{stack}"
+        record = run.recording.stack(stack)
+        where = f"recording.{stack}"
         dims = ("batch", tokens, "d_model")
         steps.add(stack, "token ids", ids_name, read.inputs[ids_name], ("batch", tokens), "one integer per token (the tokenizer's output)")
         scale = "E[x]·sqrt(d_model)" if config.scale_embeddings else "E[x]"
@@ -138,12 +136,12 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
         if config.final_layer_norm:
             steps.add(stack, "final LayerNorm", f"{where}.output", record.output, dims,
                       "LayerNorm of the last layer's output" + (": what the LM head reads" if stack == "decoder" else ": the memory cross-attention reads"))
-    steps.add("", "logits", "logits", out.logits, ("batch", "tokens", "vocab"), "h W_E^T: one score per vocabulary entry, per position (tied embeddings)"
+    steps.add("", "logits", "logits", logits, ("batch", "tokens", "vocab"), "h W_E^T: one score per vocabulary entry, per position (tied embeddings)"
               if config.tie_word_embeddings else "h W_out: one score per vocabulary entry, per position")
-    probabilities = out.logits[0, -1].float().softmax(-1)
-    steps.append(TraceStep("", "probabilities", "softmax(logits), computed here", tuple(out.logits.shape),
+    probabilities = logits[0, -1].float().softmax(-1)
+    steps.append(TraceStep("", "probabilities", "softmax(logits), computed here", tuple(logits.shape),
                            ("batch", "tokens", "vocab"), "the next token's distribution after each position; each row sums to 1"))
     top = probabilities.topk(min(10, probabilities.shape[-1]))
     top_next = list(zip(token_labels(tokenizer, top.indices), [float(p) for p in top.values]))
-    return ForwardTrace(steps, tuple(out.logits.shape), top_next, token_labels(tokenizer, read.target_ids),
-                        read.rewrite, read.decoded_with, read.notices)
+    return ForwardTrace(steps, tuple(logits.shape), top_next, token_labels(tokenizer, read.target_ids),
+                        read.rewrite, read.decoded_with, list(read.notices))

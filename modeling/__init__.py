@@ -15,6 +15,7 @@ from .modeling_scratch_transformer import (
     ScratchTransformerPreTrainedModel,
     Transformer,
 )
+from .recording import Recording, Site, ablate_heads, record
 
 AutoConfig.register(ScratchTransformerConfig.model_type, ScratchTransformerConfig, exist_ok=True)
 for auto_class, model_class in (
@@ -28,10 +29,14 @@ ScratchTransformerConfig.register_for_auto_class()
 
 __all__ = [
     "POSITION_ENCODINGS",
+    "Recording",
     "ScratchTransformerConfig",
     "ScratchTransformerForCausalLM",
     "ScratchTransformerForSeq2SeqLM",
     "ScratchTransformerModel",
     "ScratchTransformerPreTrainedModel",
+    "Site",
     "Transformer",
+    "ablate_heads",
+    "record",
 ]

@@ -1,4 +1,4 @@
-"""explorer/ablation.py: removing heads through the model's head mask, checked against the weights."""
+"""explorer/ablation.py: removing heads through an edit at the heads' site, checked against the weights."""
 
 import numpy as np
 import pytest
@@ -6,8 +6,11 @@ import torch
 import torch.nn.functional as F
 
 from explorer.inputs import InputProblem
-from explorer.ablation import ablate_heads, head_mask, layers_of, parse_heads, rank_heads, run_masked
+from explorer.ablation import ablate_heads, ablated_pass, parse_heads, rank_heads
+from explorer.run import recorded_run, site_of
 from explorer.steps import layer_norm, linear
+from modeling import ablate_heads as head_edits
+from modeling import Site, record
 from shipped import inputs_of, shipped
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
@@ -17,14 +20,21 @@ TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mi
                                         ("folio-to-modern", "encoder"), ("folio-to-modern", "decoder"),
                                         ("folio-to-modern", "cross")])
 def test_ablating_nothing_changes_nothing_bit_for_bit(name, kind):
-    """The mask of ones is passed to the model: its output must be the unmasked model's, exactly."""
+    """Removing no head: the output must be the unmasked model's recorded pass, exactly; and an ablated pass with
+    an edit that removes nothing (every head times 1) gives the same logits bit for bit."""
     model, tokenizer = shipped(name)
     result = ablate_heads(model, tokenizer, TEXT, "", kind)
     inputs = inputs_of(model, tokenizer, TEXT)
-    with torch.inference_mode():
+    with torch.inference_mode(), record():
         plain = model(**inputs, use_cache=False).logits[0].float()
     assert result.removed == [] and torch.equal(result.logits_after, plain)
     assert result.loss_after == result.loss_before and np.array_equal(result.next_after, result.next_before)
+    run, site = recorded_run(model, tokenizer, TEXT), site_of(model, kind)
+    every_layer = {Site(site.stack, layer, site.part, "heads"): lambda heads: heads * 1.0
+                   for layer in range(site.n_layers(model.config))}
+    with torch.inference_mode(), record(edits=every_layer):
+        assert torch.equal(model(**inputs, use_cache=False).logits[0].float(), plain)
+    assert torch.equal(ablated_pass(run, site, [])[0], plain)
 
 
 def attention_record(record, kind: str, layer: int):
@@ -33,7 +43,7 @@ def attention_record(record, kind: str, layer: int):
 
 
 def reference_without_head(model, record, kind: str, layer: int, head: int) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """From the FULL model's intermediates and the weights: zero head ``head``'s slice of the concatenated heads
+    """From the FULL model's recording and the weights: zero head ``head``'s slice of the concatenated heads
     of ``layer`` and multiply by W_O (+ b_O). For a self-attention layer without cross-attention, also the
     stream going out of the layer: x + attention, then x + FFN(LN(x)) (pre-norm, GELU).
     Returns (attention output (1, T, D), layer output (1, T, D) or None)."""
@@ -58,11 +68,13 @@ def test_ablating_a_head_equals_zeroing_its_slice_before_w_o(name, kind, layer, 
     model, tokenizer = shipped(name)
     assert model.config.norm_first and model.config.activation == "gelu"  # what the reference computes
     inputs = inputs_of(model, tokenizer, TEXT)
-    mask = {{"self": "head_mask", "encoder": "head_mask", "cross": "cross_attn_head_mask"}[kind]:
-            head_mask(layers_of(model, kind), model.config.n_heads, [(layer, head)])}
+    site = site_of(model, kind)
+    edits = head_edits(site.stack, site.part, [(layer, head)], site.n_layers(model.config), model.config.n_heads)
     with torch.inference_mode():
-        full = model(**inputs, use_cache=False, output_intermediates=True).intermediates
-        ablated = model(**inputs, use_cache=False, output_intermediates=True, **mask).intermediates
+        with record() as full:
+            model(**inputs, use_cache=False)
+        with record(edits=edits) as ablated:
+            model(**inputs, use_cache=False)
         out, layer_out = reference_without_head(model, full, kind, layer, head)
     block, own = attention_record(ablated, kind, layer)
     torch.testing.assert_close(own.output, out, rtol=0, atol=1e-5)
@@ -76,8 +88,9 @@ def test_ablating_a_last_layer_head_reaches_the_logits_as_the_reference_says():
     last = model.config.n_layers - 1
     result = ablate_heads(model, tokenizer, TEXT, f"{last}.5")
     inputs = inputs_of(model, tokenizer, TEXT)
+    with torch.inference_mode(), record() as full:
+        model(**inputs, use_cache=False)
     with torch.inference_mode():
-        full = model(**inputs, use_cache=False, output_intermediates=True).intermediates
         _, layer_out = reference_without_head(model, full, "self", last, 5)
         logits = model.lm_head(model.model.decoder.stack.norm(layer_out))[0]
     # float32 rounding of two routes to logits of size ~16: a few units in the last place (rtol 1e-6) plus 1e-5

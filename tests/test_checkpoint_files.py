@@ -92,3 +92,5 @@ def test_ship_model_code_copies_the_package_code_into_every_checkpoint(copy):
     for name in checkpoints.MODEL_CODE_FILES:
         assert (folder / name).read_bytes() == (checkpoints.MODELING_DIR / name).read_bytes()
     assert checkpoints.ship_model_code(folder.parent) == []
+    assert checkpoints.MODEL_CODE_FILES == ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py",
+                                            "recording.py")  # the model module and every module it imports

@@ -6,6 +6,7 @@ import torch
 
 from explorer import attention, generation
 from explorer.generation import DecodingSettings
+from explorer.run import LRUCache
 from explorer.tokens import forward_inputs, numbered, token_labels
 from fixtures_checkpoints import checkpoint_config, train_tokenizer
 from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
@@ -106,8 +107,8 @@ def test_pick_view_keeps_kind_layer_and_head_to_what_the_model_has(tokenizer):
     assert attention.pick_view(seq, "encoder", 1, 0)[0] == attention.View("encoder", 1, 0)
 
 
-def test_attention_cache_keeps_the_most_recent_inputs():
-    cache, computed = attention.AttentionCache(size=2), []
+def test_run_cache_keeps_the_most_recent_inputs():
+    cache, computed = LRUCache(size=2), []
 
     def compute(key):
         return lambda: computed.append(key) or key

@@ -10,7 +10,6 @@ from conftest import SLOW_MODEL
 from checkpointing import paths
 from checkpointing.loading import checkpoint_problems
 from explorer import catalog
-from explorer.generation import DecodingSettings
 from explorer.inputs import InputProblem
 from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
 from modeling import ScratchTransformerConfig, ScratchTransformerForSeq2SeqLM
@@ -203,12 +202,3 @@ def test_encoding_family_maps_each_encoding_and_finds_the_shared_training_contex
     assert mixed.models == {"rope": "shakespeare-rope", "alibi": "shakespeare-alibi"} and mixed.context is None  # no one context
     assert catalog.encoding_family({}) == catalog.EncodingFamily({}, None)
 
-
-def test_run_key_holds_the_decoding_settings_only_where_the_model_decodes(tiny_checkpoints):
-    found = catalog.discover_checkpoints(tiny_checkpoints)
-    greedy, sampling = DecodingSettings(False), DecodingSettings(True, seed=3)
-    rope, rewrite = found["shakespeare-rope"], found[SEQ2SEQ_NAME]
-    assert catalog.run_key(rope, "To be", greedy) == catalog.run_key(rope, "To be", sampling) == (str(rope.path), "To be", None)
-    assert catalog.run_key(rope, "To be", greedy) != catalog.run_key(rope, "To be ", greedy)
-    assert catalog.run_key(rewrite, "To be", greedy) != catalog.run_key(rewrite, "To be", sampling)
-    assert catalog.run_key(rewrite, "To be", sampling) == (str(rewrite.path), "To be", sampling)

@@ -96,6 +96,6 @@ def test_encoding_figures_without_checkpoints_use_the_formulas():
 
 
 def test_the_trace_table_says_where_each_tensor_is_as_a_trail_that_can_wrap():
-    assert figures.where_text("intermediates.decoder.layers[0].self_attention.query", "decoder") == "layers[0] › self_attention › query"
-    assert figures.where_text("intermediates.encoder.embeddings.sum", "encoder") == "embeddings › sum"
+    assert figures.where_text("recording.decoder.layers[0].self_attention.query", "decoder") == "layers[0] › self_attention › query"
+    assert figures.where_text("recording.encoder.embeddings.sum", "encoder") == "embeddings › sum"
     assert figures.where_text("logits", "") == "logits" and figures.where_text("input_ids", "decoder") == "input_ids"

@@ -1,4 +1,4 @@
-"""explorer.trace: the shapes of one forward pass, read from the model's own intermediates, safe under concurrency."""
+"""explorer.trace: the shapes of one forward pass, read from the text's recorded run, safe under concurrency."""
 
 import math
 import threading
@@ -10,7 +10,7 @@ from explorer import trace
 from explorer.generation import DecodingSettings
 from explorer.tokens import token_labels
 from fixtures_checkpoints import checkpoint_config, train_tokenizer
-from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM, record
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
 GREEDY = DecodingSettings(False, max_new_tokens=40)
@@ -65,11 +65,11 @@ def test_every_row_names_where_its_tensor_is_in_the_models_output(tokenizer):
     model = causal(tokenizer, "rope")
     result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
-    with torch.no_grad():
-        out = model(ids, use_cache=False, output_intermediates=True)
+    with torch.no_grad(), record() as recording:
+        model(ids, use_cache=False)
     for step in result.steps:
-        if step.source.startswith("intermediates."):
-            tensor = eval("out." + step.source, {"out": out})  # noqa: S307 - our own attribute paths
+        if step.source.startswith("recording."):
+            tensor = eval(step.source, {"recording": recording})  # noqa: S307 - our own attribute paths
             assert tuple(tensor.shape) == step.shape, step
 
 

@@ -76,7 +76,8 @@ def test_the_wheel_holds_the_packages_and_their_runtime_dependencies(installed):
         names = archive.namelist()
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
     for module in ("modeling/modeling_scratch_transformer.py", "modeling/configuration_scratch_transformer.py",
-                   "checkpointing/loading.py", "checkpointing/scoring.py", "training/train.py", "training/evaluate.py",
+                   "modeling/recording.py", "checkpointing/loading.py", "checkpointing/scoring.py", "training/train.py",
+                   "training/evaluate.py",
                    "explorer/__init__.py"):
         assert module in names, module
     assert not any(n.startswith(("tests/", "checkpoints/", "benchmarks/")) for n in names)

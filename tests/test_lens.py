@@ -6,6 +6,7 @@ import torch
 
 from explorer.lens import TOP_K, logit_lens
 from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
+from modeling import record
 from shipped import inputs_of, load
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely"
@@ -26,7 +27,7 @@ def test_last_row_is_the_models_own_prediction_exactly(catalog, name):
     model, tokenizer = catalog[name]
     lens = logit_lens(model, tokenizer, TEXT)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
-    with torch.inference_mode():
+    with torch.inference_mode(), record():  # the lens reads a recorded pass (attention by the explicit softmax)
         logits = model(ids, use_cache=False).logits[0].float()
     assert torch.equal(lens.logits[-1], logits)
     top = logits[-1].softmax(-1).topk(TOP_K)
@@ -64,7 +65,7 @@ def test_seq2seq_lens_reads_the_decoder(catalog):
     model, tokenizer = catalog[SEQ2SEQ_NAME]
     lens = logit_lens(model, tokenizer, "Shall I compare thee to a Summers day?")
     inputs = inputs_of(model, tokenizer, "Shall I compare thee to a Summers day?")
-    with torch.inference_mode():
+    with torch.inference_mode(), record():
         logits = model(**inputs, use_cache=False).logits[0].float()
     assert torch.equal(lens.logits[-1], logits) and len(lens.tokens) == inputs["decoder_input_ids"].shape[1]
 

@@ -45,3 +45,4 @@ def test_saved_checkpoint_stores_tied_weights_once_and_ships_its_code(tmp_path):
     assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("ScratchTransformerForSeq2SeqLM")
     assert (tmp_path / "modeling_scratch_transformer.py").exists()
     assert (tmp_path / "configuration_scratch_transformer.py").exists()
+    assert (tmp_path / "recording.py").exists()  # imported by the model module: save_pretrained ships it too

@@ -9,6 +9,7 @@ from explorer.inputs import InputProblem
 from explorer.teach_html import steps_html
 from explorer.tokens import forward_inputs
 from explorer.steps import MASKED_BELOW, attention_steps, recompute_attention
+from modeling import record
 from modeling.modeling_scratch_transformer import alibi_slopes
 from tiny_models import random_ids, tiny_causal_lm, tiny_seq2seq
 from shipped import inputs_of, shipped
@@ -22,20 +23,19 @@ SHIPPED = ["shakespeare-sinusoidal", "shakespeare-learned", "shakespeare-rope", 
 def check_every_layer(model, inputs):
     """Every attention sublayer of every stack, recomputed from the stream going in, against the model's own
     attention weights (output_attentions) and its recorded W_O output and residual after Add & Norm."""
-    with torch.inference_mode():
-        out = model(**inputs, use_cache=False, output_attentions=True, output_intermediates=True)
-    record = out.intermediates
+    with torch.inference_mode(), record() as recording:
+        out = model(**inputs, use_cache=False, output_attentions=True)
     if model.config.is_encoder_decoder:
-        kinds = {"encoder": (record.encoder, out.encoder_attentions), "decoder": (record.decoder, out.decoder_attentions),
-                 "cross": (record.decoder, out.cross_attentions)}
+        kinds = {"encoder": (recording.encoder, out.encoder_attentions), "decoder": (recording.decoder, out.decoder_attentions),
+                 "cross": (recording.decoder, out.cross_attentions)}
     else:
-        kinds = {"self": (record.decoder, out.attentions)}
+        kinds = {"self": (recording.decoder, out.attentions)}
     for kind, (stack, weights) in kinds.items():
         for layer, block in enumerate(stack.layers):
             cross = kind == "cross"
             with torch.inference_mode():
                 r = recompute_attention(model, kind, layer, block.after_self_attention if cross else block.input,
-                                        record.encoder.output if cross else None)
+                                        recording.encoder.output if cross else None)
             own = block.cross_attention if cross else block.self_attention
             torch.testing.assert_close(r.weights, weights[layer], **TOLERANCE)
             torch.testing.assert_close(r.output, own.output, **TOLERANCE)
@@ -118,12 +118,12 @@ def test_the_shape_shown_is_the_shape_of_the_models_own_tensor(name, kind):
     layer, head, t = 0, 1, 4
     view = attention_steps(model, tokenizer, TEXT, kind, layer, head, t)
     inputs = forward_inputs(model, tokenizer, TEXT, DecodingSettings(False)).inputs  # what the view itself read
-    with torch.inference_mode():
-        record = model(**inputs, use_cache=False, output_intermediates=True).intermediates
-    block = record.decoder.layers[layer]
+    with torch.inference_mode(), record() as recording:
+        model(**inputs, use_cache=False)
+    block = recording.decoder.layers[layer]
     own = block.cross_attention if kind == "cross" else block.self_attention
     expected = {
-        "Token embedding": record.decoder.embeddings.token[0, t],
+        "Token embedding": recording.decoder.embeddings.token[0, t],
         "Residual stream going in": (block.after_self_attention if kind == "cross" else block.input)[0, t],
         "LayerNorm, then the sublayer (pre-norm)": own.input[0, t],
         f"Query of head {head}": own.query[0, head, t], f"Keys of head {head}": own.key[0, head],
@@ -133,8 +133,8 @@ def test_the_shape_shown_is_the_shape_of_the_models_own_tensor(name, kind):
         "Output projection": own.output[0, t],
         "Add (residual)": (block.after_cross_attention if kind == "cross" else block.after_self_attention)[0, t],
     }
-    if record.decoder.embeddings.position is not None:
-        expected[f"Position encoding ({model.config.position_encoding})"] = record.decoder.embeddings.position[0, t]
+    if recording.decoder.embeddings.position is not None:
+        expected[f"Position encoding ({model.config.position_encoding})"] = recording.decoder.embeddings.position[0, t]
     page = steps_html(view.steps)
     for step in view.steps:
         assert step.shape == tuple(expected[step.title].shape), step.title

@@ -16,8 +16,8 @@ import modeling
 from checkpointing.loading import checkpoint_folders
 
 MODELING_DIR = Path(modeling.__file__).resolve().parent
-# what save_pretrained ships as remote code: the model module and the configuration it imports (relative import)
-MODEL_CODE_FILES = ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py")
+# what save_pretrained ships as remote code: the model module and the modules it imports (relative imports)
+MODEL_CODE_FILES = ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py", "recording.py")
 
 
 def ship_model_code(root: Path | None = None) -> list[Path]:

@@ -1,5 +1,5 @@
 """The Attention heads tab: every layer x head of one text as a clickable grid with the heads' types, one head
-enlarged, and one token's attention in every head of a layer. The pickers answer from a small cache of maps."""
+enlarged, and one token's attention in every head of a layer. The pickers read the text's recorded run."""
 
 import gradio as gr
 
@@ -10,22 +10,18 @@ from .common import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, DecodingCo
 
 ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 
-attention_cache = attention.AttentionCache(size=8)
-
-
 def attention_of(text, model_name, decoding):
-    """(info, maps) of a text, from the cache when the same (checkpoint, text, decoding) was asked before."""
+    """(info, maps) of a text, read from its recorded run (recorded once per (checkpoint, text, decoding))."""
     text, notices = inputs.require_text(text, "some text")
     settings, more = decoding_of(decoding)
     info, model, tokenizer = catalog.resolve(model_name)
-    maps = attention_cache.get(catalog.run_key(info, text, settings),
-                               lambda: attention.attention_maps(model, tokenizer, text, settings))
+    maps = attention.attention_maps(model, tokenizer, text, settings)
     return info, maps, notices + (more if info.is_encoder_decoder else [])
 
 
 def head_types_of(model_name, maps, kind: str):
     """The head types of ``kind`` (None for cross-attention, which has none), scored on the maps' text."""
-    if kind == "cross":
+    if attention.SITES[kind].is_cross:
         return None
     _, model, _ = catalog.resolve(model_name)
     return heads.head_types(model, maps.weights[kind], kind)

@@ -18,10 +18,10 @@ def trace_forward(text, model_name, *decoding):
     steps = trace.forward_trace(model, tokenizer, text, settings)
     last = steps.decoder_tokens[-1] if steps.decoder_tokens else ""
     summary = [catalog.config_summary(info.name, model.config),
-               f"Logits from the model's output: **{steps.logits_shape}**. Every shape below is read from the record the "
-               "model returns for this pass (`out = model(..., output_intermediates=True)`): layer 0 in detail, then every "
+               f"Logits from the model's output: **{steps.logits_shape}**. Every shape below is read from the recording "
+               "of this pass (`with record() as recording: model(...)`): layer 0 in detail, then every "
                "layer's output. The last column says where: `layers[0] › self_attention › query` is "
-               "`out.intermediates.decoder.layers[0].self_attention.query`."]
+               "`recording.decoder.layers[0].self_attention.query`."]
     if info.is_encoder_decoder:
         summary.append(decoder_read(steps.rewrite, steps.decoded_with))
     chart = figures.top_tokens_figure(steps.top_next, f"“{last}” (the last token the decoder read)")

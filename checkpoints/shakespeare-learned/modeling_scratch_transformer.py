@@ -9,12 +9,12 @@ Reading order follows the data through the model:
 ``ScratchTransformerModel`` / ``...ForCausalLM`` / ``...ForSeq2SeqLM`` are the Hugging Face models.
 Attention runs through transformers' attention interface: ``config._attn_implementation`` picks
 "eager" (the explicit softmax below), "sdpa" (the default) or any registered backend.
+Every step of a forward pass is a named ``Site``; ``with record() as recording:`` keeps what runs inside it.
 Shapes: B batch, T query length, S key length, H heads, D d_model, Dh = D / H per head.
 """
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -35,94 +35,7 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to
 from transformers.utils.import_utils import is_tracing
 
 from .configuration_scratch_transformer import ScratchTransformerConfig
-
-# ----------------------------------------------------------------------------------------------
-# Intermediates: what one forward pass computed, returned when asked (output_intermediates=True)
-# ----------------------------------------------------------------------------------------------
-
-
-@dataclass
-class EmbeddingIntermediates:
-    """The input of layer 0, in parts: (B, T, D) each."""
-
-    token: torch.Tensor  # E[x] * sqrt(d_model) (or E[x] unscaled)
-    position: torch.Tensor | None  # PE(pos) added to it (sinusoidal, learned); None where positions act in attention
-    sum: torch.Tensor  # Dropout(token + position): what layer 0 reads
-
-
-@dataclass
-class AttentionIntermediates:
-    """One attention sublayer, step by step; B batch, H heads, T queries, S keys, Dh = D / H."""
-
-    input: torch.Tensor  # (B, T, D) the sublayer input: LayerNorm(x) in a pre-norm model, x in post-norm
-    query: torch.Tensor  # (B, H, T, Dh) x W_Q, split into heads (before RoPE)
-    key: torch.Tensor  # (B, H, S, Dh) source W_K (the encoder memory for cross-attention)
-    value: torch.Tensor  # (B, H, S, Dh) source W_V
-    query_rotated: torch.Tensor | None  # RoPE: R(m) q, what the scores use; None without RoPE
-    key_rotated: torch.Tensor | None  # RoPE: R(n) k
-    bias: torch.Tensor | None  # added to the scores, broadcastable to (B, H, T, S): masks, ALiBi's penalty
-    scores: torch.Tensor  # (B, H, T, S) q . k / sqrt(d_k) + bias
-    weights: torch.Tensor  # (B, H, T, S) softmax over keys
-    heads: torch.Tensor  # (B, H, T, Dh) weights @ v, times the head mask when one is given
-    concatenated: torch.Tensor  # (B, T, D) Concat(head_1, ..., head_H)
-    output: torch.Tensor  # (B, T, D) concatenated W_O + b_O
-
-
-@dataclass
-class LayerIntermediates:
-    """One TransformerLayer: each sublayer and the residual stream after its Add & Norm, (B, T, D) unless noted."""
-
-    input: torch.Tensor  # the residual stream coming in
-    self_attention: AttentionIntermediates
-    after_self_attention: torch.Tensor
-    cross_attention: AttentionIntermediates | None
-    after_cross_attention: torch.Tensor | None
-    feed_forward_hidden: torch.Tensor  # (B, T, d_ff) act(x W_1 + b_1)
-    feed_forward_output: torch.Tensor  # act(x W_1 + b_1) W_2 + b_2
-    output: torch.Tensor  # the residual stream going out (before any final LayerNorm)
-
-
-@dataclass
-class StackIntermediates:
-    """An encoder or decoder: its embeddings (None for ``Transformer``, which takes embeddings), layers, output."""
-
-    embeddings: EmbeddingIntermediates | None
-    rotary: tuple[torch.Tensor, torch.Tensor] | None  # RoPE (cos, sin), each (B, 1, T, Dh / 2)
-    layers: tuple[LayerIntermediates, ...]
-    output: torch.Tensor  # after the final LayerNorm, when the stack has one: what the LM head reads
-
-
-@dataclass
-class ModelIntermediates:
-    decoder: StackIntermediates
-    encoder: StackIntermediates | None = None
-
-
-@dataclass
-class ScratchEncoderOutput(BaseModelOutput):
-    intermediates: StackIntermediates | None = None
-
-
-@dataclass
-class ScratchDecoderOutput(BaseModelOutputWithPastAndCrossAttentions):
-    intermediates: StackIntermediates | None = None
-
-
-@dataclass
-class ScratchModelOutput(Seq2SeqModelOutput):
-    """The bare model's output (a decoder-only model fills the decoder's fields), plus ``intermediates``."""
-
-    intermediates: ModelIntermediates | None = None
-
-
-@dataclass
-class ScratchCausalLMOutput(CausalLMOutputWithPast):
-    intermediates: ModelIntermediates | None = None
-
-
-@dataclass
-class ScratchSeq2SeqLMOutput(Seq2SeqLMOutput):
-    intermediates: ModelIntermediates | None = None
+from .recording import Site, capturing, current_recording, note_for
 
 # ----------------------------------------------------------------------------------------------
 # Embeddings and positional encodings
@@ -190,7 +103,7 @@ class InputEmbedding(nn.Module):
     """x = Dropout(TokenEmbedding(ids) + PE(positions)). RoPE, ALiBi and none add nothing here:
     they act inside attention."""
 
-    def __init__(self, config: ScratchTransformerConfig):
+    def __init__(self, config: ScratchTransformerConfig, stack: str = "decoder"):
         super().__init__()
         self.token = TokenEmbedding(config.vocab_size, config.d_model, config.scale_embeddings)
         if config.position_encoding == "sinusoidal":
@@ -200,19 +113,19 @@ class InputEmbedding(nn.Module):
         else:
             self.position = None
         self.dropout = config.dropout
+        self.site = (stack, None, "embed")
 
     def forward(
-        self,
-        input_ids: torch.Tensor | None,
-        position_ids: torch.Tensor,
-        inputs_embeds: torch.Tensor | None = None,
-        output_intermediates: bool = False,
-    ) -> tuple[torch.Tensor, EmbeddingIntermediates | None]:
+        self, input_ids: torch.Tensor | None, position_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """``inputs_embeds`` (B, T, D) replaces TokenEmbedding(input_ids): what ``get_input_embeddings()`` returns."""
-        token = self.token(input_ids) if inputs_embeds is None else inputs_embeds
-        position = self.position(position_ids).to(token.dtype) if self.position is not None else None
+        note = note_for(current_recording())
+        token = note(self.site, "token", self.token(input_ids) if inputs_embeds is None else inputs_embeds)
+        position = None
+        if self.position is not None:
+            position = note(self.site, "position", self.position(position_ids).to(token.dtype))
         x = F.dropout(token if position is None else token + position, self.dropout, self.training)
-        return x, EmbeddingIntermediates(token, position, x) if output_intermediates else None
+        return note(self.site, "sum", x)
 
 
 def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -300,15 +213,8 @@ def build_attention_bias(
     return torch.where(blocked, torch.finfo(dtype).min, base)
 
 
-def score_bias(
-    attention_mask: torch.Tensor | BlockMask | None,
-    position_bias: torch.Tensor | None,
-    is_causal: bool,
-    query_length: int,
-    key_length: int,
-    dtype: torch.dtype,
-    device: torch.device,
-) -> torch.Tensor | None:
+def score_bias(attention_mask: torch.Tensor | BlockMask | None, position_bias: torch.Tensor | None, is_causal: bool,
+               query_length: int, key_length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
     """Any mask an attention backend takes, as the one additive bias the explicit softmax adds to its scores.
 
     attention_mask as ``transformers.masking_utils`` builds it for the configured backend: None (no mask;
@@ -326,23 +232,6 @@ def score_bias(
     return attention_mask + position_bias
 
 
-def explicit_attention(
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    bias: torch.Tensor | None,
-    scaling: float,
-    dropout: float = 0.0,
-    training: bool = False,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """softmax(Q K^T / sqrt(d_k) + bias) V, every step materialised -> (heads (B, H, T, Dh), weights, scores)."""
-    scores = query @ key.transpose(-2, -1) * scaling
-    if bias is not None:
-        scores = scores + bias
-    weights = scores.softmax(dim=-1, dtype=torch.float32).to(query.dtype)
-    return F.dropout(weights, dropout, training) @ value, weights, scores
-
-
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -355,11 +244,17 @@ def eager_attention_forward(
     is_causal: bool = False,
     **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The "eager" backend: the explicit softmax, in the attention interface's signature.
-    (B, H, T, Dh) q, (B, H, S, Dh) k, v -> (output (B, T, H, Dh), weights (B, H, T, S))."""
+    """The "eager" backend, every step materialised: softmax(Q K^T / sqrt(d_k) + bias) V.
+    (B, H, T, Dh) q, (B, H, S, Dh) k, v -> (output (B, T, H, Dh), weights (B, H, T, S)).
+    The bias, scores and weights are sites of ``module`` (a recording keeps them here)."""
+    note = note_for(current_recording())
     bias = score_bias(attention_mask, position_bias, is_causal, query.shape[-2], key.shape[-2], query.dtype, query.device)
-    heads, weights, _ = explicit_attention(query, key, value, bias, scaling, dropout, module.training)
-    return heads.transpose(1, 2), weights
+    if bias is not None:
+        bias = note(module.site, "bias", bias)
+    scores = query @ key.transpose(-2, -1) * scaling
+    scores = note(module.site, "scores", scores if bias is None else scores + bias)
+    weights = note(module.site, "weights", scores.softmax(dim=-1, dtype=torch.float32).to(query.dtype))
+    return (F.dropout(weights, dropout, module.training) @ value).transpose(1, 2), weights
 
 
 class MultiHeadAttention(nn.Module):
@@ -368,16 +263,17 @@ class MultiHeadAttention(nn.Module):
 
     Self-attention reads Q, K, V from the same sequence; cross-attention reads K, V from the encoder
     memory. The softmax itself is the configured backend (``config._attn_implementation``); when the
-    weights or the intermediates are asked for, it is the explicit one, whichever backend is set.
+    weights are asked for (``output_attentions``, or a recording that keeps them), it is the eager one.
     """
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int, is_cross_attention: bool = False,
-                 is_causal: bool = False):
+                 is_causal: bool = False, stack: str = "decoder"):
         super().__init__()
         self.config = config
         self.n_heads, self.d_head = config.n_heads, config.d_head
         self.scaling = config.d_head**-0.5
         self.layer_idx, self.is_cross_attention, self.is_causal = layer_idx, is_cross_attention, is_causal
+        self.site = (stack, layer_idx, "cross" if is_cross_attention else "self")
         self.dropout = config.attention_dropout
         d = config.d_model
         self.q_proj = nn.Linear(d, d, bias=config.bias)
@@ -389,69 +285,46 @@ class MultiHeadAttention(nn.Module):
         """(B, T, D) -> (B, H, T, Dh)."""
         return x.view(*x.shape[:2], self.n_heads, self.d_head).transpose(1, 2)
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        key_value_states: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | BlockMask | None = None,
-        position_bias: torch.Tensor | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        past_key_values: Cache | None = None,
-        output_attentions: bool = False,
-        head_mask: torch.Tensor | None = None,
-        output_intermediates: bool = False,
-        **kwargs,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, AttentionIntermediates | None]:
-        """-> (output (B, T, D), weights (B, H, T, S) if ``output_attentions``, intermediates if asked).
+    def forward(self, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | BlockMask | None = None, position_bias: torch.Tensor | None = None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, past_key_values: Cache | None = None,
+                output_attentions: bool = False, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """-> (output (B, T, D), weights (B, H, T, S) if ``output_attentions``).
 
         ``attention_mask``: the mask ``transformers.masking_utils`` builds for the backend;
-        ``position_bias`` (B, H, T, S): added to the scores (ALiBi). ``head_mask`` (H,) multiplies each
-        head's output before the heads are concatenated: 0 removes head h (its slice of the input of
-        W_O is zero), 1 keeps it exactly. ``kwargs`` go to the attention backend."""
-        q = self.split_heads(self.q_proj(hidden_states))
-        q_plain = k_plain = None
+        ``position_bias`` (B, H, T, S): added to the scores (ALiBi). ``kwargs`` go to the attention backend."""
+        recording = current_recording()
+        note = note_for(recording)
+        hidden_states = note(self.site, "input", hidden_states)
+        q = note(self.site, "query", self.split_heads(self.q_proj(hidden_states)))
         cache = past_key_values
         if isinstance(cache, EncoderDecoderCache):
             cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
-        if output_intermediates and cache is not None and cache.get_seq_length(self.layer_idx) > 0:
-            raise ValueError("output_intermediates records one whole forward pass: call it without past_key_values")
         if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
             # the memory does not change while decoding: reuse its projected keys and values
             k, v = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
         else:
             source = key_value_states if self.is_cross_attention else hidden_states
-            k, v = self.split_heads(self.k_proj(source)), self.split_heads(self.v_proj(source))
+            k = note(self.site, "key", self.split_heads(self.k_proj(source)))
+            v = note(self.site, "value", self.split_heads(self.v_proj(source)))
             if rotary is not None:
-                q_plain, k_plain = q, k
-                q, k = apply_rope(q, *rotary), apply_rope(k, *rotary)
+                q = note(self.site, "query_rotated", apply_rope(q, *rotary))
+                k = note(self.site, "key_rotated", apply_rope(k, *rotary))
             if cache is not None:
                 k, v = cache.update(k, v, self.layer_idx)
                 if self.is_cross_attention:
                     past_key_values.is_updated[self.layer_idx] = True
 
-        dropout = self.dropout if self.training else 0.0
-        scores = bias = None
-        if output_attentions or output_intermediates:
-            bias = score_bias(attention_mask, position_bias, self.is_causal, q.shape[2], k.shape[2], q.dtype, q.device)
-            heads, weights, scores = explicit_attention(q, k, v, bias, self.scaling, dropout, self.training)
-            heads = heads.transpose(1, 2)
-        else:
-            attention = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation, eager_attention_forward)
-            heads, weights = attention(self, q, k, v, attention_mask, scaling=self.scaling, dropout=dropout,
-                                       position_bias=position_bias, is_causal=self.is_causal, **kwargs)
-        if head_mask is not None:  # heads: (B, T, H, Dh)
-            heads = heads * head_mask.to(heads.dtype)[:, None]
-        concatenated = heads.reshape(*hidden_states.shape[:2], -1)
-        out = self.out_proj(concatenated)
-        record = None
-        if output_intermediates:
-            record = AttentionIntermediates(
-                input=hidden_states, query=q if q_plain is None else q_plain, key=k if k_plain is None else k_plain,
-                value=v, query_rotated=None if q_plain is None else q, key_rotated=None if k_plain is None else k,
-                bias=bias, scores=scores, weights=weights, heads=heads.transpose(1, 2), concatenated=concatenated,
-                output=out,
-            )
-        return out, weights if output_attentions else None, record
+        eager = output_attentions or (recording is not None and recording.wants(Site(*self.site, "weights")))
+        attention = eager_attention_forward if eager else ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward)
+        heads, weights = attention(self, q, k, v, attention_mask, scaling=self.scaling,
+                                   dropout=self.dropout if self.training else 0.0, position_bias=position_bias,
+                                   is_causal=self.is_causal, **kwargs)  # heads: (B, T, H, Dh)
+        if recording is not None:
+            heads = recording.at(self.site, "heads", heads.transpose(1, 2)).transpose(1, 2)
+        concatenated = note(self.site, "concatenated", heads.reshape(*hidden_states.shape[:2], -1))
+        return note(self.site, "output", self.out_proj(concatenated)), weights if output_attentions else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -468,17 +341,18 @@ ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 class FeedForward(nn.Module):
     """Position-wise FFN(x) = act(x W1 + b1) W2 + b2, the same two layers applied at every position."""
 
-    def __init__(self, config: ScratchTransformerConfig):
+    def __init__(self, config: ScratchTransformerConfig, site: tuple = ("decoder", 0, "ffn")):
         super().__init__()
         self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
         self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
         self.activation = ACTIVATION_FUNCTIONS[config.activation]
         self.dropout = config.activation_dropout
+        self.site = site
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """-> (FFN(x), the hidden activation act(x W1 + b1) of width d_ff)."""
-        hidden = self.activation(self.linear1(x))
-        return self.linear2(F.dropout(hidden, self.dropout, self.training)), hidden
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        note = note_for(current_recording())
+        hidden = note(self.site, "hidden", self.activation(self.linear1(x)))  # width d_ff
+        return note(self.site, "output", self.linear2(F.dropout(hidden, self.dropout, self.training)))
 
 
 class AddAndNorm(nn.Module):
@@ -510,16 +384,17 @@ class TransformerLayer(GradientCheckpointingLayer):
     """
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int, cross_attention: bool = False,
-                 causal: bool = False):
+                 causal: bool = False, stack: str = "decoder"):
         super().__init__()
-        self.self_attn = MultiHeadAttention(config, layer_idx, is_causal=causal)
+        self.site = (stack, layer_idx, None)
+        self.self_attn = MultiHeadAttention(config, layer_idx, is_causal=causal, stack=stack)
         self.self_attn_norm = AddAndNorm(config)
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(config, layer_idx, is_cross_attention=True)
+            self.cross_attn = MultiHeadAttention(config, layer_idx, is_cross_attention=True, stack=stack)
             self.cross_attn_norm = AddAndNorm(config)
         else:
             self.cross_attn = self.cross_attn_norm = None
-        self.feed_forward = FeedForward(config)
+        self.feed_forward = FeedForward(config, (stack, layer_idx, "ffn"))
         self.feed_forward_norm = AddAndNorm(config)
 
     def forward(
@@ -531,36 +406,22 @@ class TransformerLayer(GradientCheckpointingLayer):
         attention_mask: torch.Tensor | BlockMask | None = None,
         memory_mask: torch.Tensor | BlockMask | None = None,
         past_key_values: Cache | None = None,
-        output_attentions: bool = False,
-        head_mask: torch.Tensor | None = None,
-        cross_head_mask: torch.Tensor | None = None,
-        output_intermediates: bool = False,
         **kwargs,
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, LayerIntermediates | None]:
-        """-> (output, self-attention weights, cross-attention weights, intermediates if asked)."""
-        layer_input = x
-        h, self_weights, self_record = self.self_attn(
-            self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask, position_bias=position_bias,
-            rotary=rotary, past_key_values=past_key_values, output_attentions=output_attentions, head_mask=head_mask,
-            output_intermediates=output_intermediates, **kwargs,
-        )
-        x = after_self = self.self_attn_norm(x, h)
-        cross_weights = cross_record = after_cross = None
+    ) -> torch.Tensor:
+        """The residual stream (B, T, D) in, the residual stream out."""
+        note = note_for(current_recording())
+        x = note(self.site, "input", x)
+        h, _ = self.self_attn(self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask,
+                              position_bias=position_bias, rotary=rotary, past_key_values=past_key_values, **kwargs)
+        x = note(self.site, "after_self_attention", self.self_attn_norm(x, h))
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("a decoder layer with cross-attention needs the encoder memory")
-            h, cross_weights, cross_record = self.cross_attn(
-                self.cross_attn_norm.sublayer_input(x), key_value_states=memory, attention_mask=memory_mask,
-                past_key_values=past_key_values, output_attentions=output_attentions, head_mask=cross_head_mask,
-                output_intermediates=output_intermediates, **kwargs,
-            )
-            x = after_cross = self.cross_attn_norm(x, h)
-        h, hidden = self.feed_forward(self.feed_forward_norm.sublayer_input(x))
-        x = self.feed_forward_norm(x, h)
-        record = None
-        if output_intermediates:
-            record = LayerIntermediates(layer_input, self_record, after_self, cross_record, after_cross, hidden, h, x)
-        return x, self_weights, cross_weights, record
+            h, _ = self.cross_attn(self.cross_attn_norm.sublayer_input(x), key_value_states=memory,
+                                   attention_mask=memory_mask, past_key_values=past_key_values, **kwargs)
+            x = note(self.site, "after_cross_attention", self.cross_attn_norm(x, h))
+        x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(x)))
+        return note(self.site, "output", x)
 
 
 class TransformerStack(nn.Module):
@@ -568,17 +429,19 @@ class TransformerStack(nn.Module):
 
     The stack turns positions into what each self-attention needs: RoPE's angles, or ALiBi's bias.
     Masks come in ready for the backend (``transformers.masking_utils``, or ``Transformer``'s own).
+    ``name`` ("encoder" or "decoder") names its sites.
     """
 
     def __init__(self, config: ScratchTransformerConfig, n_layers: int, cross_attention: bool = False,
-                 causal: bool = False):
+                 causal: bool = False, name: str = "decoder"):
         super().__init__()
         self.n_heads, self.d_head = config.n_heads, config.d_head
         self.position_encoding, self.rope_theta = config.position_encoding, config.rope_theta
-        self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal) for i in range(n_layers))
+        self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal, name) for i in range(n_layers))
         self.norm = (
             nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias) if config.final_layer_norm else None
         )
+        self.name = name
 
     def forward(
         self,
@@ -591,63 +454,31 @@ class TransformerStack(nn.Module):
         memory: torch.Tensor | None = None,
         memory_mask: torch.Tensor | BlockMask | None = None,
         past_key_values: Cache | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        head_mask: torch.Tensor | None = None,
-        cross_head_mask: torch.Tensor | None = None,
-        output_intermediates: bool = False,
         **kwargs,
-    ) -> tuple[torch.Tensor, tuple | None, tuple | None, tuple | None, StackIntermediates | None]:
-        """x (B, T, D) -> (output, hidden states, self-attention weights, cross-attention weights, intermediates).
+    ) -> torch.Tensor:
+        """x (B, T, D) -> the stack's output (B, T, D).
 
         ``position_ids`` (B, T): the queries' positions (RoPE). ALiBi counts distance in cache slots: the
         queries fill slots ``query_offset`` .. + T - 1 of ``key_length`` (default T).
-        ``head_mask`` / ``cross_head_mask`` (layers, heads): see ``MultiHeadAttention.forward``.
         """
-        head_mask = self.check_head_mask(head_mask, "head_mask")
-        cross_head_mask = self.check_head_mask(cross_head_mask, "cross_attn_head_mask")
+        note = note_for(current_recording())
         batch, length = x.shape[:2]
-        rotary = rope_angles(position_ids, self.d_head, self.rope_theta) if self.position_encoding == "rope" else None
+        rotary = None
+        if self.position_encoding == "rope":
+            cos, sin = rope_angles(position_ids, self.d_head, self.rope_theta)
+            rotary = note((self.name, None, "rope"), "cos", cos), note((self.name, None, "rope"), "sin", sin)
         position_bias = None
         if self.position_encoding == "alibi":
             key_slots = torch.arange(length if key_length is None else key_length, device=x.device)
             query_slots = torch.arange(length, device=x.device) + query_offset
             # the full (B, H, T, S): flex attention indexes it by batch and head
             position_bias = alibi_bias(query_slots[None], key_slots[None], self.n_heads).to(x.dtype).expand(batch, -1, -1, -1)
-
-        hidden_states = (x,) if output_hidden_states else None
-        self_weights = () if output_attentions else None
-        cross_weights = () if output_attentions and memory is not None else None
-        records = []
-        for i, layer in enumerate(self.layers):
-            x, sw, cw, record = layer(
-                x, position_bias, rotary, memory, attention_mask=attention_mask, memory_mask=memory_mask,
-                past_key_values=past_key_values,
-                output_attentions=output_attentions, head_mask=None if head_mask is None else head_mask[i],
-                cross_head_mask=None if cross_head_mask is None else cross_head_mask[i],
-                output_intermediates=output_intermediates, **kwargs,
-            )
-            records.append(record)
-            if self.norm is not None and i == len(self.layers) - 1:
-                x = self.norm(x)
-            if output_hidden_states:
-                hidden_states += (x,)
-            if output_attentions:
-                self_weights += (sw,)
-                if cross_weights is not None:
-                    cross_weights += (cw,)
-        intermediates = StackIntermediates(None, rotary, tuple(records), x) if output_intermediates else None
-        return x, hidden_states, self_weights, cross_weights, intermediates
-
-    def check_head_mask(self, mask, name: str) -> torch.Tensor | None:
-        """A (layers, heads) mask as a tensor, or a ValueError saying which shape was expected."""
-        if mask is None:
-            return None
-        mask = torch.as_tensor(mask, dtype=torch.float32)
-        if mask.shape != (len(self.layers), self.n_heads):
-            raise ValueError(f"{name} must have shape (layers, heads) = ({len(self.layers)}, {self.n_heads}), "
-                             f"one value per head (1 keeps it, 0 removes it); got {tuple(mask.shape)}")
-        return mask
+        for layer in self.layers:
+            x = layer(x, position_bias, rotary, memory, attention_mask=attention_mask, memory_mask=memory_mask,
+                      past_key_values=past_key_values, **kwargs)
+        if self.norm is not None:
+            x = self.norm(x)
+        return note((self.name, None, None), "output", x)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -667,27 +498,12 @@ class Transformer(nn.Module):
 
     ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")  # torch's masks are float tensors, per head: what these take
 
-    def __init__(
-        self,
-        d_model: int = 512,
-        nhead: int = 8,
-        num_encoder_layers: int = 6,
-        num_decoder_layers: int = 6,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation: str = "relu",
-        custom_encoder: nn.Module | None = None,
-        custom_decoder: nn.Module | None = None,
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = True,
-        norm_first: bool = False,
-        bias: bool = True,
-        device=None,
-        dtype=None,
-        *,
-        position_encoding: str = "none",
-        config: ScratchTransformerConfig | None = None,
-    ):
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6, num_decoder_layers: int = 6,
+                 dim_feedforward: int = 2048, dropout: float = 0.1, activation: str = "relu",
+                 custom_encoder: nn.Module | None = None, custom_decoder: nn.Module | None = None,
+                 layer_norm_eps: float = 1e-5, batch_first: bool = True, norm_first: bool = False, bias: bool = True,
+                 device=None, dtype=None, *, position_encoding: str = "none",
+                 config: ScratchTransformerConfig | None = None):
         super().__init__()
         if not batch_first:
             raise ValueError("batch_first must be True: tensors are (batch, sequence, d_model)")
@@ -716,25 +532,16 @@ class Transformer(nn.Module):
                              f"got config._attn_implementation={config._attn_implementation!r}")
         self.config = config
         self.d_model, self.nhead, self.batch_first = config.d_model, config.n_heads, True
-        self.encoder = TransformerStack(config, config.n_encoder_layers)
+        self.encoder = TransformerStack(config, config.n_encoder_layers, name="encoder")
         self.decoder = TransformerStack(config, config.n_layers, cross_attention=True)
         if device is not None or dtype is not None:
             self.to(device=device, dtype=dtype)
 
-    def forward(
-        self,
-        src: torch.Tensor,
-        tgt: torch.Tensor,
-        src_mask: torch.Tensor | None = None,
-        tgt_mask: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-        src_key_padding_mask: torch.Tensor | None = None,
-        tgt_key_padding_mask: torch.Tensor | None = None,
-        memory_key_padding_mask: torch.Tensor | None = None,
-        src_is_causal: bool | None = None,
-        tgt_is_causal: bool | None = None,
-        memory_is_causal: bool = False,
-    ) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
+                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                src_key_padding_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
+                memory_key_padding_mask: torch.Tensor | None = None, src_is_causal: bool | None = None,
+                tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> torch.Tensor:
         """src (B, S, D), tgt (B, T, D) -> (B, T, D). The ``*_is_causal`` flags are hints, as in torch:
         causality comes from the masks you pass (``generate_square_subsequent_mask``)."""
         for name, x in (("src", src), ("tgt", tgt)):
@@ -752,17 +559,11 @@ class Transformer(nn.Module):
         length = src.shape[1]
         mask = build_attention_bias(length, length, key_padding_mask=src_key_padding_mask, attn_mask=src_mask,
                                     n_heads=self.nhead, dtype=src.dtype)
-        return self.encoder(src, position_ids=self.positions(src), attention_mask=mask)[0]
+        return self.encoder(src, position_ids=self.positions(src), attention_mask=mask)
 
-    def decode(
-        self,
-        tgt: torch.Tensor,
-        memory: torch.Tensor,
-        tgt_mask: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | None = None,
-        tgt_key_padding_mask: torch.Tensor | None = None,
-        memory_key_padding_mask: torch.Tensor | None = None,
-    ) -> torch.Tensor:
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
+               memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
+               memory_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
         """tgt (B, T, D) attending to memory (B, S, D) -> (B, T, D)."""
         length, memory_length = tgt.shape[1], memory.shape[1]
         common = dict(n_heads=self.nhead, dtype=tgt.dtype)
@@ -770,7 +571,7 @@ class Transformer(nn.Module):
         cross_mask = build_attention_bias(length, memory_length, key_padding_mask=memory_key_padding_mask,
                                           attn_mask=memory_mask, **common)
         return self.decoder(tgt, position_ids=self.positions(tgt), attention_mask=mask, memory=memory,
-                            memory_mask=cross_mask)[0]
+                            memory_mask=cross_mask)
 
     @staticmethod
     def positions(x: torch.Tensor) -> torch.Tensor:
@@ -842,22 +643,13 @@ class Encoder(nn.Module):
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__()
         self.config = config
-        self.embed = InputEmbedding(config)
-        self.stack = TransformerStack(config, config.n_encoder_layers)
+        self.embed = InputEmbedding(config, "encoder")
+        self.stack = TransformerStack(config, config.n_encoder_layers, name="encoder")
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        head_mask: torch.Tensor | None = None,
-        output_intermediates: bool = False,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> ScratchEncoderOutput | tuple:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                output_attentions: bool = False, output_hidden_states: bool = False, return_dict: bool | None = None,
+                **kwargs) -> BaseModelOutput | tuple:
         batch, length = check_inputs(input_ids, inputs_embeds, self.config.d_model)
         if attention_mask is not None and attention_mask.shape != (batch, length):
             raise ValueError(f"attention_mask must be (batch, length) = ({batch}, {length}) with 1 for tokens and 0 "
@@ -866,16 +658,13 @@ class Encoder(nn.Module):
         if position_ids is None:
             position_ids = (positions_from_mask(attention_mask) if attention_mask is not None
                             else torch.arange(length, device=device).expand(batch, -1))
-        x, embeddings = self.embed(input_ids, position_ids, inputs_embeds, output_intermediates)
-        mask = create_bidirectional_mask(self.config, x, attention_mask)
-        x, hidden, weights, _, intermediates = self.stack(
-            x, position_ids=position_ids, attention_mask=mask, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, head_mask=head_mask, output_intermediates=output_intermediates,
-            **kwargs,
-        )
-        if intermediates is not None:
-            intermediates.embeddings = embeddings
-        out = ScratchEncoderOutput(last_hidden_state=x, hidden_states=hidden, attentions=weights, intermediates=intermediates)
+        with capturing(output_attentions, output_hidden_states) as captured:
+            x = self.embed(input_ids, position_ids, inputs_embeds)
+            mask = create_bidirectional_mask(self.config, x, attention_mask)
+            x = self.stack(x, position_ids=position_ids, attention_mask=mask, **kwargs)
+        out = BaseModelOutput(last_hidden_state=x,
+                              hidden_states=captured.hidden_states("encoder") if output_hidden_states else None,
+                              attentions=captured.attentions("encoder") if output_attentions else None)
         return out if return_dict is not False else out.to_tuple()
 
 
@@ -886,7 +675,7 @@ class Decoder(nn.Module):
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__()
         self.config = config
-        self.embed = InputEmbedding(config)
+        self.embed = InputEmbedding(config, "decoder")
         self.stack = TransformerStack(config, config.n_layers, cross_attention=config.is_encoder_decoder, causal=True)
 
     def forward(
@@ -901,12 +690,9 @@ class Decoder(nn.Module):
         use_cache: bool = False,
         output_attentions: bool = False,
         output_hidden_states: bool = False,
-        head_mask: torch.Tensor | None = None,
-        cross_attn_head_mask: torch.Tensor | None = None,
-        output_intermediates: bool = False,
         input_names: tuple[str, str] = ("input_ids", "inputs_embeds"),
         **kwargs,
-    ) -> ScratchDecoderOutput:
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
         """``attention_mask``: (B, past + T) with 1 for tokens and 0 for padding, or a 4D mask already built
         for the backend (``generate`` builds one for a static cache). Without ``position_ids`` a 2D mask
         gives the positions (left padding shifts nothing), else they continue the cache."""
@@ -922,6 +708,10 @@ class Decoder(nn.Module):
         if past_key_values is not None:
             past = past_key_values.get_seq_length()
             key_length = past_key_values.get_mask_sizes(length, 0)[0]
+        recording = current_recording()
+        if recording is not None and recording.keep is None and past:
+            raise ValueError("a recording keeps one whole forward pass: inside record(), call the model without "
+                             "past_key_values (or pass keep= to keep only some sites)")
         flat_mask = attention_mask is not None and attention_mask.dim() == 2
         if flat_mask and not is_tracing(attention_mask) and attention_mask.shape != (batch, int(past) + length):
             raise ValueError(
@@ -932,23 +722,21 @@ class Decoder(nn.Module):
         if position_ids is None:
             position_ids = (positions_from_mask(attention_mask)[:, -length:] if flat_mask
                             else (torch.arange(length, device=device) + past).expand(batch, -1))
-        x, embeddings = self.embed(input_ids, position_ids, inputs_embeds, output_intermediates)
-        mask = create_causal_mask(self.config, x, attention_mask, past_key_values, position_ids=given_positions)
-        memory_mask = None
-        if cross:
-            memory_mask = create_bidirectional_mask(self.config, x, encoder_attention_mask,
-                                                    encoder_hidden_states=encoder_hidden_states)
-        x, hidden, self_weights, cross_weights, intermediates = self.stack(
-            x, position_ids=position_ids, attention_mask=mask, query_offset=past, key_length=key_length,
-            memory=encoder_hidden_states if cross else None, memory_mask=memory_mask, past_key_values=past_key_values,
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, head_mask=head_mask,
-            cross_head_mask=cross_attn_head_mask, output_intermediates=output_intermediates, **kwargs,
-        )
-        if intermediates is not None:
-            intermediates.embeddings = embeddings
-        return ScratchDecoderOutput(
+        with capturing(output_attentions, output_hidden_states) as captured:
+            x = self.embed(input_ids, position_ids, inputs_embeds)
+            mask = create_causal_mask(self.config, x, attention_mask, past_key_values, position_ids=given_positions)
+            memory_mask = None
+            if cross:
+                memory_mask = create_bidirectional_mask(self.config, x, encoder_attention_mask,
+                                                        encoder_hidden_states=encoder_hidden_states)
+            x = self.stack(x, position_ids=position_ids, attention_mask=mask, query_offset=past, key_length=key_length,
+                           memory=encoder_hidden_states if cross else None, memory_mask=memory_mask,
+                           past_key_values=past_key_values, **kwargs)
+        return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=x, past_key_values=past_key_values if use_cache else None,
-            hidden_states=hidden, attentions=self_weights, cross_attentions=cross_weights, intermediates=intermediates,
+            hidden_states=captured.hidden_states("decoder") if output_hidden_states else None,
+            attentions=captured.attentions("decoder") if output_attentions else None,
+            cross_attentions=captured.attentions("decoder", "cross") if output_attentions and cross else None,
         )
 
 
@@ -991,48 +779,33 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        head_mask: torch.Tensor | None = None,
-        decoder_head_mask: torch.Tensor | None = None,
-        cross_attn_head_mask: torch.Tensor | None = None,
-        output_intermediates: bool = False,
         **kwargs,
-    ) -> ScratchModelOutput | ScratchDecoderOutput | tuple:
-        """Decoder-only: the decoder's output, ``head_mask`` (layers, heads) masking its self-attention.
-        Encoder-decoder: ``head_mask`` masks the encoder, ``decoder_head_mask`` the decoder's
-        self-attention, ``cross_attn_head_mask`` its cross-attention (BART's names). With
-        ``output_intermediates`` the output carries ``intermediates``: every step's tensors.
-        ``return_dict=False`` gives the output's fields as a tuple, in transformers' order."""
+    ) -> Seq2SeqModelOutput | BaseModelOutputWithPastAndCrossAttentions | tuple:
+        """Decoder-only: the decoder's output. Encoder-decoder: the encoder reads ``input_ids`` (unless
+        ``encoder_outputs`` are given), the decoder ``decoder_input_ids``. ``return_dict=False`` gives the
+        output's fields as a tuple, in transformers' order. Every step's tensors: ``record()``."""
         config = self.config
         output_attentions = output_attentions if output_attentions is not None else config.output_attentions
         output_hidden_states = output_hidden_states if output_hidden_states is not None else config.output_hidden_states
         use_cache = use_cache if use_cache is not None else (config.use_cache and not self.training)
         return_dict = return_dict if return_dict is not None else config.return_dict
-        flags = dict(output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-                     output_intermediates=output_intermediates)
+        flags = dict(output_attentions=output_attentions, output_hidden_states=output_hidden_states)
         if not config.is_encoder_decoder:
-            out = self.decoder(
-                input_ids, attention_mask, position_ids, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
-                use_cache=use_cache, head_mask=head_mask, **flags, **kwargs,
-            )
+            out = self.decoder(input_ids, attention_mask, position_ids, past_key_values=past_key_values,
+                               inputs_embeds=inputs_embeds, use_cache=use_cache, **flags, **kwargs)
             return out if return_dict else out.to_tuple()
         if encoder_outputs is None:
             encoder_outputs = self.encoder(input_ids, attention_mask, position_ids, inputs_embeds=inputs_embeds,
-                                           head_mask=head_mask, **flags, **kwargs)
+                                           **flags, **kwargs)
         elif not isinstance(encoder_outputs, BaseModelOutput):
             encoder_outputs = BaseModelOutput(*encoder_outputs)
-        if output_intermediates and getattr(encoder_outputs, "intermediates", None) is None:
-            raise ValueError("output_intermediates records the encoder too: pass input_ids, not encoder_outputs")
         decoder_outputs = self.decoder(
             decoder_input_ids, decoder_attention_mask, decoder_position_ids,
             encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
             past_key_values=past_key_values, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
-            head_mask=decoder_head_mask, cross_attn_head_mask=cross_attn_head_mask,
             input_names=("decoder_input_ids", "decoder_inputs_embeds"), **flags, **kwargs,
         )
-        intermediates = None
-        if output_intermediates:
-            intermediates = ModelIntermediates(decoder=decoder_outputs.intermediates, encoder=encoder_outputs.intermediates)
-        out = ScratchModelOutput(
+        out = Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
             past_key_values=decoder_outputs.past_key_values,
             decoder_hidden_states=decoder_outputs.hidden_states,
@@ -1041,7 +814,6 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
             encoder_last_hidden_state=encoder_outputs.last_hidden_state,
             encoder_hidden_states=encoder_outputs.hidden_states,
             encoder_attentions=encoder_outputs.attentions,
-            intermediates=intermediates,
         )
         return out if return_dict else out.to_tuple()
 
@@ -1097,24 +869,18 @@ class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel, GenerationM
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
-        head_mask: torch.Tensor | None = None,
-        output_intermediates: bool = False,
         **kwargs,
-    ) -> ScratchCausalLMOutput | tuple:
-        """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t.
-        ``head_mask`` (layers, heads) and ``output_intermediates``: see ``ScratchTransformerModel.forward``."""
+    ) -> CausalLMOutputWithPast | tuple:
+        """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t."""
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         out = self.model(
             input_ids, attention_mask, position_ids, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
             use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
-            head_mask=head_mask, output_intermediates=output_intermediates, return_dict=True, **kwargs,
+            return_dict=True, **kwargs,
         )
         logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
-        output = ScratchCausalLMOutput(
-            loss=loss, logits=logits, past_key_values=out.past_key_values, hidden_states=out.hidden_states,
-            attentions=out.attentions,
-            intermediates=ModelIntermediates(decoder=out.intermediates) if output_intermediates else None,
-        )
+        output = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=out.past_key_values,
+                                        hidden_states=out.hidden_states, attentions=out.attentions)
         return output if return_dict else output.to_tuple()
 
 
@@ -1155,14 +921,9 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel, Generation
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
-        head_mask: torch.Tensor | None = None,
-        decoder_head_mask: torch.Tensor | None = None,
-        cross_attn_head_mask: torch.Tensor | None = None,
-        output_intermediates: bool = False,
         **kwargs,
-    ) -> ScratchSeq2SeqLMOutput | tuple:
-        """labels: the target ids (-100 to ignore); the decoder reads them shifted right.
-        Head masks and ``output_intermediates``: see ``ScratchTransformerModel.forward``."""
+    ) -> Seq2SeqLMOutput | tuple:
+        """labels: the target ids (-100 to ignore); the decoder reads them shifted right."""
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
             if self.config.pad_token_id is None or self.config.decoder_start_token_id is None:
@@ -1173,12 +934,11 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel, Generation
             decoder_attention_mask=decoder_attention_mask, decoder_position_ids=decoder_position_ids,
             encoder_outputs=encoder_outputs, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, head_mask=head_mask, decoder_head_mask=decoder_head_mask,
-            cross_attn_head_mask=cross_attn_head_mask, output_intermediates=output_intermediates, return_dict=True, **kwargs,
+            output_hidden_states=output_hidden_states, return_dict=True, **kwargs,
         )
         logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
-        output = ScratchSeq2SeqLMOutput(
-            loss=loss, logits=logits, past_key_values=out.past_key_values, intermediates=out.intermediates,
+        output = Seq2SeqLMOutput(
+            loss=loss, logits=logits, past_key_values=out.past_key_values,
             decoder_hidden_states=out.decoder_hidden_states, decoder_attentions=out.decoder_attentions,
             cross_attentions=out.cross_attentions, encoder_last_hidden_state=out.encoder_last_hidden_state,
             encoder_hidden_states=out.encoder_hidden_states, encoder_attentions=out.encoder_attentions,
