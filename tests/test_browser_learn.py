@@ -4,7 +4,7 @@ artifacts/screenshots/learn-*-<width>.png (look at them)."""
 
 import pytest
 
-from test_browser import TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn  # noqa: F401
+from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn  # noqa: F401
 from test_browser_teach import page, shot  # noqa: F401 - the page at both widths
 
 pytestmark = pytest.mark.browser
@@ -53,3 +53,49 @@ def test_one_gradient_step_draws_before_and_after_and_where_the_gradient_is(page
     assert page.locator("#plot-grad-heads .heatmaplayer .hm").count() == 5  # W_Q, W_K, W_V, W_O, all four
     shot(page, "gradient-step")
     assert_no_error_shown(page)
+
+
+def set_tiny_job(page, steps: int):
+    choose(page, "live-data", "Repeating random tokens")
+    for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", steps)):
+        fill(page, elem_id, value)
+
+
+def test_a_second_browser_sees_its_place_in_the_queue_and_runs_after_stop(browser, app_server):
+    from test_browser import open_page
+
+    first, second = open_page(browser, app_server), open_page(browser, app_server)
+    for page in (first, second):
+        page.wait_for_selector("#catalog-status >> text=model(s) ready")
+        open_tab(page, "Train one yourself")
+    set_tiny_job(first, 3000)
+    set_tiny_job(second, 5)
+    first.click("#live-button")
+    first.wait_for_selector("#live-status >> text=Step ")
+    second.click("#live-button")
+    second.wait_for_selector("#plot-live-loss >> text=queue: 1/1")  # gradio's own line: its place in the queue
+    second.screenshot(path=SHOTS / "learn-queued.png", full_page=True)
+    first.click("#live-stop")
+    first.wait_for_selector("#live-status >> text=Stopped:")
+    second.wait_for_selector("#live-status >> text=Done: 5 of 5 steps")
+    for page in (first, second):
+        assert_no_error_shown(page)
+        page.close()
+
+
+def test_closing_the_page_mid_job_ends_the_trainer_thread(browser, app_server):
+    import threading
+    import time
+
+    from test_browser import open_page
+
+    page = open_page(browser, app_server)
+    page.wait_for_selector("#catalog-status >> text=model(s) ready")
+    open_tab(page, "Train one yourself")
+    set_tiny_job(page, 3000)
+    page.click("#live-button")
+    page.wait_for_selector("#live-status >> text=Step ")
+    (thread,) = [t for t in threading.enumerate() if t.name == "live-training" and t.is_alive()]
+    page.close()
+    thread.join(timeout=60)  # gradio notices the page has gone, closes the handler, which stops the Trainer
+    assert not thread.is_alive()
