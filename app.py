@@ -1,4 +1,4 @@
-"""The Gradio app: generate, compare positional encodings, look at attention, follow one forward pass.
+"""The Gradio app: generate, compare positional encodings, look at attention, follow one forward pass, learn.
 
     python app.py                           # serves on GRADIO_SERVER_NAME:GRADIO_SERVER_PORT (default 127.0.0.1:7860)
     SCRATCH_CHECKPOINTS=DIR python app.py   # checkpoints from DIR instead of ./checkpoints
@@ -34,7 +34,8 @@ def build_demo() -> gr.Blocks:
     """The page: the intro, the catalog's status line, and the ten tabs, each with its own model menu (the
     page load refreshes them all; One gradient step's lists the decoder-only models)."""
     choices, value, note = common.menus_now()
-    with gr.Blocks(title="Transformer from scratch") as demo:
+    # files served (the trained models' zips) are copied into gradio's cache: every hour, those over 2 hours old go
+    with gr.Blocks(title="Transformer from scratch", delete_cache=(3600, 7200)) as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
         with gr.Tabs(overflow_behavior="wrap"):  # ten tabs: on a narrow page they wrap, none hides behind a menu
