@@ -29,6 +29,8 @@ def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_mod
     page.get_by_text("More choices").click()
     for elem_id, value in (("live-batch-size", 4), ("live-context-length", 16), ("live-log-every", 3)):
         fill(page, elem_id, value)
+    for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", 12), ("live-batch-size", 4)):
+        assert page.input_value(f"#{elem_id} input[type=number]") == str(value), elem_id
     assert page.locator("#live-download").is_disabled()
     page.click("#live-button")
     page.wait_for_selector("#live-status >> text=Done: 12 of 12 steps", timeout=TIMEOUT_MS)
@@ -39,6 +41,7 @@ def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_mod
     page.locator("#live-json").click()  # the JSON opens
     assert '"losses"' in page.inner_text("#live-json") or "losses" in page.inner_text("#live-json")
     assert page.locator("#live-stop").is_disabled()
+    assert page.input_value("#live-batch-size input[type=number]") == "4"  # the choices stay as they were
     shot(page, "train-live")
     assert_no_error_shown(page)
 

@@ -112,17 +112,16 @@ def tab() -> None:
     with gr.Tab("Train one yourself", id="train-live"):
         with gr.Row():
             with gr.Column(scale=3):
-                with gr.Row():
-                    data = gr.Dropdown([(label, kind) for kind, label in DATA_KINDS.items()], value=DEFAULT.data,
-                                       label="Data", scale=2, elem_id="live-data")
-                    encoding = gr.Dropdown(list(POSITION_ENCODINGS), value=DEFAULT.position_encoding,
-                                           label="Position encoding", scale=1, elem_id="live-encoding")
+                data = gr.Dropdown([(label, kind) for kind, label in DATA_KINDS.items()], value=DEFAULT.data,
+                                   label="Data", elem_id="live-data")
                 with gr.Row():
                     layers = gr.Radio(list(range(LIMITS["n_layers"][0], LIMITS["n_layers"][1] + 1)), value=DEFAULT.n_layers,
                                       label="Layers", elem_id="live-layers")
                     heads = number("n_heads", "Heads")
                     width = number("d_model", "d_model (a multiple of heads)")
                 with gr.Row():
+                    encoding = gr.Dropdown(list(POSITION_ENCODINGS), value=DEFAULT.position_encoding,
+                                           label="Position encoding", elem_id="live-encoding")
                     steps = number("steps", "Steps")
                     rate = gr.Number(value=DEFAULT.learning_rate, label=f"Learning rate (above 0, at most {MAX_LEARNING_RATE:g})",
                                      elem_id="live-rate")
