@@ -50,7 +50,8 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
     settings = live_training.check_settings(**values)
     tokenizer = None
     if settings.data in live_training.TEXT_KINDS:  # text is read with the shipped main model's tokenizer
-        _, _, tokenizer = catalog.resolve(live_training.TOKENIZER_MODEL)
+        catalog.resolve(live_training.TOKENIZER_MODEL)  # there and usable, else a message naming what there is
+        tokenizer = live_training.shipped_tokenizer()  # the job's own copy: a fast tokenizer is not shared across threads
     uniform = uniform_loss(settings, tokenizer)
     described = (f"{settings.n_layers} layer(s), {settings.n_heads} heads, d_model {settings.d_model}, "
                  f"{settings.position_encoding} positions, {DATA_KINDS[settings.data]}, learning rate {settings.learning_rate:g}")
