@@ -15,6 +15,7 @@ head is labelled with a type when its score reaches ``THRESHOLD``; ``baseline`` 
 its weight evenly over the keys it may see would score, for scale.
 """
 
+import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,9 +86,21 @@ def induction_scores_from(weights: np.ndarray, length: int) -> np.ndarray:
     return weights[..., t, t - length + 1].mean(-1)
 
 
+_induction_of_model: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+
+
 def induction_scores(model, length: int = INDUCTION_LENGTH) -> tuple[np.ndarray, float]:
     """Induction scores of a decoder-only model's heads from one forward pass over ``induction_sequence``, and
-    the uniform baseline."""
+    the uniform baseline. The probe is the same for every text, so each (model, length) runs it once: the shared
+    models never change (a gradient step or live training works on a model of its own)."""
+    known = _induction_of_model.setdefault(model, {})
+    if length not in known:
+        known[length] = _measure_induction(model, length)
+    scores, baseline = known[length]
+    return scores.copy(), baseline
+
+
+def _measure_induction(model, length: int) -> tuple[np.ndarray, float]:
     limit = model.config.position_limit
     length = min(length, limit // 2) if limit else length
     ids = induction_sequence(model.config.vocab_size, length)

@@ -91,3 +91,23 @@ def test_cross_attention_has_no_types_and_the_encoder_no_induction(tiny_checkpoi
 def test_a_text_too_short_for_head_types_says_so():
     types = head_types(None, np.full((1, 2, 2, 2), 0.5, dtype=np.float32), "self")
     assert types.scores == {} and "at least 3 tokens" in types.unmeasured["previous token"]
+
+
+def test_the_induction_probe_runs_once_per_model_whatever_the_text(rope):
+    """The probe (random tokens, repeated) does not depend on the user's text: head types of a second and third
+    text cost no forward pass of their own, and return the first scores, unchanged by a caller's edits."""
+    model, tokenizer = rope
+    texts = ["Shall I compare thee to a summer's day?", "To be, or not to be, that is the question", "Once more unto the breach"]
+    maps = [attention_maps(model, tokenizer, text, GREEDY) for text in texts]
+    calls = []
+    hook = model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        first = head_types(model, maps[0].weights["self"], "self").scores["induction"]
+        first[0, 0] = -1.0  # a caller's edit must not reach the next caller
+        later = [head_types(model, m.weights["self"], "self").scores["induction"] for m in maps[1:]]
+    finally:
+        hook.remove()
+    assert len(calls) <= 1
+    for scores in later:
+        assert scores[0, 0] != -1.0
+        np.testing.assert_array_equal(scores, later[0])
