@@ -77,7 +77,7 @@ def test_distribution_figure_greys_what_is_cut_and_a_bars_number_is_its_height(m
 def test_the_cut_of_top_p_09_is_visible_on_the_default_prompt(main_model):
     """At top-p 0.9 the default prompt keeps hundreds of tokens, more than the bars: the summed-probability
     curve shows the kept tokens up to the cut (sum >= 0.9), the cut ones after it, and a line where it falls."""
-    from app import SAMPLING_EXAMPLE
+    from ui.sampling import SAMPLING_EXAMPLE
 
     model, tokenizer = main_model
     d = next_token_distribution(model, tokenizer, SAMPLING_EXAMPLE, sampling_settings(1.0, 0, 0.9))
