@@ -95,12 +95,14 @@ def head_norms_figure(step: GradientStep) -> go.Figure:
     for i, part in enumerate(parts):
         z = np.asarray(step.head_grad_norms[part])
         fig.add_trace(go.Heatmap(z=z, x=[f"H{h}" for h in range(z.shape[1])], y=[f"L{l}" for l in range(z.shape[0])],
-                                 colorscale="Reds", zmin=0, coloraxis=None, showscale=part == "all",
+                                 coloraxis="coloraxis",
                                  hovertemplate=f"{part}: layer %{{y}}, head %{{x}}<br>‖∇‖ %{{z:.3g}}<extra></extra>"),
                       row=1, col=i + 1)
         fig.update_yaxes(autorange="reversed", showticklabels=i == 0, row=1, col=i + 1)
     n_layers = len(step.head_grad_norms["all"])
-    fig.update_layout(title="Gradient norm of each head's weights, per layer", height=max(240, 120 + 40 * n_layers), **LAYOUT)
+    fig.update_layout(title="Gradient norm of each head's weights, per layer (one colour scale)",
+                      coloraxis=dict(colorscale="Reds", cmin=0, colorbar=dict(title="‖∇‖")),
+                      height=max(240, 120 + 40 * n_layers), **LAYOUT)
     return fig
 
 
