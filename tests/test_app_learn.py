@@ -4,6 +4,7 @@ its client leaves, queues a second job behind the first, and serves the trained 
 from_pretrained. Bad input ends as a message in the status line."""
 
 import math
+import tempfile
 import threading
 import time
 import zipfile
@@ -100,8 +101,10 @@ def test_gradient_step_bad_input_gets_a_message_and_no_figures(app_server, text,
 
 
 def test_training_streams_every_logged_step_then_the_json_and_the_model(client):
+    folders = set(Path(tempfile.gettempdir()).glob("live-model-*"))
     job = train(client, steps=8)
     curve, sample, attention, induction, numbers, download, note = job.result(timeout=120)
+    assert set(Path(tempfile.gettempdir()).glob("live-model-*")) == folders  # the job's zip folder went with it
     updates = [out[-1].splitlines()[0] for out in job.outputs()]
     assert updates[0].startswith("- Starting: a fresh model (1 layer(s), 2 heads, d_model 16")
     assert [u.split(" ·")[0] for u in updates[1:-1]] == [f"- Step {k} of 8" for k in (2, 4, 6, 8)]

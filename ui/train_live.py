@@ -21,18 +21,6 @@ CHOICES = ("n_layers", "n_heads", "d_model", "steps", "learning_rate", "position
 NO_DOWNLOAD = None  # the download button holds no file (and is disabled: ``download_ready``)
 
 stops = generation.StopRegistry()  # browser session -> its running job's stop flag
-downloads: dict[str, tempfile.TemporaryDirectory] = {}  # browser session -> the folder of its last model's zip
-downloads_lock = threading.Lock()
-
-
-def zip_folder(session) -> str:
-    """A fresh temporary folder for this session's model zip; the session's previous one is deleted."""
-    folder = tempfile.TemporaryDirectory(prefix="live-model-")
-    with downloads_lock:
-        old, downloads[session or ""] = downloads.get(session or ""), folder
-    if old is not None:
-        old.cleanup()
-    return folder.name
 
 
 def uniform_loss(settings, tokenizer) -> float:
@@ -57,6 +45,9 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
                  f"{settings.position_encoding} positions, {DATA_KINDS[settings.data]}, learning rate {settings.learning_rate:g}")
     session, stop = getattr(request, "session_hash", None), threading.Event()
     stops.register(session, stop)
+    # The zip is written into a folder of this job's own; gradio copies a returned file into its cache before it
+    # asks the generator for more, so the folder goes when the job does.
+    folder = tempfile.TemporaryDirectory(prefix="live-model-")
     try:  # a client that leaves closes this generator, which closes the job's, which stops the Trainer
         yield (learn_figures.loss_curve_figure([], [], settings.steps, uniform), NO_TEXT, NO_FIGURE, NO_FIGURE, None,
                NO_DOWNLOAD, status(f"Starting: a fresh model ({described})…"))
@@ -71,14 +62,15 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
                            status(f"Step {item.step} of {settings.steps} · loss {item.loss:.3f} · {item.seconds:.0f} s",
                                   described))
                 else:
-                    yield finished(item, curve, shown, session, described)
+                    yield finished(item, curve, shown, folder.name, described)
     finally:
         stops.release(session, stop)
+        folder.cleanup()
 
 
-def finished(result: LiveResult, curve, shown, session, described):
-    """The last update: the curve, the JSON, the zip to download, and how the job ended."""
-    archive = live_training.save_zip(result, zip_folder(session))
+def finished(result: LiveResult, curve, shown, folder: str, described):
+    """The last update: the curve, the JSON, the zip to download (written into ``folder``), and how the job ended."""
+    archive = live_training.save_zip(result, folder)
     outcome = "Stopped" if result.stopped else "Done"
     last = (f"loss {result.losses[0]:.3f} → {result.losses[-1]:.3f}" if result.losses else
             f"no loss logged: it is logged every {result.settings.log_every} steps (More choices)")
