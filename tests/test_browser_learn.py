@@ -2,6 +2,8 @@
 curve and ends with the JSON and an enabled download; one gradient step draws its plots. Screenshots:
 artifacts/screenshots/learn-*-<width>.png (look at them)."""
 
+import zipfile
+
 import pytest
 
 from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn  # noqa: F401
@@ -38,6 +40,9 @@ def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_mod
     plot_drawn(page, "plot-live-induction")
     assert page.locator("#plot-live-loss .scatterlayer .point").count() == 4  # steps 3, 6, 9, 12
     page.wait_for_function("() => !document.querySelector('#live-download').disabled")
+    with page.expect_download() as download:
+        page.click("#live-download")
+    assert download.value.suggested_filename == "model.zip" and zipfile.is_zipfile(download.value.path())
     page.locator("#live-json").click()  # the JSON opens
     assert '"losses"' in page.inner_text("#live-json") or "losses" in page.inner_text("#live-json")
     assert page.locator("#live-stop").is_disabled()
