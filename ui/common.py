@@ -114,10 +114,12 @@ def menus_now():
     return catalog.menu_choices(found, results), catalog.default_model(found, results), status(summary, *damaged, *notes)
 
 
-def decoder_only(choices) -> list[tuple[str, str]]:
-    """The decoder-only models of a menu's choices (what reads one text and predicts its next token)."""
+def decoder_only(choices, value) -> tuple[list[tuple[str, str]], str | None]:
+    """A menu's choices and value kept to the decoder-only models (what reads one text and predicts its next
+    token); the value None when it names an encoder-decoder."""
     found = catalog.discover_checkpoints()
-    return [(label, name) for label, name in choices if name in found and not found[name].is_encoder_decoder]
+    kept = [(label, name) for label, name in choices if name in found and not found[name].is_encoder_decoder]
+    return kept, value if value in [name for _, name in kept] else None
 
 
 def catalog_event(n_menus: int, n_decoder_menus: int = 0):
@@ -128,8 +130,7 @@ def catalog_event(n_menus: int, n_decoder_menus: int = 0):
     @guarded(*[KEPT] * (n_menus + n_decoder_menus))
     def load_catalog():
         choices, value, note = menus_now()
-        decoders = decoder_only(choices)
-        decoder_value = value if value in [name for _, name in decoders] else None
+        decoders, decoder_value = decoder_only(choices, value)
         return (*(gr.update(choices=choices, value=value) for _ in range(n_menus)),
                 *(gr.update(choices=decoders, value=decoder_value) for _ in range(n_decoder_menus)), note)
 

@@ -33,7 +33,7 @@ def gradient_step(text, model_name, position, target, learning_rate):
 
 def tab(choices, value) -> gr.Dropdown:
     """The tab, and its model menu (decoder-only models)."""
-    decoders = decoder_only(choices)
+    decoders, value = decoder_only(choices, value)
     with gr.Tab("One gradient step", id="gradient-step"):
         with gr.Row():
             with gr.Column(scale=3):
@@ -45,7 +45,7 @@ def tab(choices, value) -> gr.Dropdown:
                     rate = gr.Number(value=EXAMPLE_RATE, label=f"Learning rate (above 0, at most {MAX_LEARNING_RATE:g})",
                                      elem_id="grad-rate")
             with gr.Column(scale=2):
-                menu = model_menu("grad-model", decoders, value if value in [n for _, n in decoders] else None)
+                menu = model_menu("grad-model", decoders, value)
                 button = gr.Button("Take one step", variant="primary", elem_id="grad-button")
         status_line = gr.Markdown(elem_id="grad-status", elem_classes="status-line")
         with gr.Row():
