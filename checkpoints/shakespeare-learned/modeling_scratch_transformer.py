@@ -24,13 +24,8 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import (
-    BaseModelOutput,
-    BaseModelOutputWithPastAndCrossAttentions,
-    CausalLMOutputWithPast,
-    Seq2SeqLMOutput,
-    Seq2SeqModelOutput,
-)
+from transformers.modeling_outputs import (BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions,
+                                           CausalLMOutputWithPast, Seq2SeqLMOutput, Seq2SeqModelOutput)
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.utils.import_utils import is_tracing
 
@@ -97,6 +92,11 @@ class LearnedPositionalEncoding(nn.Embedding):
             ) from None
 
 
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """F.dropout, issuing no operator where it changes nothing (inference, or p = 0)."""
+    return F.dropout(x, p, training) if training and p > 0 else x
+
+
 class InputEmbedding(nn.Module):
     """x = Dropout(TokenEmbedding(ids) + PE(positions)). RoPE, ALiBi and none add nothing here:
     they act inside attention."""
@@ -122,7 +122,7 @@ class InputEmbedding(nn.Module):
         position = None
         if self.position is not None:
             position = note(self.site, "position", self.position(position_ids).to(token.dtype))
-        x = F.dropout(token if position is None else token + position, self.dropout, self.training)
+        x = dropout(token if position is None else token + position, self.dropout, self.training)
         return note(self.site, "sum", x)
 
 
@@ -143,7 +143,8 @@ def rope_tables(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, tor
 def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     """x * (c, c) + (x1, x0) * (-s, s), pair by pair, = (x0 c - x1 s, x0 s + x1 c); cos, sin from ``rope_tables``."""
     swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0) in each pair
-    return (x * cos + swapped * sin).to(x.dtype)  # float32 like the tables, then back to x's dtype
+    rotated = x * cos + swapped * sin  # float32 like the tables
+    return rotated if rotated.dtype == x.dtype else rotated.to(x.dtype)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -236,18 +237,10 @@ def score_bias(attention_mask: torch.Tensor | BlockMask | None, position_bias: t
     return attention_mask + position_bias
 
 
-def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | BlockMask | None,
-    scaling: float,
-    dropout: float = 0.0,
-    position_bias: torch.Tensor | None = None,
-    is_causal: bool = False,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def eager_attention_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                            attention_mask: torch.Tensor | BlockMask | None, scaling: float, dropout: float = 0.0,
+                            position_bias: torch.Tensor | None = None, is_causal: bool = False,
+                            **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
     """The "eager" backend, every step materialised: softmax(Q K^T / sqrt(d_k) + bias) V.
     (B, H, T, Dh) q, (B, H, S, Dh) k, v -> (output (B, T, H, Dh), weights (B, H, T, S)).
     The bias, scores and weights are sites of ``module`` (a recording keeps them here)."""
@@ -356,7 +349,7 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         note = note_for(current_recording())
         hidden = note(self.site, "hidden", self.activation(self.linear1(x)))  # width d_ff
-        return note(self.site, "output", self.linear2(F.dropout(hidden, self.dropout, self.training)))
+        return note(self.site, "output", self.linear2(dropout(hidden, self.dropout, self.training)))
 
 
 class AddAndNorm(nn.Module):
@@ -376,7 +369,7 @@ class AddAndNorm(nn.Module):
         return self.norm(x) if self.norm_first else x
 
     def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        x = x + F.dropout(sublayer_output, self.dropout, self.training)
+        x = x + dropout(sublayer_output, self.dropout, self.training)
         return x if self.norm_first else self.norm(x)
 
 
