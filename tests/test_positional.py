@@ -4,8 +4,9 @@ import math
 
 import pytest
 import torch
+from transformers.models.llama.modeling_llama import rotate_half
 
-from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
+from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, record
 from modeling.modeling_scratch_transformer import (
     alibi_bias,
     alibi_slopes,
@@ -76,6 +77,37 @@ def test_rope_preserves_norms_and_is_identity_at_position_zero():
     assert torch.allclose(apply_rope(x, cos, sin).norm(dim=-1), x.norm(dim=-1), atol=1e-5)
     cos0, sin0 = rope_angles(torch.zeros(2, 5, dtype=torch.long), 8)
     assert torch.equal(apply_rope(x, cos0, sin0), x)
+
+
+def complex_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """The reference: adjacent dims (x_2i, x_2i+1) as the complex number x_2i + i x_2i+1, times cos + i sin."""
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)).contiguous())
+    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype, rtol, atol", [(torch.float32, 0, 1e-6), (torch.bfloat16, 2**-7, 0)])
+def test_rope_equals_the_complex_product_of_adjacent_pairs(dtype, rtol, atol):
+    """float32 to 1e-6; bfloat16 (computed in float32, rounded once) to one bfloat16 step."""
+    x = torch.randn(2, 4, 300, 32, generator=torch.Generator().manual_seed(0)).to(dtype)
+    cos, sin = rope_angles(torch.arange(300).expand(2, -1), 32)  # angles up to 299 rad
+    ours, reference = apply_rope(x, cos, sin), complex_rope(x, cos, sin)
+    assert ours.dtype == dtype
+    torch.testing.assert_close(ours, reference, rtol=rtol, atol=atol)
+    # the other convention, pairs (i, i + Dh/2) as transformers' rotate_half, gives other numbers
+    halves = x * torch.cat((cos, cos), -1) + rotate_half(x) * torch.cat((sin, sin), -1)
+    assert (ours.float() - halves.float()).abs().max() > 0.5
+
+
+def test_rope_model_rotates_q_and_k_as_the_complex_product_and_issues_no_complex_op():
+    model, ids = _model("rope"), torch.randint(0, 50, (2, 20))
+    with record() as recording, torch.profiler.profile() as profiler, torch.no_grad():
+        model(ids)
+    cos, sin = recording.stack("decoder").rotary
+    for layer in range(2):
+        attention = recording.attention("decoder", layer)
+        torch.testing.assert_close(attention.query_rotated, complex_rope(attention.query, cos, sin), rtol=0, atol=1e-6)
+        torch.testing.assert_close(attention.key_rotated, complex_rope(attention.key, cos, sin), rtol=0, atol=1e-6)
+    assert not {e.name for e in profiler.events()} & {"aten::complex", "aten::view_as_complex", "aten::view_as_real"}
 
 
 def test_alibi_slopes_follow_the_paper():

@@ -24,13 +24,8 @@ from transformers import GenerationMixin, PreTrainedModel
 from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
 from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
 from transformers.modeling_layers import GradientCheckpointingLayer
-from transformers.modeling_outputs import (
-    BaseModelOutput,
-    BaseModelOutputWithPastAndCrossAttentions,
-    CausalLMOutputWithPast,
-    Seq2SeqLMOutput,
-    Seq2SeqModelOutput,
-)
+from transformers.modeling_outputs import (BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions,
+                                           CausalLMOutputWithPast, Seq2SeqLMOutput, Seq2SeqModelOutput)
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
 from transformers.utils.import_utils import is_tracing
 
@@ -46,29 +41,26 @@ class TokenEmbedding(nn.Embedding):
     """Token id -> vector: E[x] * sqrt(d_model) (paper §3.4), or E[x] unscaled (GPT-2).
 
     The paper scales because E is shared with the output layer, whose init keeps E small;
-    sqrt(d_model) brings the embedding to the magnitude of the positional encoding it is added to.
-    """
+    sqrt(d_model) brings the embedding to the magnitude of the positional encoding it is added to."""
 
     def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
         super().__init__(vocab_size, d_model)
         self.scale = math.sqrt(d_model) if scale else 1.0
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        if not is_tracing(input_ids) and input_ids.numel():  # a compiled graph cannot branch on values
-            low, high = torch.aminmax(input_ids)
-            if low < 0 or high >= self.num_embeddings:
-                raise ValueError(
-                    f"token ids must be in [0, {self.num_embeddings - 1}] (vocab_size={self.num_embeddings}); "
-                    f"got ids from {int(low)} to {int(high)}"
-                )
-        return super().forward(input_ids) * self.scale
+        try:  # the lookup checks every id (on the CPU an IndexError; CUDA asserts on the device): no sync here
+            return super().forward(input_ids) * self.scale
+        except IndexError:
+            raise ValueError(
+                f"token ids must be in [0, {self.num_embeddings - 1}] (vocab_size={self.num_embeddings}); "
+                f"got ids from {int(input_ids.min())} to {int(input_ids.max())}"
+            ) from None
 
 
 def sinusoidal_encoding(position_ids: torch.Tensor, d_model: int) -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
 
-    i is the PAIR index (dims 2i and 2i+1 share one frequency). (..., T) positions -> (..., T, d).
-    """
+    i is the PAIR index (dims 2i and 2i+1 share one frequency). (..., T) positions -> (..., T, d)."""
     pair = torch.arange(0, d_model, 2, device=position_ids.device, dtype=torch.float32)  # 2i
     inv_freq = 10000.0 ** (-pair / d_model)
     angles = position_ids.to(torch.float32)[..., None] * inv_freq  # (..., T, d/2)
@@ -90,13 +82,19 @@ class LearnedPositionalEncoding(nn.Embedding):
     """A trained table P[pos] (GPT-2); it has no rows past max_position_embeddings."""
 
     def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        if not is_tracing(position_ids) and position_ids.numel() and int(position_ids.max()) >= self.num_embeddings:
+        try:  # as TokenEmbedding: the lookup itself checks the range
+            return super().forward(position_ids)
+        except IndexError:
             raise ValueError(
                 f"position {int(position_ids.max())} is past the learned position table "
                 f"(max_position_embeddings={self.num_embeddings}); use at most {self.num_embeddings} tokens "
                 f"or a position encoding that extrapolates (sinusoidal, rope, alibi, none)"
-            )
-        return super().forward(position_ids)
+            ) from None
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """F.dropout, issuing no operator where it changes nothing (inference, or p = 0)."""
+    return F.dropout(x, p, training) if training and p > 0 else x
 
 
 class InputEmbedding(nn.Module):
@@ -124,29 +122,36 @@ class InputEmbedding(nn.Module):
         position = None
         if self.position is not None:
             position = note(self.site, "position", self.position(position_ids).to(token.dtype))
-        x = F.dropout(token if position is None else token + position, self.dropout, self.training)
+        x = dropout(token if position is None else token + position, self.dropout, self.training)
         return note(self.site, "sum", x)
 
 
 def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     """RoPE: pair i of a head at position m turns by m * theta_i, theta_i = theta^(-2i/d_head).
-
-    (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over heads.
-    """
-    pair = torch.arange(0, d_head, 2, device=position_ids.device, dtype=torch.float32)
-    inv_freq = theta ** (-pair / d_head)
+    (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over heads."""
+    inv_freq = theta ** (-torch.arange(0, d_head, 2, device=position_ids.device, dtype=torch.float32) / d_head)
     angles = position_ids.to(torch.float32)[:, None, :, None] * inv_freq
     return angles.cos(), angles.sin()
 
 
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos], which is the complex
-    product (x0 + i x1)(cos + i sin).
+def rope_tables(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per pair (..., Dh/2) -> per dim (..., Dh), as ``rotate_pairs`` reads them (built once per forward pass):
+    (c0, c0, c1, c1, ...) and (-s0, s0, -s1, s1, ...)."""
+    return cos.repeat_interleave(2, dim=-1), torch.stack((-sin, sin), dim=-1).flatten(-2)
 
-    Since R(m)^T R(n) = R(n - m), the score q_m . k_n depends on positions only through n - m.
-    """
-    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))  # x0 + i x1
-    return torch.view_as_real(pairs * torch.complex(cos, sin)).flatten(-2).to(x.dtype)  # one complex product
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x * (c, c) + (x1, x0) * (-s, s), pair by pair, = (x0 c - x1 s, x0 s + x1 c); cos, sin from ``rope_tables``."""
+    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0) in each pair
+    rotated = x * cos + swapped * sin  # float32 like the tables
+    return rotated if rotated.dtype == x.dtype else rotated.to(x.dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos], the complex product
+    (x0 + i x1)(cos + i sin); cos, sin per pair (``rope_angles``). Since R(m)^T R(n) = R(n - m), the score
+    q_m . k_n depends on positions only through n - m."""
+    return rotate_pairs(x, *rope_tables(cos, sin))
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -232,18 +237,10 @@ def score_bias(attention_mask: torch.Tensor | BlockMask | None, position_bias: t
     return attention_mask + position_bias
 
 
-def eager_attention_forward(
-    module: nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | BlockMask | None,
-    scaling: float,
-    dropout: float = 0.0,
-    position_bias: torch.Tensor | None = None,
-    is_causal: bool = False,
-    **kwargs,
-) -> tuple[torch.Tensor, torch.Tensor]:
+def eager_attention_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                            attention_mask: torch.Tensor | BlockMask | None, scaling: float, dropout: float = 0.0,
+                            position_bias: torch.Tensor | None = None, is_causal: bool = False,
+                            **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
     """The "eager" backend, every step materialised: softmax(Q K^T / sqrt(d_k) + bias) V.
     (B, H, T, Dh) q, (B, H, S, Dh) k, v -> (output (B, T, H, Dh), weights (B, H, T, S)).
     The bias, scores and weights are sites of ``module`` (a recording keeps them here)."""
@@ -307,9 +304,9 @@ class MultiHeadAttention(nn.Module):
             source = key_value_states if self.is_cross_attention else hidden_states
             k = note(self.site, "key", self.split_heads(self.k_proj(source)))
             v = note(self.site, "value", self.split_heads(self.v_proj(source)))
-            if rotary is not None:
-                q = note(self.site, "query_rotated", apply_rope(q, *rotary))
-                k = note(self.site, "key_rotated", apply_rope(k, *rotary))
+            if rotary is not None:  # RoPE's tables (rope_tables)
+                q = note(self.site, "query_rotated", rotate_pairs(q, *rotary))
+                k = note(self.site, "key_rotated", rotate_pairs(k, *rotary))
             if cache is not None:
                 k, v = cache.update(k, v, self.layer_idx)
                 if self.is_cross_attention:
@@ -352,7 +349,7 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         note = note_for(current_recording())
         hidden = note(self.site, "hidden", self.activation(self.linear1(x)))  # width d_ff
-        return note(self.site, "output", self.linear2(F.dropout(hidden, self.dropout, self.training)))
+        return note(self.site, "output", self.linear2(dropout(hidden, self.dropout, self.training)))
 
 
 class AddAndNorm(nn.Module):
@@ -372,7 +369,7 @@ class AddAndNorm(nn.Module):
         return self.norm(x) if self.norm_first else x
 
     def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
-        x = x + F.dropout(sublayer_output, self.dropout, self.training)
+        x = x + dropout(sublayer_output, self.dropout, self.training)
         return x if self.norm_first else self.norm(x)
 
 
@@ -427,7 +424,7 @@ class TransformerLayer(GradientCheckpointingLayer):
 class TransformerStack(nn.Module):
     """N layers (an encoder, or a decoder when ``cross_attention``), then an optional final LayerNorm.
 
-    The stack turns positions into what each self-attention needs: RoPE's angles, or ALiBi's bias.
+    The stack turns positions into what each self-attention needs: RoPE's tables, or ALiBi's bias.
     Masks come in ready for the backend (``transformers.masking_utils``, or ``Transformer``'s own).
     ``name`` ("encoder" or "decoder") names its sites.
     """
@@ -466,7 +463,7 @@ class TransformerStack(nn.Module):
         rotary = None
         if self.position_encoding == "rope":
             cos, sin = rope_angles(position_ids, self.d_head, self.rope_theta)
-            rotary = note((self.name, None, "rope"), "cos", cos), note((self.name, None, "rope"), "sin", sin)
+            rotary = rope_tables(note((self.name, None, "rope"), "cos", cos), note((self.name, None, "rope"), "sin", sin))
         position_bias = None
         if self.position_encoding == "alibi":
             key_slots = torch.arange(length if key_length is None else key_length, device=x.device)
