@@ -18,7 +18,8 @@ import time
 import torch
 
 from explorer.heads import induction_scores_from, induction_sequence
-from explorer.live_training import (LIMITS, SPECIAL_IDS, LiveResult, Snapshot, attention_weights,
+from explorer.live_data import SPECIAL_IDS
+from explorer.live_training import (LIMITS, LiveResult, Snapshot, attention_weights,
                                     check_settings, probe_lengths, train_live)
 
 

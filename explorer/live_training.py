@@ -2,18 +2,8 @@
 a snapshot of the model every few steps (the loss so far, a sample, one head's attention on a probe, the
 induction score of every head) until the steps are done or the caller sets a stop Event.
 
-The data, one sequence of ``context_length`` tokens at a time, drawn afresh on every read (seeded):
-
-- ``shakespeare``: a random window of two plays (``SHAKESPEARE_EXCERPT``, made by ``python -m training.excerpt``);
-- ``shakespeare-repeats``: the same, and in ``repeat_share`` of the sequences passages repeated (``repeat_runs``);
-- ``random-repeats``: uniformly random tokens of a ``vocab_size`` vocabulary, runs repeated (``repeat_runs``);
-- ``own-text``: random windows of the learner's text.
-
-A repeated run is followed at once by its copy, and run lengths are drawn anew each time, so the offset between
-a token and its copy varies: only a head that finds the earlier occurrence of the current token by its content
-(an induction head) predicts the copy; a head looking a fixed distance back cannot.
-
-Text is read with shakespeare-main's byte-level BPE tokenizer (4096 tokens); random tokens are their own ids.
+What it trains on (Shakespeare, with or without repeated passages, repeating random tokens, or the learner's
+text) is ``explorer.live_data``.
 
 The induction score (``induction_scores``): on random tokens r_0..r_{L-1} followed by the same tokens again,
 the mean attention from each token of the second copy to the token after its first occurrence (the standard
@@ -28,22 +18,19 @@ import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
-from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 import torch
-from transformers import AutoTokenizer, GenerationConfig, PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+from transformers import GenerationConfig, PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
-from checkpointing.paths import checkpoints_dir
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig, ScratchTransformerForCausalLM
 
 from .heads import induction_scores_from, induction_sequence
+from .live_data import SPECIAL_IDS, LiveData, shipped_tokenizer, text_ids, training_ids
 from .inputs import InputProblem, echo, number, whole_number
 
-SHAKESPEARE_EXCERPT = Path(__file__).with_name("shakespeare_excerpt.txt")
-TOKENIZER_MODEL = "shakespeare-main"  # whose tokenizer reads text
 DATA_KINDS = {
     "shakespeare": "Shakespeare",
     "shakespeare-repeats": "Shakespeare with repeated passages",
@@ -66,8 +53,6 @@ LIMITS = {
 }
 MAX_LEARNING_RATE = 0.1
 MAX_TEXT_CHARS = 100_000  # the learner's own text
-SPECIAL_IDS = 3  # ids 0..2 of a random-token vocabulary are pad, bos, eos; never drawn
-MIN_RUN = 4  # the shortest run a repeat copies
 
 
 @dataclass(frozen=True)
@@ -136,69 +121,6 @@ def check_settings(**values) -> LiveSettings:
             raise InputProblem(f"Your text is {len(text):,} characters; live training reads at most "
                                f"{MAX_TEXT_CHARS:,}. Shorten it.")
     return replace(settings, **checked, **shares, learning_rate=rate, text=text)
-
-
-# --- data ----------------------------------------------------------------------------------------------------
-
-@lru_cache(maxsize=1)
-def shipped_tokenizer():
-    return AutoTokenizer.from_pretrained(checkpoints_dir() / TOKENIZER_MODEL)
-
-
-@lru_cache(maxsize=4)
-def _text_ids(text: str, tokenizer) -> torch.Tensor:
-    return torch.tensor(tokenizer(text, add_special_tokens=False, verbose=False).input_ids, dtype=torch.long)
-
-
-def repeat_runs(sequence: torch.Tensor, share: float, generator: torch.Generator) -> torch.Tensor:
-    """A copy of ``sequence`` read as consecutive runs, each of a length ℓ drawn anew from [4, n/2] (n the
-    length; less near the end, where a run and its copy must fit); a run is followed by a copy of itself with probability q = share / (1 − share), so that about
-    ``share`` of the tokens are copies. The offset of a copy is its run's length: it varies, so copying needs
-    a head that finds the earlier occurrence by content (a fixed-offset head fits one length only)."""
-    n = len(sequence)
-    q = share / (1 - share)
-    out, i = sequence.clone(), 0
-    while n - i >= 2 * MIN_RUN:  # room for a run and its copy
-        run = int(torch.randint(MIN_RUN, min(n // 2, (n - i) // 2) + 1, (), generator=generator))
-        if float(torch.rand((), generator=generator)) < q:
-            out[i + run: i + 2 * run] = out[i: i + run]
-            i += 2 * run
-        else:
-            i += run
-    return out
-
-
-class LiveData(torch.utils.data.IterableDataset):
-    """Endless sequences of ``context_length`` tokens, drawn as the module docstring says; seeded."""
-
-    def __init__(self, settings: LiveSettings, ids: torch.Tensor | None):
-        self.settings, self.ids = settings, ids
-
-    def __iter__(self):
-        s = self.settings
-        generator = torch.Generator().manual_seed(s.seed)
-        while True:
-            if s.data == "random-repeats":
-                sequence = torch.randint(SPECIAL_IDS, s.vocab_size, (s.context_length,), generator=generator)
-                sequence = repeat_runs(sequence, s.copy_share, generator)
-            else:
-                start = int(torch.randint(0, len(self.ids) - s.context_length + 1, (), generator=generator))
-                sequence = self.ids[start: start + s.context_length]
-                if s.data == "shakespeare-repeats" and float(torch.rand((), generator=generator)) < s.repeat_share:
-                    sequence = repeat_runs(sequence, s.copy_share, generator)
-            yield {"input_ids": sequence, "labels": sequence}
-
-
-def training_ids(settings: LiveSettings, tokenizer) -> torch.Tensor | None:
-    """The token ids text data is drawn from (None for random tokens); too short a text is an InputProblem."""
-    if settings.data == "random-repeats":
-        return None
-    text = settings.text if settings.data == "own-text" else SHAKESPEARE_EXCERPT.read_text()
-    ids = _text_ids(text, tokenizer)
-    if len(ids) < settings.context_length + 1:
-        raise InputProblem(f"Your text is {len(ids)} tokens; training reads windows of {settings.context_length} "
-                           f"tokens, so it needs at least {settings.context_length + 1} (a few hundred characters).")
-    return ids
 
 
 def build_model(settings: LiveSettings, vocab_size: int) -> ScratchTransformerForCausalLM:
@@ -295,7 +217,7 @@ def sample(model, settings: LiveSettings, tokenizer) -> str:
         probe = probe_ids(settings, model.config.vocab_size)
         prompt = probe[:, : probe.shape[1] // 2 + 3]
     else:
-        prompt = _text_ids(settings.text or "ROMEO.\n", tokenizer)[:8].unsqueeze(0)
+        prompt = text_ids(settings.text or "ROMEO.\n", tokenizer)[:8].unsqueeze(0)
     room = settings.context_length - prompt.shape[1]
     config = GenerationConfig(max_new_tokens=min(settings.sample_tokens, room), do_sample=False,
                               pad_token_id=1, eos_token_id=None, bos_token_id=0)

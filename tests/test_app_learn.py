@@ -20,7 +20,8 @@ from transformers import AutoModelForCausalLM
 from checkpointing.loading import load_checkpoint
 from conftest import figure
 from explorer.gradient_step import gradient_step
-from explorer.live_training import DEFAULT, SPECIAL_IDS
+from explorer.live_data import SPECIAL_IDS
+from explorer.live_training import DEFAULT
 from fixtures_checkpoints import SEQ2SEQ_NAME
 from test_app import call_raw
 

@@ -10,8 +10,9 @@ from contextlib import closing
 
 import gradio as gr
 
-from explorer import catalog, generation, learn_figures, live_training, teaching
-from explorer.live_training import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE, SPECIAL_IDS, LiveResult, Snapshot
+from explorer import catalog, generation, learn_figures, live_data, live_training, teaching
+from explorer.live_data import SPECIAL_IDS
+from explorer.live_training import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE, LiveResult, Snapshot
 from modeling import POSITION_ENCODINGS
 
 from .common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status
@@ -38,8 +39,8 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
     settings = live_training.check_settings(**values)
     tokenizer = None
     if settings.data in live_training.TEXT_KINDS:  # text is read with the shipped main model's tokenizer
-        catalog.resolve(live_training.TOKENIZER_MODEL)  # there and usable, else a message naming what there is
-        tokenizer = live_training.shipped_tokenizer()  # the job's own copy: a fast tokenizer is not shared across threads
+        catalog.resolve(live_data.TOKENIZER_MODEL)  # there and usable, else a message naming what there is
+        tokenizer = live_data.shipped_tokenizer()  # the job's own copy: a fast tokenizer is not shared across threads
     uniform = uniform_loss(settings, tokenizer)
     described = (f"{settings.n_layers} layer(s), {settings.n_heads} heads, d_model {settings.d_model}, "
                  f"{settings.position_encoding} positions, {DATA_KINDS[settings.data]}, learning rate {settings.learning_rate:g}")
