@@ -17,9 +17,9 @@ import time
 
 import torch
 
-from explorer.heads import induction_scores_from, induction_sequence
+from checkpointing.in_context import attention_weights, induction_probe, induction_scores_from
 from explorer.live_data import SPECIAL_IDS
-from explorer.live_training import (LIMITS, LiveResult, Snapshot, attention_weights,
+from explorer.live_training import (LIMITS, LiveResult, Snapshot,
                                     check_settings, probe_lengths, train_live)
 
 
@@ -63,7 +63,7 @@ def main() -> None:
     best = divmod(int(torch.tensor(result.induction).argmax()), settings.n_heads)
     by_offset = {}
     for length in probe_lengths(settings.context_length):
-        ids = induction_sequence(result.model.config.vocab_size, length, seed=7, skip=SPECIAL_IDS)
+        ids = induction_probe(result.model.config.vocab_size, length, seed=7, skip=SPECIAL_IDS)
         by_offset[length] = round(float(induction_scores_from(attention_weights(result.model, ids), length)[best]), 3)
     print(json.dumps({
         "settings": values, "threads": args.threads, "wall_s": round(wall, 1), "steps": result.steps_done,

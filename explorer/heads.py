@@ -7,7 +7,8 @@ Each score is the weight the head puts, on average over the queries, where its t
     same token        mean_t A[t, t]
     induction         on a sequence of random tokens r_0..r_{n-1} followed by the same tokens again, for a
                       query in the repeat at t = n + i: A[t, t - n + 1], the token that FOLLOWED the earlier
-                      occurrence of the current token (what an induction head copies forward)
+                      occurrence of the current token (what an induction head copies forward); the standard
+                      score, ``checkpointing.in_context``
 
 The first three are measured on the user's text over queries t >= 2, where the first token, the previous
 token and the token itself are three different keys (at t = 1 the previous token IS the first token). A
@@ -19,14 +20,14 @@ import weakref
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
+
+from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_baseline, induction_probe, \
+    induction_scores_from
 
 from .run import SITES
 
 THRESHOLD = 0.4
 TYPES = ("previous token", "first-token sink", "same token", "induction")
-INDUCTION_LENGTH = 32  # random tokens, then the same tokens again
-INDUCTION_SEED = 0
 
 
 @dataclass
@@ -72,25 +73,11 @@ def pattern_scores(weights: np.ndarray, causal: bool) -> tuple[dict[str, np.ndar
     return scores, baseline
 
 
-def induction_sequence(vocab_size: int, length: int = INDUCTION_LENGTH, seed: int = INDUCTION_SEED,
-                       skip: int = 3) -> torch.Tensor:
-    """(1, 2 * length): ``length`` random token ids (seeded, not the first ``skip`` special ids), twice."""
-    generator = torch.Generator().manual_seed(seed)
-    first = torch.randint(skip, vocab_size, (1, length), generator=generator)
-    return torch.cat([first, first], dim=1)
-
-
-def induction_scores_from(weights: np.ndarray, length: int) -> np.ndarray:
-    """mean over i = 1..length-1 of A[length + i, i + 1]: weights (layers, heads, 2L, 2L) on the repeated sequence."""
-    t = np.arange(length + 1, 2 * length)
-    return weights[..., t, t - length + 1].mean(-1)
-
-
-_induction_of_model: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+_induction_of_model: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def induction_scores(model, length: int = INDUCTION_LENGTH) -> tuple[np.ndarray, float]:
-    """Induction scores of a decoder-only model's heads from one forward pass over ``induction_sequence``, and
+    """Induction scores of a decoder-only model's heads from one forward pass over ``induction_probe``, and
     the uniform baseline. The probe is the same for every text, so each (model, length) runs it once: the shared
     models never change (a gradient step or live training works on a model of its own)."""
     known = _induction_of_model.setdefault(model, {})
@@ -103,12 +90,8 @@ def induction_scores(model, length: int = INDUCTION_LENGTH) -> tuple[np.ndarray,
 def _measure_induction(model, length: int) -> tuple[np.ndarray, float]:
     limit = model.config.position_limit
     length = min(length, limit // 2) if limit else length
-    ids = induction_sequence(model.config.vocab_size, length)
-    with torch.inference_mode():
-        out = model(ids, output_attentions=True, use_cache=False)
-    weights = torch.stack([w[0] for w in out.attentions]).float().numpy()
-    t = np.arange(length + 1, 2 * length)
-    return induction_scores_from(weights, length), float((1.0 / (t + 1)).mean())
+    weights = attention_weights(model, induction_probe(model.config.vocab_size, length))
+    return induction_scores_from(weights, length), induction_baseline(length)
 
 
 def head_types(model, weights: np.ndarray, kind: str) -> HeadTypes:

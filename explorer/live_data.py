@@ -7,8 +7,9 @@ time, drawn afresh on every read (seeded).
 - ``own-text``: random windows of the learner's text.
 
 A repeated run is followed at once by its copy, and run lengths are drawn anew each time, so the offset between
-a token and its copy varies: only a head that finds the earlier occurrence of the current token by its content
-(an induction head) predicts the copy; a head looking a fixed distance back cannot.
+a token and its copy varies (``checkpointing.in_context.repeat_runs``): only a head that finds the earlier
+occurrence of the current token by its content (an induction head) predicts the copy; a head looking a fixed
+distance back cannot.
 
 Text is read with shakespeare-main's byte-level BPE tokenizer (4096 tokens); random tokens are their own ids.
 """
@@ -19,14 +20,13 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
+from checkpointing.in_context import SPECIAL_IDS, repeat_runs
 from checkpointing.paths import checkpoints_dir
 
 from .inputs import InputProblem
 
 SHAKESPEARE_EXCERPT = Path(__file__).with_name("shakespeare_excerpt.txt")
 TOKENIZER_MODEL = "shakespeare-main"  # whose tokenizer reads text
-SPECIAL_IDS = 3  # ids 0..2 of a random-token vocabulary are pad, bos, eos; never drawn
-MIN_RUN = 4  # the shortest run a repeat copies
 
 
 @lru_cache(maxsize=1)
@@ -37,24 +37,6 @@ def shipped_tokenizer():
 @lru_cache(maxsize=4)
 def text_ids(text: str, tokenizer) -> torch.Tensor:
     return torch.tensor(tokenizer(text, add_special_tokens=False, verbose=False).input_ids, dtype=torch.long)
-
-
-def repeat_runs(sequence: torch.Tensor, share: float, generator: torch.Generator) -> torch.Tensor:
-    """A copy of ``sequence`` read as consecutive runs, each of a length ℓ drawn anew from [4, n/2] (n the
-    length; less near the end, where a run and its copy must fit); a run is followed by a copy of itself with probability q = share / (1 − share), so that about
-    ``share`` of the tokens are copies. The offset of a copy is its run's length: it varies, so copying needs
-    a head that finds the earlier occurrence by content (a fixed-offset head fits one length only)."""
-    n = len(sequence)
-    q = share / (1 - share)
-    out, i = sequence.clone(), 0
-    while n - i >= 2 * MIN_RUN:  # room for a run and its copy
-        run = int(torch.randint(MIN_RUN, min(n // 2, (n - i) // 2) + 1, (), generator=generator))
-        if float(torch.rand((), generator=generator)) < q:
-            out[i + run: i + 2 * run] = out[i: i + run]
-            i += 2 * run
-        else:
-            i += run
-    return out
 
 
 class LiveData(torch.utils.data.IterableDataset):

@@ -25,9 +25,9 @@ import numpy as np
 import torch
 from transformers import GenerationConfig, PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
+from checkpointing.in_context import attention_weights, induction_baseline, induction_probe, induction_scores_from
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig, ScratchTransformerForCausalLM
 
-from .heads import induction_scores_from, induction_sequence
 from .live_data import SPECIAL_IDS, LiveData, shipped_tokenizer, text_ids, training_ids
 from .inputs import InputProblem, echo, number, whole_number
 
@@ -147,16 +147,9 @@ def induction_scores(model, context_length: int) -> np.ndarray:
     docstring)."""
     scores = []
     for i, length in enumerate(probe_lengths(context_length)):
-        ids = induction_sequence(model.config.vocab_size, length, seed=i, skip=SPECIAL_IDS)
+        ids = induction_probe(model.config.vocab_size, length, seed=i, skip=SPECIAL_IDS)
         scores.append(induction_scores_from(attention_weights(model, ids), length))
     return np.min(scores, axis=0)
-
-
-def attention_weights(model, ids: torch.Tensor) -> np.ndarray:
-    """(layers, heads, T, T): every head's attention on ids (1, T)."""
-    with torch.no_grad():
-        out = model(ids, output_attentions=True, use_cache=False)
-    return torch.stack([w[0] for w in out.attentions]).float().numpy()
 
 
 @dataclass
@@ -205,7 +198,7 @@ class LiveResult:
 
 def probe_ids(settings: LiveSettings, vocab_size: int) -> torch.Tensor:
     """(1, 2L): the fixed probe whose attention a snapshot shows, L the longest probe length."""
-    return induction_sequence(vocab_size, probe_lengths(settings.context_length)[-1], seed=0, skip=SPECIAL_IDS)
+    return induction_probe(vocab_size, probe_lengths(settings.context_length)[-1], seed=0, skip=SPECIAL_IDS)
 
 
 def sample(model, settings: LiveSettings, tokenizer) -> str:
@@ -264,7 +257,7 @@ class _Publisher(TrainerCallback):
         T = probe.shape[1]
         return Snapshot(step, self.settings.steps, time.perf_counter() - self.started, list(self.logged_steps),
                         list(self.losses), text, probe[0].tolist(), int(layer), int(head), attention.tolist(),
-                        scores.tolist(), float(np.mean(1.0 / (np.arange(T // 2 + 1, T) + 1))))
+                        scores.tolist(), induction_baseline(T // 2))
 
 
 _DONE = object()

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.heads import (THRESHOLD, head_types, induction_scores, induction_scores_from, induction_sequence,
-                            pattern_scores, visible_keys)
+from checkpointing.in_context import induction_probe
+from explorer.heads import THRESHOLD, head_types, induction_scores, pattern_scores, visible_keys
 from fixtures_checkpoints import SEQ2SEQ_NAME
 from explorer.attention import attention_maps
 from shipped import GREEDY, load
@@ -38,16 +38,6 @@ def test_uniform_attention_scores_its_baseline_and_is_not_labelled():
     assert baseline["previous token"] == pytest.approx(np.mean([1 / (t + 1) for t in range(2, T)]))
 
 
-def test_induction_score_reads_the_token_after_the_earlier_occurrence():
-    n = 6
-    w = np.zeros((1, 1, 2 * n, 2 * n), dtype=np.float32)
-    for t in range(2 * n):
-        w[0, 0, t, t - n + 1 if t > n else 0] = 1.0
-    assert induction_scores_from(w, n)[0, 0] == pytest.approx(1.0)
-    ids = induction_sequence(vocab_size=50, length=n)
-    assert torch.equal(ids[0, :n], ids[0, n:]) and int(ids.min()) >= 3
-
-
 @pytest.fixture(scope="module")
 def rope(tiny_checkpoints):
     return load(tiny_checkpoints, "shakespeare-rope")
@@ -60,11 +50,11 @@ def test_scores_of_a_real_model_are_read_from_its_own_attention(rope):
     w = maps.weights["self"]
     t = np.arange(2, w.shape[-1])
     np.testing.assert_array_equal(types.scores["previous token"], w[:, :, t, t - 1].mean(-1))
-    ids = induction_sequence(model.config.vocab_size)
+    ids = induction_probe(model.config.vocab_size)
     with torch.inference_mode():
         attentions = model(ids, output_attentions=True).attentions
     n = ids.shape[1] // 2
-    expected = np.array([[float(a[0, h, n + 1:, 2:n + 1].diagonal().mean()) for h in range(a.shape[1])] for a in attentions])
+    expected = np.array([[float(a[0, h, n:, 1:n + 1].diagonal().mean()) for h in range(a.shape[1])] for a in attentions])
     np.testing.assert_allclose(types.scores["induction"], expected, rtol=1e-6)
     for layer in range(w.shape[0]):
         for head in range(w.shape[1]):

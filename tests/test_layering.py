@@ -11,7 +11,7 @@ import pytest
 from checkpointing.paths import REPO_ROOT
 
 # what checkpointing may import besides the standard library and itself
-CHECKPOINTING_MAY_IMPORT = {"modeling", "torch", "transformers", "safetensors", "tokenizers", "huggingface_hub"}
+CHECKPOINTING_MAY_IMPORT = {"modeling", "torch", "numpy", "transformers", "safetensors", "tokenizers", "huggingface_hub"}
 
 
 def imported_packages(path: Path) -> set[str]:

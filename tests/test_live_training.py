@@ -15,7 +15,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from checkpointing.paths import REPO_ROOT
 from explorer.inputs import InputProblem
-from explorer.live_data import SHAKESPEARE_EXCERPT, LiveData, repeat_runs, shipped_tokenizer
+from checkpointing.in_context import repeat_runs
+from explorer.live_data import SHAKESPEARE_EXCERPT, LiveData, shipped_tokenizer
 from explorer.live_training import (LiveResult, Snapshot, check_settings, induction_scores, probe_lengths, save_zip,
                                     train_live)
 from tiny_models import tiny_causal_lm

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from transformers import DataCollatorForSeq2Seq
 
+from checkpointing.in_context import SPECIAL_IDS, repeat_runs
 from checkpointing.paths import data_dir
 
 from .corpus import plausible_pair, read_pairs, read_split
@@ -39,6 +40,29 @@ class TokenBlocks(torch.utils.data.Dataset):
             raise IndexError(f"block {i} of {self.count}")
         start = i * self.length + (int(torch.randint(self.length, ())) if self.shifted else 0)
         block = self.ids[start: start + self.length]
+        return {"input_ids": block, "labels": block}
+
+
+class WithRepeats(torch.utils.data.Dataset):
+    """Blocks of text where some sequences teach copying: on each read, with probability ``random_share`` the
+    block is replaced by random token ids (never the first ``skip``, the special tokens), else with probability
+    ``passage_share`` the text is kept; either way such a sequence then has runs repeated at varying offsets,
+    ``copy_share`` of its tokens copies (``repeat_runs``). The other reads are the plain text."""
+
+    def __init__(self, blocks: TokenBlocks, vocab_size: int, random_share: float, passage_share: float,
+                 copy_share: float, skip: int = SPECIAL_IDS):
+        self.blocks, self.vocab_size, self.skip = blocks, vocab_size, skip
+        self.random_share, self.passage_share, self.copy_share = random_share, passage_share, copy_share
+
+    def __len__(self) -> int:
+        return len(self.blocks)
+
+    def __getitem__(self, i: int) -> dict:
+        block = self.blocks[i]["input_ids"]
+        if float(torch.rand(())) < self.random_share:
+            block = repeat_runs(torch.randint(self.skip, self.vocab_size, block.shape), self.copy_share)
+        elif float(torch.rand(())) < self.passage_share:
+            block = repeat_runs(block, self.copy_share)
         return {"input_ids": block, "labels": block}
 
 
@@ -106,7 +130,8 @@ class TrainingData:
 def training_data(model, tokenizer, settings: TrainSettings, root: Path, train_limit: int | None,
                   seed: int) -> TrainingData:
     """A seq2seq model reads the plausible train pairs (names swapped in ``settings.renamed_share`` of reads),
-    a language model blocks of ``settings.context_length`` tokens; validation reads ``settings.eval_examples``."""
+    a language model blocks of ``settings.context_length`` tokens (some teaching copying where the settings say:
+    ``WithRepeats``); validation reads ``settings.eval_examples`` plain blocks."""
     length = settings.context_length
     if model.config.is_encoder_decoder:
         pairs = [pair for pair in read_pairs("train", root) if plausible_pair(pair)]
@@ -116,6 +141,10 @@ def training_data(model, tokenizer, settings: TrainSettings, root: Path, train_l
                             SpellingPairs(read_pairs("validation", root), tokenizer, length, settings.eval_examples),
                             DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100), None)
     ids = token_ids("train", tokenizer, root)
-    return TrainingData(TokenBlocks(ids, length, train_limit, shifted=settings.shifted_blocks),
+    train = TokenBlocks(ids, length, train_limit, shifted=settings.shifted_blocks)
+    if settings.random_repeat_share or settings.passage_repeat_share:
+        train = WithRepeats(train, len(tokenizer), settings.random_repeat_share, settings.passage_repeat_share,
+                            settings.copy_share)
+    return TrainingData(train,
                         TokenBlocks(token_ids("validation", tokenizer, root), length, settings.eval_examples),
                         None, len(ids))

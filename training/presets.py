@@ -9,7 +9,7 @@ we ship). What each preset scored, and what else was tried: docs/main-model.md, 
 docs/position-encodings.md.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from modeling import POSITION_ENCODINGS
 
@@ -36,6 +36,14 @@ class TrainSettings:
     renamed_share: float = 0.0  # seq2seq: share of pairs read with their names invented anew (training.renaming)
     label_smoothing: float = 0.0  # ε: targets are (1-ε)·one-hot + ε/V (Szegedy et al. 2016); training loss only
     distill_weight: float = 0.0  # w: the share of the training loss that is KL to the teachers (training.distillation.distillation_loss)
+    # Copying from the context (training.data.WithRepeats): the share of sequences replaced by random tokens whose
+    # runs repeat, the share of the other (text) sequences whose runs repeat, and the share of a repeating
+    # sequence's tokens that are copies (checkpointing.in_context.repeat_runs).
+    random_repeat_share: float = 0.0
+    passage_repeat_share: float = 0.0
+    copy_share: float = 0.5
+    timeline_every: int = 0  # record a snapshot every N steps (training.timeline); 0: none
+    timeline_snapshots: int = 0  # how many of them ship beside the model, denser where the figures change
 
 
 @dataclass(frozen=True)
@@ -51,6 +59,13 @@ class Preset:
 ENCODING_MODEL = dict(d_model=192, n_heads=6, n_layers=4, d_ff=768, dropout=0.1, norm_first=True, activation="gelu")
 ENCODING_TRAIN = TrainSettings(context_length=128, batch_size=32, max_steps=1770, learning_rate=2e-3,
                                warmup_steps=100, precision="bf16", weights_dtype="float16")
+
+# The two timeline models (byte-level: 258 tokens, so two dozen float16 snapshots fit in a few megabytes).
+TIMELINE_MODEL = dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.0, norm_first=True, activation="gelu",
+                      position_encoding="rope")
+TIMELINE_TRAIN = TrainSettings(context_length=128, batch_size=32, max_steps=6000, learning_rate=1e-3, warmup_steps=100,
+                               weight_decay=0.0, eval_steps=500, eval_examples=64, tokenizer="bytes",
+                               weights_dtype="float16", timeline_every=50, timeline_snapshots=24)
 
 PRESETS: dict[str, Preset] = {
     **{f"shakespeare-{encoding}": Preset(dict(ENCODING_MODEL, position_encoding=encoding), ENCODING_TRAIN)
@@ -85,11 +100,24 @@ PRESETS: dict[str, Preset] = {
                       shifted_blocks=True, distill_weight=0.9),
         starts_from="shakespeare-main",
     ),
+    # Watching a model learn to copy: two small byte-level models, identical but for the data. The first reads the plays
+    # with half of its sequences random tokens whose runs repeat (half their tokens copies) and forms an induction
+    # head; the control reads the plays alone, as every model above does. Each ships its run's snapshots beside it
+    # (training.timeline); what they showed: docs/watch-it-learn.md.
+    **{name: Preset(TIMELINE_MODEL, replace(TIMELINE_TRAIN, random_repeat_share=share))
+       for name, share in (("timeline-repeats", 0.5), ("timeline-plain", 0.0))},
     # For tests: a few seconds.
     "tiny": Preset(
         dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),
         TrainSettings(context_length=32, batch_size=8, max_steps=30, learning_rate=3e-3, warmup_steps=0,
                       eval_steps=50, eval_examples=64),
+    ),
+    # For tests: a tiny run that records a timeline (a snapshot every 10 steps) and learns to copy from its data.
+    "tiny-timeline": Preset(
+        dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),
+        TrainSettings(context_length=32, batch_size=8, max_steps=30, learning_rate=3e-3, warmup_steps=0,
+                      eval_steps=50, eval_examples=16, tokenizer="bytes", random_repeat_share=0.5,
+                      passage_repeat_share=0.5, timeline_every=10, timeline_snapshots=3),
     ),
     # For tests: continues a tiny model (--init-from) with more dropout and label smoothing.
     "tiny-continued": Preset(

@@ -41,7 +41,10 @@ from .distillation import DistillingTrainer, load_teachers
 from .float16 import store_float16_if_harmless
 from .presets import DEFAULT_SEED, PRESETS, TrainSettings
 from .summary import WallClock, run_summary
+from .timeline import VALIDATION_BLOCKS, TimelineRecorder, ship_timeline, timeline_probes
 from .tokenization import tokenizer_for
+
+LOGGING_STEPS = 10  # the training loss is logged (and a timeline may snapshot) every this many steps
 
 
 def parse_args(argv: list[str] | None):
@@ -114,7 +117,7 @@ def training_arguments(settings: TrainSettings, work_dir: Path, seed: int, world
         label_smoothing_factor=settings.label_smoothing,
         metric_for_best_model="eval_loss" if settings.keep_best else None,
         greater_is_better=False if settings.keep_best else None,
-        logging_steps=10,
+        logging_steps=LOGGING_STEPS,
         include_num_input_tokens_seen="non_padding" if pairs else "all",  # blocks: no padding
         seed=seed,
         data_seed=seed,
@@ -152,6 +155,31 @@ def save_trained(trainer: Trainer, tokenizer, output_dir: Path, weights_dtype: s
     return "float32", None
 
 
+def timeline_recorder(settings: TrainSettings, work_dir: Path, data) -> TimelineRecorder | None:
+    """The recorder of a preset that keeps a timeline (``timeline_every``), measuring on validation text."""
+    if not settings.timeline_every:
+        return None
+    if settings.timeline_every % LOGGING_STEPS:
+        raise SystemExit(f"timeline_every must be a multiple of the logging interval {LOGGING_STEPS}; "
+                         f"got {settings.timeline_every}")
+    validation = data.validation
+    blocks = torch.stack([validation[i]["input_ids"] for i in range(min(VALIDATION_BLOCKS, len(validation)))])
+    probes = timeline_probes(validation.ids.numpy(), settings.context_length)
+    return TimelineRecorder(settings.timeline_every, work_dir, probes, blocks)
+
+
+def data_description(settings: TrainSettings) -> str:
+    """What the language model read, in words."""
+    parts = ["Shakespeare's plays (train split)"]
+    if settings.random_repeat_share:
+        parts.append(f"{settings.random_repeat_share:.0%} of sequences random tokens with repeated runs")
+    if settings.passage_repeat_share:
+        parts.append(f"{settings.passage_repeat_share:.0%} of the text sequences with repeated runs")
+    if len(parts) > 1:
+        parts.append(f"{settings.copy_share:.0%} of a repeating sequence's tokens copies")
+    return "; ".join(parts)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     settings = settings_from(args)
@@ -174,8 +202,9 @@ def main(argv: list[str] | None = None) -> None:
     training_args = training_arguments(settings, work_dir, args.seed, world, model.config.is_encoder_decoder)
     resume = args.resume and any(work_dir.glob("checkpoint-*"))
     clock = WallClock(work_dir, resume)
+    recorder = timeline_recorder(settings, work_dir, data)
     common = dict(model=model, args=training_args, train_dataset=data.train, eval_dataset=data.validation,
-                  data_collator=data.collator, callbacks=[clock])
+                  data_collator=data.collator, callbacks=[clock] + ([recorder] if recorder else []))
     trainer = (DistillingTrainer(**common, teachers=teachers, distill_weight=settings.distill_weight) if teachers
                else Trainer(**common))
     result = trainer.train(resume_from_checkpoint=True if resume else None)
@@ -192,6 +221,10 @@ def main(argv: list[str] | None = None) -> None:
                           trainer=trainer, result=result, validation_loss=validation_loss, clock=clock, world=world,
                           passes=passes, stored=stored, float16_change=float16_change, start=start,
                           teacher_summaries=teacher_summaries)
+    if recorder:
+        run = {"preset": args.preset, "seed": args.seed, "data": data_description(settings),
+               "batch_size": settings.batch_size, "context_length": settings.context_length}
+        ship_timeline(recorder, trainer.model, trainer.state, args.output_dir, settings.timeline_snapshots, run)
     (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "validation_curve"}, indent=1))
     print(f"validation perplexity {math.exp(validation_loss):.2f}")
