@@ -65,6 +65,13 @@ def measure(model, probes: dict) -> dict:
             "repeated_passage_ratio": round(repeated_passage_ratio(model, probes["passages"]), 6)}
 
 
+def write_timeline(folder: Path, run: dict, probes: dict, snapshots: list[dict], train_curve: list) -> dict:
+    """Write ``folder``/timeline.json (the snapshots' weight files must be in place already); returns what it wrote."""
+    timeline = {"run": run, "probes": probes, "snapshots": snapshots, "train_curve": [list(p) for p in train_curve]}
+    (Path(folder) / TIMELINE_FILE).write_text(json.dumps(timeline, separators=(",", ":")) + "\n")
+    return read_timeline(folder)
+
+
 def read_timeline(folder: Path) -> dict:
     """timeline.json of ``folder``, checked: snapshots in step order, each with every field and its weights file."""
     folder = Path(folder)

@@ -19,7 +19,7 @@ import torch
 from transformers import TrainerCallback
 
 from checkpointing.in_context import INDUCTION_LENGTH, SPECIAL_IDS
-from checkpointing.timeline import SNAPSHOT_DIR, TIMELINE_FILE, load_snapshot, measure, save_snapshot
+from checkpointing.timeline import SNAPSHOT_DIR, load_snapshot, measure, save_snapshot, write_timeline
 
 RECORDS_FILE = "records.jsonl"
 PASSAGES = 8  # held-out passages the repeated-passage ratio reads
@@ -135,7 +135,4 @@ def ship_timeline(recorder: TimelineRecorder, model, state, output_dir: Path, co
     (target / SNAPSHOT_DIR).mkdir(parents=True)
     for snapshot in chosen:
         shutil.copyfile(recorder.folder / snapshot["file"], target / snapshot["file"])
-    timeline = {"run": run, "probes": recorder.probes, "snapshots": chosen,
-                "train_curve": [list(p) for p in recorder.train_curve]}
-    (target / TIMELINE_FILE).write_text(json.dumps(timeline, separators=(",", ":")) + "\n")
-    return timeline
+    return write_timeline(target, run, recorder.probes, chosen, recorder.train_curve)
