@@ -60,8 +60,8 @@ def measure(model, probes: dict) -> dict:
     """The figures a snapshot records about copying, from ``probes`` as timeline.json stores them."""
     induction = probes["induction"]
     scores = head_scores(model, induction["length"], induction["seed"], induction["skip"])
-    return {"induction": scores["induction"].round(6).tolist(),
-            "previous_token": scores["previous token"].round(6).tolist(),
+    return {"induction": scores["induction"].astype(float).round(6).tolist(),
+            "previous_token": scores["previous token"].astype(float).round(6).tolist(),
             "repeated_passage_ratio": round(repeated_passage_ratio(model, probes["passages"]), 6)}
 
 

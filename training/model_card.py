@@ -15,9 +15,11 @@ from pathlib import Path
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from checkpointing.paths import checkpoints_dir
+from checkpointing.timeline import is_timeline, read_timeline
 
 from .tokenization import BYTE_VOCABULARY_SIZE
 
+INDUCTION_FORMED = 0.3  # a head with an induction score this high copies (the card says when one first did)
 HUB_ORGANIZATION = "scratch-transformer"  # where the checkpoints live on the Hub: <organization>/<name>
 DATASET = dict(dataset_type="shakespeare-gutenberg", dataset_name="Shakespeare (Project Gutenberg), held-out plays")
 
@@ -206,8 +208,33 @@ def seq2seq_results(result: dict) -> list[str]:
     return lines
 
 
+def timeline_section(timeline: dict) -> list[str]:
+    """What a recorded run (timeline.json) shows: its data, its snapshots, where an induction head formed."""
+    snapshots = timeline["snapshots"]
+    best = [max(map(max, s["induction"])) for s in snapshots]
+    formed = next((s["step"] for s, b in zip(snapshots, best) if b >= INDUCTION_FORMED), None)
+    first, last = snapshots[0], snapshots[-1]
+    return [
+        "## How it learned\n",
+        f"This folder also holds the training run: {len(snapshots)} snapshots (`snapshots/`, float16 weights) from "
+        f"step {first['step']} to step {last['step']}, chosen densest where the figures change, and `timeline.json`, "
+        "what was measured at each: the training and validation loss, every head's induction and previous-token "
+        "scores, and the repeated-passage loss ratio (`checkpointing/in_context.py` says how each is measured).",
+        "",
+        f"- data: {timeline['run'].get('data')}",
+        f"- best induction score: {best[0]:.3f} at step {first['step']} -> {best[-1]:.3f} at step {last['step']}; "
+        + (f"first at {INDUCTION_FORMED} or more at step {formed}" if formed is not None
+           else f"never {INDUCTION_FORMED} or more: no induction head formed"),
+        f"- repeated-passage loss ratio (second copy / first): {first['repeated_passage_ratio']:.3f} -> "
+        f"{last['repeated_passage_ratio']:.3f}",
+        "- see it: the app's *Watch it learn* tab; in Python, `checkpointing.timeline.load_snapshot(folder, "
+        "snapshot[\"file\"], config)` for the entries of `read_timeline(folder)[\"snapshots\"]`",
+        "",
+    ]
+
+
 def render_card(name: str, config: dict, result: dict, training: dict, main: bool = False,
-                experiment: dict | None = None) -> ModelCard:
+                experiment: dict | None = None, timeline: dict | None = None) -> ModelCard:
     """The model card of one checkpoint; ``main``: the app's default text-generation model."""
     seq2seq = config.get("is_encoder_decoder", False)
     lines = [f"# {name}\n"]
@@ -234,6 +261,8 @@ def render_card(name: str, config: dict, result: dict, training: dict, main: boo
         lines += ["Training pairs are lines aligned between the First Folio and the modern edition of the same "
                   "plays (see `training/corpus.py` for the alignment method and its measured quality).", ""]
     lines += training_section(training)
+    if timeline:
+        lines += timeline_section(timeline)
     lines += ["## Results (held-out test plays)\n"]
     if not result:
         lines.append("- not evaluated yet\n")
@@ -254,7 +283,8 @@ def write_model_cards(root: Path | None = None) -> list[Path]:
         card = render_card(folder.name, json.loads(config_file.read_text()),
                            everything.get("models", {}).get(folder.name, {}),
                            json.loads(summary.read_text()) if summary.exists() else {},
-                           main=folder.name == everything.get("main_model"), experiment=everything.get("experiment"))
+                           main=folder.name == everything.get("main_model"), experiment=everything.get("experiment"),
+                           timeline=read_timeline(folder) if is_timeline(folder) else None)
         card.save(folder / "README.md")
         written.append(folder / "README.md")
     return written

@@ -75,8 +75,9 @@ def run_summary(*, args, argv: list[str] | None, settings, model_kwargs: dict, m
         "tokens_seen": int(trainer.state.num_input_tokens_seen),  # non-padding input tokens (seq2seq: source tokens)
         "passes_over_train_split": round(passes, 2),
         "learning_rate": settings.learning_rate,
-        "schedule": f"{settings.warmup_steps} warm-up steps, cosine decay, AdamW "
-                    f"(weight decay {settings.weight_decay})",
+        "schedule": f"{settings.warmup_steps} warm-up steps, "
+                    f"{'cosine decay' if settings.schedule == 'cosine' else 'then constant'}, "
+                    f"AdamW (weight decay {settings.weight_decay})",
         "precision": "bf16 autocast" if settings.precision == "bf16" else "fp32",
         "device": device_description(),
         "processes": world,

@@ -97,17 +97,17 @@ def validation_loss(model, blocks: torch.Tensor) -> float:
 
 
 def change_path(records: list[dict]) -> np.ndarray:
-    """Where each record lies along the run, measured by how much has changed since the start: the cumulative sum
-    of |Δ best induction score| + |Δ repeated-passage ratio| + |Δ validation loss| / (its range) + Δstep / steps.
-    Equal steps along it are equal amounts of change, so snapshots picked evenly along it crowd where things move."""
+    """Where each record lies along the run, measured by how much has changed since the start: the best induction
+    score reached so far + (1 - the lowest repeated-passage ratio so far) + the validation loss shed so far / all
+    it sheds + step / steps. Records so far, not each record's own figures, so that noise between records adds
+    nothing. Equal distances along it are equal amounts of change: snapshots picked evenly crowd where things move."""
     steps = np.array([r["step"] for r in records], dtype=float)
-    induction = np.array([np.max(r["induction"]) for r in records])
-    ratio = np.array([r["repeated_passage_ratio"] for r in records])
-    loss = np.array([r["validation_loss"] for r in records])
-    loss_scale = max(float(np.ptp(loss)), 1e-9)
-    moves = (np.abs(np.diff(induction)) + np.abs(np.diff(ratio)) + np.abs(np.diff(loss)) / loss_scale
-             + np.diff(steps) / max(steps[-1] - steps[0], 1.0))
-    return np.concatenate([[0.0], np.cumsum(moves)])
+    induction = np.maximum.accumulate([np.max(r["induction"]) for r in records])
+    ratio = np.minimum.accumulate([r["repeated_passage_ratio"] for r in records])
+    loss = np.minimum.accumulate([r["validation_loss"] for r in records])
+    shed = max(float(loss[0] - loss[-1]), 1e-9)
+    return ((induction - induction[0]) + (ratio[0] - ratio) + (loss[0] - loss) / shed
+            + (steps - steps[0]) / max(steps[-1] - steps[0], 1.0))
 
 
 def choose_snapshots(records: list[dict], count: int) -> list[dict]:

@@ -44,6 +44,7 @@ from .summary import WallClock, run_summary
 from .timeline import VALIDATION_BLOCKS, TimelineRecorder, ship_timeline, timeline_probes
 from .tokenization import tokenizer_for
 
+SCHEDULERS = {"cosine": "cosine", "constant": "constant_with_warmup"}  # a preset's schedule -> the Trainer's name
 LOGGING_STEPS = 10  # the training loss is logged (and a timeline may snapshot) every this many steps
 
 
@@ -84,7 +85,10 @@ def settings_from(args) -> TrainSettings:
                                                      "eval_steps", "eval_examples", "precision",
                                                      "shifted_blocks", "renamed_share", "distill_weight")
                  if getattr(args, key) is not None}
-    return replace(preset, **overrides)
+    settings = replace(preset, **overrides)
+    if settings.schedule not in SCHEDULERS:
+        raise SystemExit(f"schedule must be one of {', '.join(SCHEDULERS)}; preset {args.preset} has {settings.schedule!r}")
+    return settings
 
 
 def training_arguments(settings: TrainSettings, work_dir: Path, seed: int, world: int,
@@ -99,7 +103,7 @@ def training_arguments(settings: TrainSettings, work_dir: Path, seed: int, world
         per_device_eval_batch_size=max(1, settings.batch_size // world),
         learning_rate=settings.learning_rate,
         warmup_steps=settings.warmup_steps,
-        lr_scheduler_type="cosine",
+        lr_scheduler_type=SCHEDULERS[settings.schedule],
         weight_decay=settings.weight_decay,
         adam_beta2=0.98,
         max_grad_norm=1.0,
