@@ -134,12 +134,13 @@ TIMELINE_LOG_EVERY = 5  # steps per point of the training curve
 
 
 def build_timeline_runs(root: Path, steps: int = 20, every: int = 10, batch_size: int = 4, context_length: int = 128,
-                        seed: int = 0) -> Path:
+                        seed: int = 0, **config_overrides) -> Path:
     """Write ``root/timeline-repeats`` and ``root/timeline-plain``: byte-level models (2 layers, 4 heads, d_model
-    32, RoPE) trained ``steps`` AdamW steps from scratch on SAMPLE_TEXT (the first three quarters; the rest
-    validates), the first with half its sequences replaced by random tokens with repeated runs. A snapshot at
-    step 0 and every ``every`` steps, measured on the weights as stored (``checkpointing.timeline.measure``);
-    the final model beside them in the shipped layout, then timeline.json. Returns ``root``."""
+    32, RoPE; ``config_overrides`` change them) trained ``steps`` AdamW steps from scratch on SAMPLE_TEXT (the first
+    three quarters; the rest validates), the first with half its sequences replaced by random tokens with repeated
+    runs. A snapshot at step 0 and every ``every`` steps, measured on the weights as stored
+    (``checkpointing.timeline.measure``); the final model beside them in the shipped layout, then timeline.json.
+    Returns ``root``."""
     root = Path(root)
     tokenizer = byte_tokenizer()
     ids = torch.tensor(tokenizer(SAMPLE_TEXT * 4).input_ids)
@@ -152,8 +153,8 @@ def build_timeline_runs(root: Path, steps: int = 20, every: int = 10, batch_size
     try:
         for name, random_share in TIMELINE_RUNS.items():
             torch.manual_seed(seed)
-            config = checkpoint_config(tokenizer, "rope", training_context_length=context_length,
-                                       max_position_embeddings=context_length)
+            config = checkpoint_config(tokenizer, "rope", **{"training_context_length": context_length,
+                                       "max_position_embeddings": context_length, **config_overrides})
             model = ScratchTransformerForCausalLM(config)
             snapshots, curve = train_recorded(model, root / name, random_share, steps, every, batch_size, seed, **data)
             save_checkpoint(model.eval(), tokenizer, root / name)
