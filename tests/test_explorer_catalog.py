@@ -143,6 +143,9 @@ def test_menus_have_one_line_per_model_saying_what_it_is(tiny_checkpoints):
     assert "encoding experiment" in lines["shakespeare-alibi"]
     assert lines[SLOW_MODEL].startswith(f"{SLOW_MODEL} · rope positions · {found[SLOW_MODEL].n_parameters / 1e6:.1f}M parameters")
     assert lines[SEQ2SEQ_NAME].endswith("rewrites its input (character error rate 0.120; copying the input: 0.310)")
+    for name in TIMELINE_RUNS:
+        assert lines[name] == (f"{name} · rope positions · {found[name].n_parameters / 1e3:.0f}k parameters · context 128 · "
+                               "a recorded training run (Watch it learn)")
 
 
 def test_the_architecture_line_counts_encoder_and_decoder_layers_apart():
