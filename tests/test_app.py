@@ -66,7 +66,8 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "attention_pick_head", "attention_pick_token", "generate_labels", "attention_decoder_note",
                "generate_stop_on", "generate_stop_off", "generate_submit_stop_on", "generate_submit_stop_off",
                "ablation_clear_rank", "ablation_clear_removal", "grad_model_note", "train_live_stop_on", "train_live_stop_off",
-               "training_timeline_snapshot", "training_timeline_open", "training_timeline_run_range", "training_timeline_run"}
+               "training_timeline_snapshot", "training_timeline_step", "training_timeline_open", "training_timeline_run_range",
+               "training_timeline_run"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 

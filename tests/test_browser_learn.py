@@ -71,6 +71,7 @@ def test_watch_it_learn_follows_the_slider_and_keeps_its_explanation_in_sight(pa
         page.keyboard.press("ArrowRight")
     page.wait_for_selector("#timeline-status >> text=Step 20")
     assert "snapshot 2 of 0–2" in page.inner_text("#timeline-status")
+    page.wait_for_selector("#timeline-snapshot >> text=Snapshot 2 of 0–2: step 20 of 20")  # the slider shows the step
     for plot in ("plot-timeline-loss", "plot-timeline-heads", "plot-timeline-grid", "plot-timeline-previous",
                  "plot-timeline-induction"):
         plot_drawn(page, plot)
@@ -90,6 +91,9 @@ def test_watch_it_learn_follows_the_slider_and_keeps_its_explanation_in_sight(pa
     page.fill("#timeline-text textarea", "To be, or not to be")
     page.click("#timeline-button")
     page.wait_for_selector("#timeline-status >> text=Step 20")
+    page.get_by_label("timeline-plain").check()  # the other run: same snapshots, the slider stays where it was
+    page.wait_for_selector("#timeline-status >> text=timeline-plain trained on")
+    assert page.input_value("#timeline-snapshot input[type=range]") == "2"
     assert_no_error_shown(page)
 
 

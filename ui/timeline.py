@@ -24,27 +24,44 @@ def training_timeline(snapshot, text, run=None):
                    + other, *view.notices))
 
 
-def slider_for(run, index):
-    """The slider's range for the run picked (its snapshots), the index kept inside it."""
+def slider_label(run: timeline.RecordedRun, index: int) -> str:
+    """What the slider says it is on: the snapshot and its step."""
+    return f"Snapshot {index} of 0–{len(run.steps) - 1}: step {run.steps[index]:,} of {run.steps[-1]:,}"
+
+
+def step_label(index, run):
+    """The slider's label, for the snapshot it is on now."""
     try:
-        n = len(timeline.pick_run(run).snapshots)
+        chosen = timeline.pick_run(run)
+        return gr.update(label=slider_label(chosen, timeline.pick_snapshot(index, chosen)))
     except InputProblem:
         return gr.skip()
-    current = index if isinstance(index, (int, float)) else n - 1
-    return gr.update(maximum=n - 1, value=min(max(int(current), 0), n - 1))
+
+
+def slider_for(run, index):
+    """The slider for the run picked: its snapshots, the index kept among them, its label."""
+    try:
+        chosen = timeline.pick_run(run)
+    except InputProblem:
+        return gr.skip()
+    try:
+        kept = timeline.pick_snapshot(index, chosen)
+    except InputProblem:  # past this run's snapshots: its last
+        kept = len(chosen.snapshots) - 1
+    return gr.update(maximum=len(chosen.snapshots) - 1, value=kept, label=slider_label(chosen, kept))
 
 
 def tab() -> None:
     runs = timeline.timeline_runs()
-    first = next(iter(runs), None)
-    last = len(timeline.recorded(runs[first]).snapshots) - 1 if first else 1
-    context = f"{runs[first].config.context_length} tokens" if first else "its context"
+    first = timeline.recorded(next(iter(runs.values()))) if runs else None
+    last = len(first.snapshots) - 1 if first else 1
+    context = f"{first.info.config.context_length} tokens" if first else "its context"
     with gr.Tab("Watch it learn", id="timeline") as page:
         with gr.Row():  # on a narrow page the explanation goes below the curves
             with gr.Column(scale=3, min_width=420):
-                run = gr.Radio(list(runs), value=first, label="Recorded run", elem_id="timeline-run")
-                snapshot = gr.Slider(0, last, value=0, step=1, label="Snapshot: move it to go through training",
-                                     elem_id="timeline-snapshot")
+                run = gr.Radio(list(runs), value=first and first.name, label="Recorded run", elem_id="timeline-run")
+                snapshot = gr.Slider(0, last, value=0, step=1, elem_id="timeline-snapshot",
+                                     label=slider_label(first, 0) if first else "Snapshot")
                 status_line = gr.Markdown(timeline.no_runs_message() if not runs else "", elem_id="timeline-status",
                                           elem_classes="status-line")
                 losses = gr.Plot(label="Loss", elem_id="plot-timeline-loss")
@@ -67,6 +84,8 @@ def tab() -> None:
     # a drag sends a change per position; "always_last" (a change's default) runs the last one after the running one
     snapshot.change(training_timeline, request, outputs, api_name="training_timeline_snapshot",
                     api_visibility="private", **INTERACTIVE, **UNCHECKED)
+    snapshot.change(step_label, [snapshot, run], snapshot, api_name="training_timeline_step", api_visibility="private",
+                    queue=False, show_progress="hidden", **UNCHECKED)
     page.select(training_timeline, request, outputs, api_name="training_timeline_open", api_visibility="private",
                 **INTERACTIVE, **UNCHECKED)
     run.input(slider_for, [run, snapshot], snapshot, api_name="training_timeline_run_range", api_visibility="private",
