@@ -27,6 +27,7 @@ from explorer.live_training import DEFAULT
 from explorer.timeline import DEFAULT_TEXT, timeline_view
 from fixtures_checkpoints import SEQ2SEQ_NAME
 from test_app import call_raw
+from ui.common import visible_breaks
 
 # a tiny job: one layer, two heads, d_model 16, on repeating random tokens (the default vocabulary: 64 ids, 61 drawn)
 TINY = dict(n_layers=1, n_heads=2, d_model=16, learning_rate=0.01, position_encoding="rope", data="random-repeats",
@@ -231,7 +232,7 @@ def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(clien
     view = timeline_view("timeline-repeats", 1, DEFAULT_TEXT, tiny_checkpoints)
     assert note.splitlines()[0] == f"- {view.summary()}" and note.startswith("- **Step 10** of 20 (snapshot 1 of 0–2)")
     assert "Dashed and grey: timeline-plain, for comparison." in note
-    assert sample == view.sample.replace("\n", "⏎\n") and len(sample) > 0
+    assert sample == visible_breaks(view.sample) and len(sample) > 0
     maps = figure(grid)["data"]
     assert len(maps) == 8 and maps[0]["x"] == view.tokens
     for i, heatmap in enumerate(maps):
@@ -243,6 +244,11 @@ def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(clien
     assert validation["timeline-repeats: validation loss"] == [s["validation_loss"] for s in view.run.snapshots]
     assert validation["timeline-plain: validation loss"] == [s["validation_loss"] for s in view.other.snapshots]
     assert len([trace for trace in figure(heads)["data"] if trace["type"] == "scatter"]) == 2 * 8 + 2
+
+
+@pytest.mark.parametrize("sample, shown", [("ab\ncd", "ab⏎\ncd"), ("   ", "␣␣␣"), (" \n ", "␣⏎\n␣"), ("a b", "a b"), ("", "")])
+def test_a_sample_of_spaces_and_line_breaks_alone_is_shown_visibly(sample, shown):
+    assert visible_breaks(sample) == shown
 
 
 def test_training_timeline_shows_the_run_asked_for_at_the_snapshot_asked_for(client):

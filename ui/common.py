@@ -76,7 +76,10 @@ def status(*lines: str) -> str:
 
 
 def visible_breaks(sample: str) -> str:
-    """A sample with its line breaks marked (⏎): an early model's sample is often line breaks alone."""
+    """A sample with its line breaks marked (⏎), and its spaces too (␣) when it has nothing else to show: an early
+    model's sample is often line breaks or spaces alone, which a text box shows as nothing."""
+    if sample and not sample.strip(" \n"):
+        sample = sample.replace(" ", "␣")
     return sample.replace("\n", "⏎\n")
 
 
