@@ -73,8 +73,9 @@ def tab() -> None:
                               label=f"Your text (at most {timeline.MAX_TEXT_CHARS:,} characters; the model reads the "
                                     f"first {context}, one per byte)")
             show = gr.Button("Show", variant="primary", scale=1, elem_id="timeline-button")
-        sample = gr.Textbox(label=f"What this snapshot writes next (greedy, up to {timeline.SAMPLE_TOKENS} tokens; ⏎ marks "
-                                  "a line break)", lines=2, max_lines=4, elem_id="timeline-sample")
+        sample = gr.Textbox(label=f"What this snapshot writes next (greedy: at most {timeline.SAMPLE_TOKENS} tokens, as many as "
+                                  f"fit the model's {context}; ⏎ is a line break, ␣ a space)", lines=2, max_lines=4,
+                            elem_id="timeline-sample")
         grid = gr.Plot(label="Every head's attention on your text", elem_id="plot-timeline-grid")
         with gr.Row(elem_classes="plot-row"):
             previous = gr.Plot(label="The best previous-token head, enlarged", elem_id="plot-timeline-previous")
