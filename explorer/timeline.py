@@ -45,7 +45,7 @@ def timeline_runs(root: Path | None = None) -> dict[str, catalog.CheckpointInfo]
 
 def no_runs_message() -> str:
     return ("No recorded training run found among the checkpoints (a checkpoint folder with a timeline.json): "
-            f"train one with `python -m training.train --preset {DEFAULT_RUN}`.")
+            f"train one with `python -m training.train --preset {DEFAULT_RUN} --output-dir checkpoints/{DEFAULT_RUN}`.")
 
 
 def _file_key(path: Path) -> tuple:
