@@ -197,9 +197,9 @@ TIMELINE = """### Watch it learn: an induction head forms
   before and writes "the token before me was A" into that token's stream. An *induction head* in layer 1 reads
   this through its keys (*K-composition*: its keys are computed from the stream layer 0 wrote into). At a
   token A, its query matches the key of the token that came after an earlier A; it attends there and copies that
-  token, B, into the prediction. Our models add no position to the stream: RoPE turns the queries and keys inside
-  each attention layer, which is how the layer-0 head finds the token before; what it passes on is which token
-  that was.
+  token, B, into the prediction. These models add no position to the stream: RoPE turns the queries and keys
+  inside each attention layer, which is how the layer-0 head finds the token before; what it passes on is which
+  token that was.
 - **Why it appears suddenly:** neither head helps alone. A previous-token head that nothing reads does not change
   the prediction, and an induction head has nothing to match until the previous-token head writes it. So the
   loss on what could be copied stays flat while the model learns which bytes follow which; once both heads begin
