@@ -4,6 +4,7 @@
     python -m benchmarks.app_latency --checkpoints DIR     # any checkpoint root
     python -m benchmarks.app_latency --random tiny         # random d_model=32 checkpoints (what the tests use)
     python -m benchmarks.app_latency --starts 1 --only training   # the figures of generation beside training alone
+    python -m benchmarks.app_latency --starts 1 --only timeline   # one move of the Watch it learn slider alone
 
 Prints, against the targets of the issues:
 - readiness: from starting `python app.py` to the page answering HTTP 200 (target < 10 s), median of --starts,
@@ -16,7 +17,10 @@ Prints, against the targets of the issues:
   Train one yourself tab's defaults), and how long that job took, start to finish, with them beside it;
 - teaching views on 128 tokens (target <= 1 s each): /attention_steps (last layer, last head, last query),
   /logit_lens, /ablate_heads (two heads), /next_token_distribution (T 0.8, top-k 40, top-p 0.95), and
-  /rank_heads (one forward pass per head: layers x heads passes).
+  /rank_heads (one forward pass per head: layers x heads passes);
+- one move of the Watch it learn slider (target <= 1 s): /training_timeline at every snapshot of the default
+  recorded run in turn, on the tab's default text (random checkpoints get two recorded runs of the presets' size,
+  trained for a few steps).
 Writes the figures to artifacts/bench_app.json as well. Each figure is one function below: a new endpoint's
 latency is one more function and one more line in ``main``.
 """
@@ -138,6 +142,32 @@ def teaching_latencies(client, model: str, texts: list[str]) -> dict[str, list[f
     return seconds
 
 
+def timeline_latencies(client, root: Path, rounds: int) -> list[float]:
+    """Seconds from request to answer of /training_timeline as the slider asks it: every snapshot of the default
+    run in turn, ``rounds`` times over (after one call to warm up), on the tab's default text; [] without a run."""
+    from explorer.timeline import DEFAULT_TEXT, pick_run, timeline_runs
+
+    if not timeline_runs(root):
+        return []
+    n = len(pick_run(None, root).snapshots)
+    client.predict(0, DEFAULT_TEXT, api_name="/training_timeline")
+    seconds = []
+    for index in [i for _ in range(rounds) for i in range(n)]:
+        start = time.perf_counter()
+        note = client.predict(index, DEFAULT_TEXT, api_name="/training_timeline")[-1]
+        seconds.append(time.perf_counter() - start)
+        assert not note.startswith("⚠️"), note
+    return seconds
+
+
+def report_timeline(seconds: list[float], root: Path) -> None:
+    if seconds:
+        print(f"{'/training_timeline, one slider move:':42}median {statistics.median(seconds):.3f} s, worst "
+              f"{max(seconds):.3f} s ({len(seconds)} moves)   target <= 1 s")
+    else:
+        print(f"/training_timeline: not measured (no recorded run among the checkpoints in {root})")
+
+
 def text_of_tokens(root: Path, model: str, n_tokens: int, variant: int) -> str:
     from transformers import AutoTokenizer
 
@@ -152,18 +182,22 @@ def main() -> None:
     parser.add_argument("--random", choices=["shipped", "tiny"], help="build random checkpoints of this size instead")
     parser.add_argument("--starts", type=int, default=3, help="how many times to start app.py for the readiness figure")
     parser.add_argument("--repeats", type=int, default=5, help="requests per latency figure")
-    parser.add_argument("--only", choices=["training"], help="after readiness, measure only generation beside training")
+    parser.add_argument("--only", choices=["training", "timeline"],
+                        help="after readiness, measure only generation beside training, or only the timeline slider")
     args = parser.parse_args()
 
     from explorer.catalog import default_model, discover_checkpoints, read_results
 
     root = args.checkpoints or REPO / "checkpoints"
     if args.random or not discover_checkpoints(root):
-        from fixtures_checkpoints import build_checkpoints
+        from fixtures_checkpoints import build_checkpoints, build_timeline_runs
+        from training.presets import TIMELINE_MODEL
 
         size = args.random or "shipped"
         root = build_checkpoints(Path(tempfile.mkdtemp(prefix="bench-checkpoints-")),
                                  **(SHIPPED_SIZE if size == "shipped" else dict(max_position_embeddings=256)))
+        build_timeline_runs(root, steps=115, every=5,  # 24 snapshots, as the presets ship
+                            **{k: TIMELINE_MODEL[k] for k in ("d_model", "n_heads", "n_layers", "d_ff")})
         source = f"random checkpoints, {size} size ({'d_model=256, 4 layers, 4 heads' if size == 'shipped' else 'd_model=32'}), vocab 384"
     else:
         source = f"checkpoints in {root}"
@@ -188,6 +222,13 @@ def main() -> None:
             stop_app(process)
         report_training(figures)
         return
+    if args.only == "timeline":
+        try:
+            seconds = timeline_latencies(Client(url, verbose=False), root, 2)
+        finally:
+            stop_app(process)
+        report_timeline(seconds, root)
+        return
     try:
         client = Client(url, verbose=False)
         first_cold, _ = first_token_latency(client, model, seed=0)  # right after readiness: may wait for warm-up
@@ -200,6 +241,7 @@ def main() -> None:
         attention_latency(client, model, text_of_tokens(root, model, 128, -1))  # first use of the tab
         attention = [attention_latency(client, model, text_of_tokens(root, model, 128, i)) for i in range(args.repeats)]
         teaching = teaching_latencies(client, model, [text_of_tokens(root, model, 128, i) for i in range(args.repeats)])
+        timeline = timeline_latencies(client, root, 1)
         under_load = first_token_under_long_jobs(url, client, model, args.repeats)
         training = first_token_while_training(url, client, model, args.repeats)
     finally:
@@ -222,6 +264,7 @@ def main() -> None:
         **training,
         **{f"{name}_128_tokens_s": values for name, values in teaching.items()},
         **{f"{name}_128_tokens_median_s": statistics.median(values) for name, values in teaching.items()},
+        "training_timeline_move_s": timeline,
     }
     print(f"python app.py ready (HTTP 200):     median {figures['ready_median_s']:.2f} s  "
           f"({', '.join(f'{s:.2f}' for s in ready)})   target < 10 s")
@@ -241,6 +284,7 @@ def main() -> None:
     for name, values in teaching.items():
         print(f"{'/' + name + ', 128 tokens:':42}median {statistics.median(values):.3f} s   target <= 1 s "
               f"({', '.join(f'{v:.3f}' for v in values)})")
+    report_timeline(timeline, root)
     out = REPO / "artifacts" / "bench_app.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(figures, indent=2))

@@ -18,6 +18,7 @@ from safetensors import safe_open
 
 from checkpointing.loading import WEIGHTS_FILE, CheckpointError, checkpoint_problems, load_checkpoint
 from checkpointing.paths import CHECKPOINTS_ENV, checkpoints_dir
+from checkpointing.timeline import is_timeline
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig
 
 from .inputs import InputProblem, echo, error_text, model_name
@@ -221,7 +222,8 @@ def menu_line(info: CheckpointInfo, results: Results, family: dict[str, str]) ->
         return f"{info.name} · encoder-decoder, {c.position_encoding} positions · {_size(info.n_parameters)} · rewrites its input{score}"
     bpc = results.metrics.get(info.name, {}).get("bits_per_char")
     role = ("the main model" if info.name == results.main_model
-            else "encoding experiment" if info.name in family.values() else "language model")
+            else "encoding experiment" if info.name in family.values()
+            else "a recorded training run (Watch it learn)" if is_timeline(info.path) else "language model")
     score = f", {bpc:.2f} bits/char" if bpc is not None else ""
     return (f"{info.name} · {c.position_encoding} positions · {_size(info.n_parameters)} · context {c.context_length}"
             f" · {role}{score}")

@@ -1,5 +1,6 @@
 """Plotly figures of learning itself: the live loss curve, a head's attention on the probe, the induction scores
-(``live_training``), and what one gradient step did (``gradient_step``).
+(``live_training``), what one gradient step did (``gradient_step``), and a recorded run at one snapshot
+(``timeline``): its loss curves and head scores over training beside another run's, every head's attention.
 
 Token labels go through ``plotly_text``: plotly reads ``<...>`` as markup, and a label is user text.
 """
@@ -8,12 +9,15 @@ import re
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
-from .figures import LAYOUT, heatmap_figure, percent, plotly_text
+from .figures import LAYOUT, attention_head_figure, heatmap_figure, percent, plotly_text
 from .gradient_step import HEAD_PARTS, GradientStep
+from .heads import THRESHOLD
 from .live_training import Snapshot
 from .teach_figures import AFTER, BEFORE, _unique
+from .timeline import CIRCUIT, TimelineView
 
 LAYER_NAME = re.compile(r"^(?P<stack>.*\.layers)\.(?P<layer>\d+)\.(?P<tensor>.+)$")  # model.….layers.3.self_attn.q_proj.weight
 
@@ -138,3 +142,116 @@ def parameter_norms_figure(step: GradientStep) -> go.Figure:
     fig.update_layout(title="Gradient norm of every parameter tensor (hover for its state_dict name)",
                       height=420 + 24 * len(layers) + 20 * len(rest), **{**LAYOUT, "margin": dict(l=60, r=20, t=60, b=40)})
     return fig
+
+
+THIS_RUN, OTHER_RUN = "#D55E00", BEFORE  # the run on the slider, and the run it is compared with
+LAYER_SCALES = ("Blues", "Reds", "Greens", "Purples", "Oranges", "Greys")  # one hue per layer, a shade per head
+
+
+def _mark_step(fig: go.Figure, step: int, **where) -> None:
+    fig.add_vline(x=step, line=dict(color="#333333", width=1.5, dash="dot"), **where)
+
+
+def timeline_loss_figure(view: TimelineView) -> go.Figure:
+    """The training loss (every logged step, on the run's own data) and the validation loss (every snapshot, on
+    the same held-out text for every run) of this run and the other one; a dotted line at the current step."""
+    fig = go.Figure()
+    for run, colour, role in ((view.other, OTHER_RUN, "the other run"), (view.run, THIS_RUN, "this run")):
+        if run is None:
+            continue
+        name = plotly_text(run.name)
+        curve = np.asarray(run.timeline["train_curve"], dtype=float).reshape(-1, 2)
+        fig.add_scatter(x=curve[:, 0], y=curve[:, 1], mode="lines", name=f"{name}: training loss", opacity=0.45,
+                        line=dict(color=colour, width=1),
+                        hovertemplate=f"{name} ({role})<br>step %{{x}}<br>training loss %{{y:.3f}}<extra></extra>")
+        fig.add_scatter(x=run.steps, y=[s["validation_loss"] for s in run.snapshots], mode="lines+markers",
+                        name=f"{name}: validation loss", line=dict(color=colour, width=2.5),
+                        hovertemplate=f"{name} ({role})<br>step %{{x}}<br>validation loss %{{y:.3f}}<extra></extra>")
+    _mark_step(fig, view.step)
+    fig.add_scatter(x=[view.step], y=[view.snapshot["validation_loss"]], mode="markers", showlegend=False,
+                    marker=dict(color=THIS_RUN, size=13, line=dict(color="white", width=2)), hoverinfo="skip")
+    fig.update_layout(title=f"Loss (nats per token) · step {view.step:,}", xaxis_title="step", yaxis_title="loss",
+                      height=380, legend=dict(orientation="h", y=-0.22), **LAYOUT)
+    return fig
+
+
+def head_colours(n_layers: int, n_heads: int) -> list[list[str]]:
+    """A colour per head: one hue per layer, a shade per head."""
+    shades = np.linspace(0.45, 0.95, n_heads) if n_heads > 1 else [0.8]
+    return [sample_colorscale(LAYER_SCALES[l % len(LAYER_SCALES)], list(shades)) for l in range(n_layers)]
+
+
+def timeline_heads_figure(view: TimelineView) -> go.Figure:
+    """Every head's induction score (top) and previous-token score (bottom) at every snapshot of this run, one
+    line per head; the other run's best head at each snapshot dashed; a dotted line at the current step."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        subplot_titles=["Induction score of every head", "Previous-token score of every head"])
+    induction = np.asarray([s["induction"] for s in view.run.snapshots])  # (snapshots, layers, heads)
+    previous = np.asarray([s["previous_token"] for s in view.run.snapshots])
+    colours = head_colours(*induction.shape[1:])
+    for row, (scores, what) in enumerate(((induction, "induction"), (previous, "previous_token")), start=1):
+        for layer in range(scores.shape[1]):
+            for head in range(scores.shape[2]):
+                name = f"layer {layer}, head {head}"
+                fig.add_scatter(x=view.run.steps, y=scores[:, layer, head], mode="lines+markers", name=name,
+                                legendgroup=name, showlegend=row == 1, marker_size=4,
+                                line=dict(color=colours[layer][head], width=2),
+                                hovertemplate=f"{name}<br>step %{{x}}<br>score %{{y:.3f}}<extra></extra>", row=row, col=1)
+        if view.other is not None:
+            best = [float(np.max(s[what])) for s in view.other.snapshots]
+            label = plotly_text(f"{view.other.name}: its best head")
+            fig.add_scatter(x=view.other.steps, y=best, mode="lines", name=label, legendgroup="other",
+                            showlegend=row == 1, line=dict(color=OTHER_RUN, width=2, dash="dash"),
+                            hovertemplate=f"{label}<br>step %{{x}}<br>score %{{y:.3f}}<extra></extra>", row=row, col=1)
+    fig.add_hline(y=THRESHOLD, line=dict(color="#999999", width=1, dash="dot"), row=1, col=1,
+                  annotation_text=f"labelled induction from {THRESHOLD:g}", annotation_position="top left")
+    for row in (1, 2):
+        _mark_step(fig, view.step, row=row, col=1)
+    fig.update_yaxes(range=[0, 1.02], title_text="score")
+    fig.update_xaxes(title_text="step", row=2, col=1)
+    fig.update_layout(height=520, legend=dict(orientation="h", y=-0.15), **{**LAYOUT, "margin": dict(LAYOUT["margin"], t=60)})
+    return fig
+
+
+def timeline_attention_figure(view: TimelineView) -> go.Figure:
+    """Every head's attention on the text at this snapshot (rows: layers, columns: heads; one colour scale from 0
+    to 1), each titled with its induction and previous-token scores at this snapshot (from timeline.json)."""
+    n_layers, n_heads, n = view.weights.shape[:3]
+    s = view.snapshot
+    titles = [f"L{l} H{h}<br>ind {s['induction'][l][h]:.2f} · prev {s['previous_token'][l][h]:.2f}"
+              for l in range(n_layers) for h in range(n_heads)]
+    fig = make_subplots(rows=n_layers, cols=n_heads, subplot_titles=titles, horizontal_spacing=0.03,
+                        vertical_spacing=0.16 / max(n_layers - 1, 1))
+    labels = plotly_text(view.tokens)
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            fig.add_trace(go.Heatmap(z=view.weights[layer, head].astype(np.float32), x=labels, y=labels, coloraxis="coloraxis",
+                                     hovertemplate=f"layer {layer}, head {head}<br>query %{{y}}<br>key %{{x}}"
+                                                   "<br>weight %{z:.3f}<extra></extra>"),
+                          row=layer + 1, col=head + 1)
+    fig.update_xaxes(type="category", showticklabels=False)
+    fig.update_yaxes(type="category", autorange="reversed", showticklabels=False)
+    fig.update_yaxes(title_text="query token", col=1)
+    fig.update_xaxes(title_text="key token", row=n_layers)
+    for i in range(n_layers * n_heads):  # square maps: the diagonal at 45 degrees
+        fig.layout[f"yaxis{i + 1 if i else ''}"].update(scaleanchor=f"x{i + 1 if i else ''}", constrain="domain")
+        fig.layout[f"xaxis{i + 1 if i else ''}"].update(constrain="domain")
+    fig.update_annotations(font_size=11)
+    fig.update_layout(title=f"Every head's attention on your text ({n} tokens) at step {view.step:,}<br><sup>ind, prev: "
+                            "the head's induction and previous-token scores at this step (on the probe); hover for "
+                            "the tokens</sup>",
+                      coloraxis=dict(colorscale="Blues", cmin=0, cmax=1, colorbar=dict(title="weight")),
+                      height=150 + 290 * n_layers, **{**LAYOUT, "margin": dict(LAYOUT["margin"], t=110)})
+    return fig
+
+
+def circuit_head_figures(view: TimelineView) -> dict[str, go.Figure]:
+    """The best previous-token head and the best induction head at this snapshot, enlarged with every token."""
+    figures = {}
+    for score, view_of in view.circuit_views().items():
+        fig = attention_head_figure(view.maps, view_of)
+        value = view.snapshot[score][view_of.layer][view_of.head]
+        fig.update_layout(title=f"The best {CIRCUIT[score]} at step {view.step:,}: layer {view_of.layer}, head "
+                                f"{view_of.head} (score {value:.2f})")
+        figures[score] = fig
+    return figures

@@ -181,7 +181,38 @@ TRAIN_LIVE = """### Train one yourself
   copy looking at the token after its first occurrence. It takes two layers, and repeated text to copy from.
 - **What fits here:** a few hundred steps on a shared CPU. The defaults (about 30 s) learn which tokens follow
   which; none of the settings we measured formed a genuine induction head (one that copies at every offset)
-  within 60 s, so there is no preset for one. The recorded run of an induction head forming will be on the
-  *Watch it learn* tab, coming next.
+  within 60 s, so there is no preset for one. A recorded run of an induction head forming, trained for longer,
+  is on the *Watch it learn* tab.
 - **Keep it:** when a job ends, download the zip, unzip it into a folder `my-model`, and load it with
   `AutoModelForCausalLM.from_pretrained("my-model", trust_remote_code=True)` (and `AutoTokenizer`, for text)."""
+
+TIMELINE = """### Watch it learn: an induction head forms
+- **What you see:** a two-layer Transformer that reads one token per byte, trained from scratch and saved at
+  snapshots along the way. The slider picks a snapshot: the curves mark its step, and the attention grid and
+  the sample are computed by that snapshot's weights on your text.
+- **An induction head** completes a pattern seen before: having read "… A B … A", it predicts B. It is how a
+  model copies from its context, so a passage read a second time costs far less than the first time (the
+  *repeated-passage ratio*: the loss on the second copy over the loss on the first).
+- **Two heads in two layers make it.** A *previous-token head* in layer 0 attends from each token to the one
+  before and writes "the token before me was A" into that token's stream. An *induction head* in layer 1 reads
+  this through its keys (*K-composition*: its keys are computed from the stream layer 0 wrote into). At a
+  token A, its query matches the key of the token that came after an earlier A; it attends there and copies that
+  token, B, into the prediction. These models add no position to the stream: RoPE turns the queries and keys
+  inside each attention layer, which is how the layer-0 head finds the token before; what it passes on is which
+  token that was.
+- **Why it appears suddenly:** neither head helps alone. A previous-token head that nothing reads does not change
+  the prediction, and an induction head has nothing to match until the previous-token head writes it. So the
+  loss on what could be copied stays flat while the model learns which bytes follow which; once both heads begin
+  to form, each makes the other useful, they grow together, and that loss drops: a *phase change*
+  (Olsson et al. 2022).
+- **What to look for:** in the curves, one layer-1 head's induction score jumping at the steps where a layer-0
+  head's previous-token score rises, and the training loss of timeline-repeats dropping there (half its
+  sequences are random tokens, which only copying predicts). In the grid, on the default text (a line, then the
+  same line again cut a few words in): a layer-0 stripe just below the diagonal (each token looks at the one
+  before), and in layer 1, in the rows of the repeat, a stripe L − 1 below the diagonal (L = 78: the bytes from
+  one copy's start to the next), each token looking at the token after its first occurrence. The sample then goes on with the line.
+  timeline-plain, the same model trained on the plays alone, is the control: its best head (dashed) stays low,
+  so the data decide.
+- **Scores and losses:** the head scores are measured on a fixed probe, random tokens read twice (the standard
+  induction score), not on your text. The validation loss is on the same held-out plays for both runs; each
+  training loss is on its run's own data."""

@@ -1,8 +1,8 @@
 """Shared fixtures.
 
 App fixtures (tests/test_explorer_*.py, tests/test_app*.py, tests/test_browser.py): tiny random checkpoints in
-the shipped layout, plus one random model at the shipped main model's size, built once per session, and one
-app server on 127.0.0.1 that serves them.
+the shipped layout, plus one random model at the shipped main model's size and two tiny recorded training runs,
+built once per session, and one app server on 127.0.0.1 that serves them.
 """
 
 import json
@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from fixtures_checkpoints import build_checkpoints, checkpoint_config, save_checkpoint, train_tokenizer
+from fixtures_checkpoints import build_checkpoints, build_timeline_runs, checkpoint_config, save_checkpoint, train_tokenizer
 from local_server import free_port
 from modeling import ScratchTransformerForCausalLM
 
@@ -31,8 +31,8 @@ def add_slow_checkpoint(root):
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory):
     """A checkpoint root with the five shakespeare-<encoding> models, folio-to-modern, the shipped-size
-    model and results.json."""
-    return add_slow_checkpoint(build_checkpoints(tmp_path_factory.mktemp("checkpoints")))
+    model, the recorded runs timeline-repeats and timeline-plain, and results.json."""
+    return build_timeline_runs(add_slow_checkpoint(build_checkpoints(tmp_path_factory.mktemp("checkpoints"))))
 
 
 @pytest.fixture(scope="session")

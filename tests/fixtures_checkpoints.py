@@ -5,6 +5,9 @@ generation_config.json, tokenizer files) for the five decoder-only encoding mode
 ``folio-to-modern`` encoder-decoder, plus ``root/results.json`` in the evaluation's schema. The
 tokenizer is a real byte-level BPE trained on a few KB of text, so the app sees what it will see
 with the trained checkpoints: merges, multi-byte emoji, special tokens.
+
+``build_timeline_runs(root)`` adds two recorded training runs (``checkpointing.timeline``), byte-level like the
+shipped ones: tiny models trained for a few steps, snapshots written and measured by the code training uses.
 """
 
 import json
@@ -15,10 +18,14 @@ import torch
 from tokenizers import ByteLevelBPETokenizer
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
+from checkpointing.in_context import SPECIAL_IDS, repeat_runs
+from checkpointing.timeline import load_snapshot, measure, save_snapshot, write_timeline
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from tiny_models import tiny_config
 from training.evaluate import PUBLISHED, perplexity_ratios, summarize_seeds
 from training.presets import ENCODING_SEEDS
+from training.timeline import timeline_probes, validation_loss
+from training.tokenization import byte_tokenizer
 
 ENCODINGS = POSITION_ENCODINGS
 SEQ2SEQ_NAME = "folio-to-modern"
@@ -119,6 +126,80 @@ def experiment_results(models: dict) -> dict:
             runs[seed]["perplexity_ratio"] = perplexity_ratios(result)
         experiment["encodings"][encoding] = {"runs": runs, **summarize_seeds(runs)}
     return json.loads(json.dumps(experiment))  # keys as results.json has them (seeds as strings)
+
+
+# name -> the share of its training sequences that are random tokens with repeated runs (the shipped presets' split)
+TIMELINE_RUNS = {"timeline-repeats": 0.5, "timeline-plain": 0.0}
+TIMELINE_LOG_EVERY = 5  # steps per point of the training curve
+
+
+def build_timeline_runs(root: Path, steps: int = 20, every: int = 10, batch_size: int = 4, context_length: int = 128,
+                        seed: int = 0, **config_overrides) -> Path:
+    """Write ``root/timeline-repeats`` and ``root/timeline-plain``: byte-level models (2 layers, 4 heads, d_model
+    32, RoPE; ``config_overrides`` change them) trained ``steps`` AdamW steps from scratch on SAMPLE_TEXT (the first
+    three quarters; the rest validates), the first with half its sequences replaced by random tokens with repeated
+    runs. A snapshot at step 0 and every ``every`` steps, measured on the weights as stored
+    (``checkpointing.timeline.measure``); the final model beside them in the shipped layout, then timeline.json.
+    Returns ``root``."""
+    root = Path(root)
+    tokenizer = byte_tokenizer()
+    ids = torch.tensor(tokenizer(SAMPLE_TEXT * 4).input_ids)
+    split = len(ids) * 3 // 4
+    data = dict(train_ids=ids[:split], probes=timeline_probes(ids[split:].numpy(), context_length),
+                validation=ids[split:][: (len(ids) - split) // context_length * context_length].view(-1, context_length))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny steps: two threads on a busy 2-core machine wait on each other (10x slower)
+    torch.set_flush_denormal(True)  # as training does on a CPU: tiny gradients otherwise slow the steps 20x
+    try:
+        for name, random_share in TIMELINE_RUNS.items():
+            torch.manual_seed(seed)
+            config = checkpoint_config(tokenizer, "rope", **{"training_context_length": context_length,
+                                       "max_position_embeddings": context_length, **config_overrides})
+            model = ScratchTransformerForCausalLM(config)
+            snapshots, curve = train_recorded(model, root / name, random_share, steps, every, batch_size, seed, **data)
+            save_checkpoint(model.eval(), tokenizer, root / name)
+            run = {"preset": name, "seed": seed, "data": f"the sample text; {random_share:.0%} of sequences random "
+                   "tokens with repeated runs", "batch_size": batch_size, "context_length": context_length}
+            write_timeline(root / name, run, data["probes"], snapshots, curve)
+    finally:
+        torch.set_flush_denormal(False)
+        torch.set_num_threads(threads)
+    return root
+
+
+def train_recorded(model, folder: Path, random_share: float, steps: int, every: int, batch_size: int, seed: int,
+                   train_ids: torch.Tensor, validation: torch.Tensor, probes: dict) -> tuple[list[dict], list]:
+    """Train ``model`` (see ``build_timeline_runs``); -> (the snapshots' entries, the training curve)."""
+    context_length = validation.shape[1]
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    draw = torch.Generator().manual_seed(seed)
+    snapshots, curve, losses = [], [], []
+
+    def snapshot(step: int, train_loss: float | None):
+        relative = save_snapshot(model, folder, step)
+        stored = load_snapshot(folder, relative, model.config)
+        snapshots.append({"step": step, "tokens": step * batch_size * context_length, "train_loss": train_loss,
+                          "validation_loss": round(validation_loss(stored, validation), 6), **measure(stored, probes),
+                          "file": relative})
+
+    snapshot(0, None)
+    for step in range(1, steps + 1):
+        starts = torch.randint(0, len(train_ids) - context_length, (batch_size,), generator=draw).tolist()
+        batch = torch.stack([train_ids[s: s + context_length] for s in starts])
+        for row in range(batch_size):
+            if float(torch.rand((), generator=draw)) < random_share:
+                noise = torch.randint(SPECIAL_IDS, model.config.vocab_size, (context_length,), generator=draw)
+                batch[row] = repeat_runs(noise, 0.5, draw)
+        loss = model(input_ids=batch, labels=batch).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(float(loss.detach()))
+        if step % TIMELINE_LOG_EVERY == 0:
+            curve.append([step, round(sum(losses[-TIMELINE_LOG_EVERY:]) / TIMELINE_LOG_EVERY, 6)])
+        if step % every == 0:
+            snapshot(step, curve[-1][1])
+    return snapshots, curve
 
 
 if __name__ == "__main__":

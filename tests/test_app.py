@@ -21,7 +21,7 @@ from ui.forward import TRACE_HEADERS
 from ui.generate import generate_boxes
 
 MODELS = ["shakespeare-alibi", "shakespeare-learned", "shakespeare-none", "shakespeare-rope", "shakespeare-sinusoidal",
-          SLOW_MODEL, SEQ2SEQ_NAME]
+          SLOW_MODEL, "timeline-plain", "timeline-repeats", SEQ2SEQ_NAME]
 SAMPLING = ("Sampling", 0.8, 40, 0.95, 1.1)
 GREEDY = ("Greedy", 1.0, 0, 1.0, 1.0)
 
@@ -59,20 +59,22 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                 "/attention_kind", "/forward_trace", "/worked_example", "/attention_steps", "/attention_steps_query",
                 "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution",
                 "/attention_token", "/attention_token_layer", "/attention_token_kind", "/attention_token_query",
-                "/attention_grid_head", "/gradient_step", "/train_live", "/stop_training"}
+                "/attention_grid_head", "/gradient_step", "/train_live", "/stop_training", "/training_timeline"}
     private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note",  # UI only
                "steps_model_note", "lens_model_note", "ablation_model_note", "sampling_model_note",
                "steps_kinds", "ablation_kinds", "steps_fold_example", "steps_pick_query", "lens_pick_position",
                "attention_pick_head", "attention_pick_token", "generate_labels", "attention_decoder_note",
                "generate_stop_on", "generate_stop_off", "generate_submit_stop_on", "generate_submit_stop_off",
-               "ablation_clear_rank", "ablation_clear_removal", "grad_model_note", "train_live_stop_on", "train_live_stop_off"}
+               "ablation_clear_rank", "ablation_clear_removal", "grad_model_note", "train_live_stop_on", "train_live_stop_off",
+               "training_timeline_snapshot", "training_timeline_step", "training_timeline_open", "training_timeline_run_range",
+               "training_timeline_run"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
 def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved(app):
     groups = {app.demo.fns[dep["id"]].name: (app.demo.fns[dep["id"]].concurrency_id, app.demo.fns[dep["id"]].concurrency_limit)
               for dep in app.demo.config["dependencies"]}
-    for interactive in ("generate", "encoding_plots", "show_attention", "show_head", "trace_forward"):
+    for interactive in ("generate", "encoding_plots", "show_attention", "show_head", "trace_forward", "training_timeline"):
         assert groups[interactive] == ("model", 2)
     assert groups["recompute_extrapolation"] == ("extrapolation", 1)
     assert groups["compare_encodings"] == ("comparison", 1)
@@ -90,7 +92,7 @@ def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model
         assert [value for _, value in menu["choices"]] == MODELS and menu["value"] == "shakespeare-rope"
         labels = dict((value, label) for label, value in menu["choices"])
         assert labels["shakespeare-rope"].startswith("shakespeare-rope · rope positions · ") and "the main model" in labels["shakespeare-rope"]
-    assert note.startswith("- 7 model(s) ready: ") and str(tiny_checkpoints) not in note
+    assert note.startswith("- 9 model(s) ready: ") and str(tiny_checkpoints) not in note
 
 
 def test_the_page_is_built_with_the_menus_filled_and_no_server_paths(app_server, tiny_checkpoints):

@@ -1,8 +1,10 @@
-"""The two tabs of learning through the app's API (gradio_client on the tests' app server): One gradient step
+"""The three tabs of learning through the app's API (gradio_client on the tests' app server): One gradient step
 gives explorer.gradient_step's own numbers; Train one yourself streams every logged step, stops on Stop or when
 its client leaves, queues a second job behind the first, and serves the trained model as a zip that loads with
-from_pretrained. Bad input ends as a message in the status line."""
+from_pretrained; Watch it learn gives explorer.timeline's own view of a recorded run. Bad input ends as a message
+in the status line."""
 
+import base64
 import math
 import tempfile
 import threading
@@ -22,8 +24,10 @@ from conftest import figure
 from explorer.gradient_step import gradient_step
 from explorer.live_data import SPECIAL_IDS
 from explorer.live_training import DEFAULT
+from explorer.timeline import DEFAULT_TEXT, timeline_view
 from fixtures_checkpoints import SEQ2SEQ_NAME
 from test_app import call_raw
+from ui.common import visible_breaks
 
 # a tiny job: one layer, two heads, d_model 16, on repeating random tokens (the default vocabulary: 64 ids, 61 drawn)
 TINY = dict(n_layers=1, n_heads=2, d_model=16, learning_rate=0.01, position_encoding="rope", data="random-repeats",
@@ -207,3 +211,59 @@ def test_generation_is_answered_while_a_job_trains(app_server, client):
     assert note.startswith("- Done: ") and not job.done() and waited < 10  # measured here: well under a second
     client.predict(api_name="/stop_training")
     assert job.result(timeout=60)[-1].startswith("- Stopped: ")
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Watch it learn
+# ------------------------------------------------------------------------------------------------------------
+
+
+def plotly_array(value) -> np.ndarray:
+    """An array as plotly's JSON holds it: a list, or {"dtype", "bdata" (base64), "shape"}."""
+    if isinstance(value, list):
+        return np.asarray(value)
+    shape = [int(n) for n in str(value["shape"]).split(",")]
+    return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).reshape(shape)
+
+
+def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(client, tiny_checkpoints):
+    """The run is optional: gradio_client fills in the tab's default, timeline-repeats."""
+    losses, heads, sample, grid, previous, induction, note = client.predict(1, DEFAULT_TEXT, api_name="/training_timeline")
+    view = timeline_view("timeline-repeats", 1, DEFAULT_TEXT, tiny_checkpoints)
+    assert note.splitlines()[0] == f"- {view.summary()}" and note.startswith("- **Step 10** of 20 (snapshot 1 of 0–2)")
+    assert "Dashed and grey: timeline-plain, for comparison." in note
+    assert sample == visible_breaks(view.sample) and len(sample) > 0
+    maps = figure(grid)["data"]
+    assert len(maps) == 8 and maps[0]["x"] == view.tokens
+    for i, heatmap in enumerate(maps):
+        np.testing.assert_allclose(plotly_array(heatmap["z"]), view.weights[i // 4, i % 4], atol=1e-5, rtol=0)
+    for plot, score in ((previous, "previous_token"), (induction, "induction")):
+        layer, head, value = view.best_head(score)
+        np.testing.assert_allclose(plotly_array(figure(plot)["data"][0]["z"]), view.weights[layer, head], atol=1e-5, rtol=0)
+    validation = {trace["name"]: trace["y"] for trace in figure(losses)["data"] if trace.get("name")}
+    assert validation["timeline-repeats: validation loss"] == [s["validation_loss"] for s in view.run.snapshots]
+    assert validation["timeline-plain: validation loss"] == [s["validation_loss"] for s in view.other.snapshots]
+    assert len([trace for trace in figure(heads)["data"] if trace["type"] == "scatter"]) == 2 * 8 + 2
+
+
+@pytest.mark.parametrize("sample, shown", [("ab\ncd", "ab⏎\ncd"), ("   ", "␣␣␣"), (" \n ", "␣⏎\n␣"), ("a b", "a b"), ("", "")])
+def test_a_sample_of_spaces_and_line_breaks_alone_is_shown_visibly(sample, shown):
+    assert visible_breaks(sample) == shown
+
+
+def test_training_timeline_shows_the_run_asked_for_at_the_snapshot_asked_for(client):
+    *_, note = client.predict(-1, "To be, or not to be", "timeline-plain", api_name="/training_timeline")
+    assert note.startswith("- **Step 20** of 20 (snapshot 2 of 0–2)") and "Dashed and grey: timeline-repeats" in note
+
+
+@pytest.mark.parametrize("snapshot, text, run, expected", [
+    (3, DEFAULT_TEXT, "timeline-repeats", "The snapshot (timeline-repeats has 3: 0 is step 0, 2 is step 20; −1 is the last)"),
+    (0, "", "timeline-repeats", "Type some text first"),
+    (0, "a" * 2001, "timeline-repeats", "this view takes at most 2,000"),
+    (0, DEFAULT_TEXT, "<img src=x onerror=alert(1)>", "`<img src=x onerror=alert(1)>` is not a checkpoint here"),
+])
+def test_training_timeline_bad_input_gets_a_message_and_no_figures(app_server, snapshot, text, run, expected):
+    event, (*outputs, note) = call_raw(app_server, "training_timeline", [snapshot, text, run])
+    assert event == "complete"
+    assert note.startswith("⚠️ ") and expected in note, note
+    assert outputs == [None, None, "", None, None, None]

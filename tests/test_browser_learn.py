@@ -1,6 +1,6 @@
-"""The two tabs of learning in headless Chromium, at 1366 and 800 px wide: a tiny training job streams its loss
-curve and ends with the JSON and an enabled download; one gradient step draws its plots. Screenshots:
-artifacts/screenshots/learn-*-<width>.png (look at them)."""
+"""The tabs of learning in headless Chromium, at 1366 and 800 px wide: a tiny training job streams its loss
+curve and ends with the JSON and an enabled download; one gradient step draws its plots; Watch it learn follows its
+slider. Screenshots: artifacts/screenshots/learn-*-<width>.png and teach-watch-it-learn-<width>.png (look at them)."""
 
 import zipfile
 
@@ -60,6 +60,40 @@ def test_one_gradient_step_draws_before_and_after_and_where_the_gradient_is(page
         plot_drawn(page, plot)
     assert page.locator("#plot-grad-heads .heatmaplayer .hm").count() == 5  # W_Q, W_K, W_V, W_O, all four
     shot(page, "gradient-step")
+    assert_no_error_shown(page)
+
+
+def test_watch_it_learn_follows_the_slider_and_keeps_its_explanation_in_sight(page):
+    open_tab(page, "Watch it learn")  # opening the tab shows the first snapshot
+    page.wait_for_selector("#timeline-status >> text=snapshot 0 of 0–2")
+    page.locator("#timeline-snapshot input[type=range]").focus()
+    for _ in range(2):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_selector("#timeline-status >> text=Step 20")
+    assert "snapshot 2 of 0–2" in page.inner_text("#timeline-status")
+    page.wait_for_selector("#timeline-snapshot >> text=Snapshot 2 of 0–2: step 20 of 20")  # the slider shows the step
+    for plot in ("plot-timeline-loss", "plot-timeline-heads", "plot-timeline-grid", "plot-timeline-previous",
+                 "plot-timeline-induction"):
+        plot_drawn(page, plot)
+    assert page.locator("#plot-timeline-grid .heatmaplayer .hm").count() == 8  # 2 layers x 4 heads
+    assert page.input_value("#timeline-sample textarea") != ""
+    assert "K-composition" in page.inner_text("#timeline-teaching")
+    teaching, curves = (page.locator(f"#{i}").bounding_box() for i in ("timeline-teaching", "plot-timeline-loss"))
+    if page.width >= 1366:  # beside the curves
+        assert teaching["x"] > curves["x"] + curves["width"] - 1
+    else:  # a narrow page: below them, full width
+        assert teaching["y"] > curves["y"] + curves["height"] - 1 and teaching["width"] > 0.8 * page.width
+    shot(page, "watch-it-learn")
+    assert_no_error_shown(page)
+    page.fill("#timeline-text textarea", "")
+    page.click("#timeline-button")
+    page.wait_for_selector("#timeline-status >> text=Type some text first")
+    page.fill("#timeline-text textarea", "To be, or not to be")
+    page.click("#timeline-button")
+    page.wait_for_selector("#timeline-status >> text=Step 20")
+    page.get_by_label("timeline-plain").check()  # the other run: same snapshots, the slider stays where it was
+    page.wait_for_selector("#timeline-status >> text=timeline-plain trained on")
+    assert page.input_value("#timeline-snapshot input[type=range]") == "2"
     assert_no_error_shown(page)
 
 

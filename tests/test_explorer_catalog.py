@@ -11,7 +11,7 @@ from checkpointing import paths
 from checkpointing.loading import checkpoint_problems
 from explorer import catalog
 from explorer.inputs import InputProblem
-from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
+from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME, TIMELINE_RUNS
 from modeling import ScratchTransformerConfig, ScratchTransformerForSeq2SeqLM
 
 WEIGHTS = "model.safetensors"
@@ -19,7 +19,7 @@ WEIGHTS = "model.safetensors"
 
 def test_discover_finds_every_checkpoint_and_tells_seq2seq(tiny_checkpoints):
     found = catalog.discover_checkpoints(tiny_checkpoints)
-    assert set(found) == {f"shakespeare-{e}" for e in ENCODINGS} | {SEQ2SEQ_NAME, SLOW_MODEL}
+    assert set(found) == {f"shakespeare-{e}" for e in ENCODINGS} | {SEQ2SEQ_NAME, SLOW_MODEL} | set(TIMELINE_RUNS)
     assert list(found)[-1] == SEQ2SEQ_NAME  # decoder-only models first
     assert found[SEQ2SEQ_NAME].is_encoder_decoder and not found["shakespeare-rope"].is_encoder_decoder
     assert found["shakespeare-alibi"].position_encoding == "alibi"
@@ -143,6 +143,9 @@ def test_menus_have_one_line_per_model_saying_what_it_is(tiny_checkpoints):
     assert "encoding experiment" in lines["shakespeare-alibi"]
     assert lines[SLOW_MODEL].startswith(f"{SLOW_MODEL} · rope positions · {found[SLOW_MODEL].n_parameters / 1e6:.1f}M parameters")
     assert lines[SEQ2SEQ_NAME].endswith("rewrites its input (character error rate 0.120; copying the input: 0.310)")
+    for name in TIMELINE_RUNS:
+        assert lines[name] == (f"{name} · rope positions · {found[name].n_parameters / 1e3:.0f}k parameters · context 128 · "
+                               "a recorded training run (Watch it learn)")
 
 
 def test_the_architecture_line_counts_encoder_and_decoder_layers_apart():

@@ -75,6 +75,14 @@ def status(*lines: str) -> str:
     return "\n".join(f"- {line}" for line in lines if line)
 
 
+def visible_breaks(sample: str) -> str:
+    """A sample with its line breaks marked (⏎), and its spaces too (␣) when it has nothing else to show: an early
+    model's sample is often line breaks or spaces alone, which a text box shows as nothing."""
+    if sample and not sample.strip(" \n"):
+        sample = sample.replace(" ", "␣")
+    return sample.replace("\n", "⏎\n")
+
+
 def decoding_of(decoding: tuple):
     """The Generate tab's decoding controls as passed to another tab's event (its defaults when left out)."""
     return generation.sanitize_decoding(*decoding) if decoding else (DEFAULTS, [])

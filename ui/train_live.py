@@ -15,7 +15,7 @@ from explorer.live_data import SPECIAL_IDS
 from explorer.live_training import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE, LiveResult, Snapshot
 from modeling import POSITION_ENCODINGS
 
-from .common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status
+from .common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
 
 CHOICES = ("n_layers", "n_heads", "d_model", "steps", "learning_rate", "position_encoding", "data", "text",
            "batch_size", "context_length", "log_every", "seed")  # the endpoint's parameters, in order
@@ -79,11 +79,6 @@ def finished(result: LiveResult, curve, shown, folder: str, described):
             str(archive),
             status(f"{outcome}: {result.steps_done} of {result.settings.steps} steps in {result.seconds:.0f} s, {last}.",
                    described, "Download the model below; the tab's last paragraph says how to load it."))
-
-
-def visible_breaks(sample: str) -> str:
-    """A sample with its line breaks marked (⏎): an early model's sample is often line breaks alone."""
-    return sample.replace("\n", "⏎\n")
 
 
 def download_ready(download):

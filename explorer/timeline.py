@@ -1,0 +1,240 @@
+"""The recorded training runs as the Watch it learn tab shows them: which checkpoints hold one, their snapshots'
+weights (loaded on first use, the most recently used kept), and one view of a run at one snapshot on a text.
+
+A recorded run is a checkpoint folder with a timeline.json beside the final model (``checkpointing.timeline``):
+what was measured at every snapshot, on fixed probes, and the snapshots' float16 weights. A view takes the curves
+and scores from timeline.json as written, and computes the rest from the snapshot's own weights: every head's
+attention on the text (one recorded run of the snapshot, ``explorer.run``) and a greedy continuation of the text
+(``model.generate``).
+"""
+
+import copy
+from dataclasses import dataclass, replace
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from checkpointing.timeline import TIMELINE_FILE, is_timeline, load_snapshot, read_timeline
+
+from . import catalog
+from .attention import AttentionMaps, View, attention_maps
+from .generation import DecodingSettings, generate_ids
+from .heads import THRESHOLD
+from .inputs import InputProblem, echo, kind_of, require_text, whole_number
+from .run import LRUCache, recorded_run
+
+DEFAULT_RUN, CONTROL_RUN = "timeline-repeats", "timeline-plain"  # the run the tab opens on, and its control
+# a line, then the same line again, cut a few words in: an induction head copies what followed the first time
+DEFAULT_TEXT = ("Now is the winter of our discontent made glorious summer by this sun of York. "
+                "Now is the winter of our")
+MAX_TEXT_CHARS = 2_000
+SAMPLE_TOKENS = 40  # new tokens of the greedy continuation, at most: it stays within the context the model trained at
+GREEDY = DecodingSettings(False, max_new_tokens=SAMPLE_TOKENS)
+TIMELINES = LRUCache(8)  # (timeline.json, its mtime and size) -> its contents
+SNAPSHOTS = LRUCache(64)  # (weights file, its mtime and size) -> the snapshot's model: a few hundred kB each
+
+
+def timeline_runs(root: Path | None = None) -> dict[str, catalog.CheckpointInfo]:
+    """The usable decoder-only checkpoints that hold a recorded run, by name: the default run, its control, the rest."""
+    found = [info for info in catalog.discover_checkpoints(root).values()
+             if info.usable and not info.is_encoder_decoder and is_timeline(info.path)]
+    found.sort(key=lambda info: (info.name != DEFAULT_RUN, info.name != CONTROL_RUN, info.name))
+    return {info.name: info for info in found}
+
+
+def no_runs_message() -> str:
+    return ("No recorded training run found among the checkpoints (a checkpoint folder with a timeline.json): "
+            f"train one with `python -m training.train --preset {DEFAULT_RUN} --output-dir checkpoints/{DEFAULT_RUN}`.")
+
+
+def _file_key(path: Path) -> tuple:
+    stat = path.stat()
+    return str(path.resolve()), stat.st_mtime_ns, stat.st_size
+
+
+@dataclass(frozen=True)
+class RecordedRun:
+    """One run: its checkpoint and its timeline.json, read and checked (``checkpointing.timeline.read_timeline``)."""
+
+    info: catalog.CheckpointInfo
+    timeline: dict
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def snapshots(self) -> list[dict]:
+        return self.timeline["snapshots"]
+
+    @property
+    def steps(self) -> list[int]:
+        return [s["step"] for s in self.snapshots]
+
+    def best_induction(self) -> list[float]:
+        """The highest induction score of any head, at each snapshot."""
+        return [float(np.max(s["induction"])) for s in self.snapshots]
+
+    def formed(self) -> int | None:
+        """The index of the first snapshot where some head's induction score reaches ``THRESHOLD`` (the score at which
+        the Attention heads tab labels a head "induction"), or None."""
+        return next((i for i, score in enumerate(self.best_induction()) if score >= THRESHOLD), None)
+
+
+def recorded(info: catalog.CheckpointInfo) -> RecordedRun:
+    """The run in ``info``'s folder; its timeline.json read once per version of the file."""
+    path = info.path / TIMELINE_FILE
+    try:
+        timeline = TIMELINES.get(_file_key(path), lambda: read_timeline(info.path))
+    except (OSError, ValueError) as error:
+        raise InputProblem(f"The recorded run {info.name} cannot be read: {error}") from None
+    return RecordedRun(info, timeline)
+
+
+def pick_run(name, root: Path | None = None) -> RecordedRun:
+    """The run a client names (nothing: the first of ``timeline_runs``); else an InputProblem naming the runs."""
+    runs = timeline_runs(root)
+    if not runs:
+        raise InputProblem(no_runs_message())
+    if name is None or (isinstance(name, str) and not name.strip()):
+        return recorded(next(iter(runs.values())))
+    if not isinstance(name, str):
+        raise InputProblem(f"The run is named by a text, one of: {', '.join(runs)}; got {kind_of(name)}.")
+    name = name.strip()
+    if name not in runs:
+        why = ("has no recorded training (no timeline.json)" if name in catalog.discover_checkpoints(root)
+               else "is not a checkpoint here")
+        raise InputProblem(f"{echo(name)} {why}; pick a recorded run: {', '.join(runs)}.")
+    return recorded(runs[name])
+
+
+def partner(name: str, root: Path | None = None) -> RecordedRun | None:
+    """The run ``name`` is compared with: the control for the default run, the default run for any other (else the
+    first other run; None when there is none)."""
+    runs = timeline_runs(root)
+    preferred = CONTROL_RUN if name == DEFAULT_RUN else DEFAULT_RUN
+    others = [other for other in runs if other != name]
+    if not others:
+        return None
+    return recorded(runs[preferred if preferred in others else others[0]])
+
+
+def pick_snapshot(value, run: RecordedRun) -> int:
+    """A snapshot index of ``run`` (−1: the last); anything else is an InputProblem saying which exist."""
+    n = len(run.snapshots)
+    what = (f"The snapshot ({run.name} has {n}: 0 is step {run.steps[0]:,}, {n - 1} is step {run.steps[-1]:,}; "
+            "−1 is the last)")
+    index = whole_number(value, what, -1, n - 1)
+    return n - 1 if index == -1 else index
+
+
+def check_text(text, context: int) -> tuple[str, list[str]]:
+    """The learner's text, at most ``MAX_TEXT_CHARS`` characters and not empty; else an InputProblem."""
+    if isinstance(text, str) and len(text) > MAX_TEXT_CHARS:
+        raise InputProblem(f"The text is {len(text):,} characters; this view takes at most {MAX_TEXT_CHARS:,} (and the "
+                           f"model reads only its first {context} tokens, one per byte): shorten it.")
+    return require_text(text, "some text")
+
+
+def snapshot_model(run: RecordedRun, index: int, final):
+    """The float32 model of snapshot ``index``, with the generation settings of the run's final model ``final``."""
+    entry = run.snapshots[index]
+
+    def load():
+        model = load_snapshot(run.info.path, entry["file"], final.config).requires_grad_(False)
+        model.generation_config = copy.deepcopy(final.generation_config)
+        return model
+
+    return SNAPSHOTS.get(_file_key(run.info.path / entry["file"]), load)
+
+
+# what the two heads of the copying circuit are called, by the snapshot field that scores them
+CIRCUIT = {"previous_token": "previous-token head", "induction": "induction head"}
+
+
+@dataclass
+class TimelineView:
+    """A run at one snapshot: ``maps`` every head's attention on the tokens read (at most the model's context;
+    ``maps.weights["self"]`` is (layers, heads, T, T)), ``sample`` the greedy continuation of those tokens."""
+
+    run: RecordedRun
+    other: RecordedRun | None
+    index: int
+    maps: AttentionMaps
+    sample: str
+    notices: list[str]
+
+    @cached_property
+    def snapshot(self) -> dict:
+        return self.run.snapshots[self.index]
+
+    @property
+    def step(self) -> int:
+        return self.snapshot["step"]
+
+    @property
+    def tokens(self) -> list[str]:
+        """Numbered labels of the tokens read."""
+        return self.maps.query_labels["self"]
+
+    @property
+    def weights(self) -> np.ndarray:
+        return self.maps.weights["self"]
+
+    def best_head(self, score: str = "induction") -> tuple[int, int, float]:
+        """(layer, head, score) of the head scoring highest at this snapshot (``score``: a field of ``CIRCUIT``)."""
+        scores = np.asarray(self.snapshot[score])
+        layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+        return int(layer), int(head), float(scores[layer, head])
+
+    def circuit_views(self) -> dict[str, View]:
+        """The heads to enlarge: the best previous-token head and the best induction head at this snapshot."""
+        return {score: View("self", *self.best_head(score)[:2]) for score in CIRCUIT}
+
+    def summary(self) -> str:
+        """One line: where in training, and what timeline.json says of this snapshot."""
+        s, last = self.snapshot, len(self.run.snapshots) - 1
+        train = "none yet" if s["train_loss"] is None else f"{s['train_loss']:.3f}"
+        layer, head, score = self.best_head()
+        return (f"**Step {s['step']:,}** of {self.run.steps[-1]:,} (snapshot {self.index} of 0–{last}) · "
+                f"{s['tokens']:,} tokens seen · training loss {train}, validation loss {s['validation_loss']:.3f} "
+                f"nats/token · best induction head: layer {layer}, head {head} ({score:.2f}) · "
+                f"repeated-passage ratio {s['repeated_passage_ratio']:.2f}")
+
+    def formed_line(self) -> str:
+        """When the run's induction head formed, from its snapshots."""
+        formed = self.run.formed()
+        if formed is None:
+            return f"No head of {self.run.name} reaches an induction score of {THRESHOLD:g} at any snapshot."
+        if formed == 0:
+            return f"{self.run.name} has an induction head (score at least {THRESHOLD:g}) from its first snapshot."
+        before, after = self.run.steps[formed - 1], self.run.steps[formed]
+        return (f"In {self.run.name} an induction head formed between steps {before:,} and {after:,}: the first "
+                f"snapshot where a head scores at least {THRESHOLD:g}.")
+
+
+def timeline_view(run, snapshot, text, root: Path | None = None) -> TimelineView:
+    """The run named ``run`` (nothing: the default) at snapshot index ``snapshot`` (−1: the last) on ``text``: the
+    attention of every head of the snapshot on the text's first tokens (up to the model's context), and the greedy
+    continuation of those tokens by ``model.generate``, up to ``SAMPLE_TOKENS`` new ones while the whole fits the
+    context the model was trained at. Bad input is an InputProblem saying what is allowed."""
+    chosen = pick_run(run, root)
+    index = pick_snapshot(snapshot, chosen)
+    _, final, tokenizer = catalog.resolve(chosen.name, root)
+    context = final.config.context_length
+    text, notices = check_text(text, context)
+    model = snapshot_model(chosen, index, final)
+    maps = attention_maps(model, tokenizer, text, GREEDY, context)
+    read = recorded_run(model, tokenizer, text, GREEDY, context)  # the run attention_maps read, from the cache
+    ids = read.read.source_ids[None]
+    room = min(SAMPLE_TOKENS, context - ids.shape[1])
+
+    def continuation() -> str:
+        out = generate_ids(model, ids, replace(GREEDY, max_new_tokens=room))
+        return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+    sample, full = (read.cached("greedy continuation", continuation), []) if room > 0 else ("", [
+        f"The text fills the model's context ({context} tokens), so there is no room to continue it: "
+        "shorten it to see a sample."])
+    return TimelineView(chosen, partner(chosen.name, root), index, maps, sample, notices + maps.notices + full)

@@ -1,0 +1,186 @@
+"""The Watch it learn view of a recorded run (explorer.timeline, explorer.learn_figures): every number it shows is the
+snapshot's own (attention and sample recomputed here from the weights file, curves and scores read from
+timeline.json), on the tiny recorded runs of tests/fixtures_checkpoints.py; bad input gets a message."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from checkpointing.loading import read_config
+from checkpointing.timeline import TIMELINE_FILE, load_snapshot
+from explorer import learn_figures, teaching
+from explorer.inputs import InputProblem
+from explorer.timeline import (CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, SAMPLE_TOKENS, RecordedRun,
+                               TimelineView, timeline_runs, timeline_view)
+
+TOLERANCE = 1e-5  # float32
+
+
+@pytest.fixture(scope="module")
+def root(tiny_checkpoints):
+    return tiny_checkpoints
+
+
+def timeline_of(root, name) -> dict:
+    return json.loads((root / name / TIMELINE_FILE).read_text())
+
+
+def snapshot_of(root, name, index):
+    """The snapshot's model loaded here, on its own, and the run's tokenizer."""
+    folder = root / name
+    entry = timeline_of(root, name)["snapshots"][index]
+    return load_snapshot(folder, entry["file"], read_config(folder)), AutoTokenizer.from_pretrained(folder)
+
+
+def test_the_recorded_runs_are_found_among_the_checkpoints_the_default_first(root):
+    assert list(timeline_runs(root)) == [DEFAULT_RUN, CONTROL_RUN]  # the other checkpoints hold no timeline.json
+
+
+@pytest.mark.parametrize("name", [DEFAULT_RUN, CONTROL_RUN])
+def test_the_attention_grid_is_the_snapshots_own_attention_on_the_text(root, name):
+    view = timeline_view(name, 1, DEFAULT_TEXT, root)
+    model, tokenizer = snapshot_of(root, name, 1)
+    ids = tokenizer(DEFAULT_TEXT, return_tensors="pt").input_ids
+    assert ids.shape[1] == len(DEFAULT_TEXT.encode()) == 102  # one token per byte, the whole text within the context
+    with torch.no_grad():
+        own = torch.stack([a[0] for a in model(ids, output_attentions=True).attentions]).numpy()
+    assert view.weights.shape == own.shape == (2, 4, 102, 102)
+    np.testing.assert_allclose(view.weights, own, atol=TOLERANCE, rtol=0)
+    assert view.tokens[:4] == ["0:N", "1:o", "2:w", "3:␣"] and view.tokens[-1] == "101:r"  # bytes as characters
+    grid = learn_figures.timeline_attention_figure(view)
+    assert len(grid.data) == 8
+    for i, trace in enumerate(grid.data):  # row by row: layer, then head
+        np.testing.assert_allclose(trace.z, own[i // 4, i % 4], atol=TOLERANCE, rtol=0)
+        assert list(trace.x) == list(trace.y) == view.tokens
+    scores = timeline_of(root, name)["snapshots"][1]
+    assert grid.layout.annotations[6].text == (f"L1 H2<br>ind {scores['induction'][1][2]:.2f} · "
+                                               f"prev {scores['previous_token'][1][2]:.2f}")
+
+
+def test_the_enlarged_heads_are_the_best_previous_token_and_induction_heads_of_the_snapshot(root):
+    view = timeline_view(DEFAULT_RUN, 2, DEFAULT_TEXT, root)
+    scores = timeline_of(root, DEFAULT_RUN)["snapshots"][2]
+    figures = learn_figures.circuit_head_figures(view)
+    for score, figure in figures.items():
+        grid = np.asarray(scores[score])
+        layer, head = np.unravel_index(np.argmax(grid), grid.shape)
+        np.testing.assert_allclose(figure.data[0].z, view.weights[layer, head], atol=TOLERANCE, rtol=0)
+        assert f"layer {layer}, head {head} (score {grid.max():.2f})" in figure.layout.title.text
+
+
+def test_the_sample_is_model_generate_greedy_from_the_snapshot_within_its_context(root):
+    view = timeline_view(DEFAULT_RUN, 2, DEFAULT_TEXT, root)
+    model, tokenizer = snapshot_of(root, DEFAULT_RUN, 2)
+    ids = tokenizer(DEFAULT_TEXT, return_tensors="pt").input_ids
+    room = model.config.context_length - ids.shape[1]
+    assert room == 26 < SAMPLE_TOKENS  # 102 tokens of a 128-token context: 26 new ones fit
+    with torch.no_grad():
+        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=room, do_sample=False,
+                             pad_token_id=model.config.pad_token_id)
+    assert out.shape[1] == 128 or int(out[0, -1]) == model.config.eos_token_id
+    assert view.sample == tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True) and view.sample
+
+
+def test_the_loss_curves_are_timeline_json_of_both_runs_with_the_step_marked(root):
+    view = timeline_view(DEFAULT_RUN, 1, DEFAULT_TEXT, root)
+    fig = learn_figures.timeline_loss_figure(view)
+    traces = {trace.name: trace for trace in fig.data if trace.name}
+    for name in (DEFAULT_RUN, CONTROL_RUN):
+        timeline = timeline_of(root, name)
+        curve = np.asarray(timeline["train_curve"])
+        np.testing.assert_array_equal(traces[f"{name}: training loss"].x, curve[:, 0])
+        np.testing.assert_array_equal(traces[f"{name}: training loss"].y, curve[:, 1])
+        assert list(traces[f"{name}: validation loss"].x) == [s["step"] for s in timeline["snapshots"]]
+        assert list(traces[f"{name}: validation loss"].y) == [s["validation_loss"] for s in timeline["snapshots"]]
+    step = timeline_of(root, DEFAULT_RUN)["snapshots"][1]["step"]
+    assert step == 10 and [shape.x0 for shape in fig.layout.shapes] == [step]
+    assert fig.data[-1].x == (step,) and fig.data[-1].y == (timeline_of(root, DEFAULT_RUN)["snapshots"][1]["validation_loss"],)
+
+
+def test_every_heads_scores_over_training_are_timeline_json_with_the_other_runs_best_head(root):
+    view = timeline_view(CONTROL_RUN, 0, DEFAULT_TEXT, root)
+    fig = learn_figures.timeline_heads_figure(view)
+    own, other = timeline_of(root, CONTROL_RUN)["snapshots"], timeline_of(root, DEFAULT_RUN)["snapshots"]
+    lines = [trace for trace in fig.data if trace.legendgroup != "other"]
+    assert len(lines) == 2 * 8  # every head, induction then previous-token
+    for i, trace in enumerate(lines):
+        score, layer, head = ("induction", "previous_token")[i // 8], i % 8 // 4, i % 4
+        assert trace.name == f"layer {layer}, head {head}"
+        assert list(trace.x) == [s["step"] for s in own] and list(trace.y) == [s[score][layer][head] for s in own]
+    dashed = [trace for trace in fig.data if trace.legendgroup == "other"]
+    assert [list(t.y) for t in dashed] == [[max(map(max, s[score])) for s in other] for score in ("induction", "previous_token")]
+    assert dashed[0].name == f"{DEFAULT_RUN}: its best head" and dashed[0].line.dash == "dash"
+
+
+def test_the_summary_is_the_snapshots_record(root):
+    snapshot = timeline_of(root, DEFAULT_RUN)["snapshots"][2]
+    view = timeline_view(DEFAULT_RUN, -1, DEFAULT_TEXT, root)  # −1: the last
+    induction = np.asarray(snapshot["induction"])
+    layer, head = np.unravel_index(np.argmax(induction), induction.shape)
+    assert view.index == 2 and view.summary() == (
+        f"**Step 20** of 20 (snapshot 2 of 0–2) · {snapshot['tokens']:,} tokens seen · training loss "
+        f"{snapshot['train_loss']:.3f}, validation loss {snapshot['validation_loss']:.3f} nats/token · best induction "
+        f"head: layer {layer}, head {head} ({induction.max():.2f}) · repeated-passage ratio "
+        f"{snapshot['repeated_passage_ratio']:.2f}")
+    assert snapshot["tokens"] == 20 * 4 * 128 and "training loss none yet" in timeline_view(None, 0, "a b", root).summary()
+
+
+def test_the_step_where_a_head_forms_is_the_first_snapshot_reaching_the_threshold(root):
+    run = timeline_view(DEFAULT_RUN, 0, DEFAULT_TEXT, root).run
+    assert run.formed() is None and "No head of timeline-repeats reaches" in TimelineView(
+        run, None, 0, None, "", []).formed_line()  # a few steps of training form nothing
+    formed = copy.deepcopy(run.timeline)
+    formed["snapshots"][2]["induction"][1][3] = 0.9
+    formed["snapshots"][1]["induction"][1][3] = 0.39  # just below the label threshold, 0.4
+    view = TimelineView(RecordedRun(run.info, formed), None, 0, None, "", [])
+    assert view.run.formed() == 2 and "formed between steps 10 and 20" in view.formed_line()
+
+
+def test_a_text_longer_than_the_context_is_cut_to_it_and_leaves_no_room_for_a_sample(root):
+    view = timeline_view(DEFAULT_RUN, 0, "x" * 300, root)
+    assert view.weights.shape[-1] == 128 and view.sample == ""
+    assert view.notices == ["The text is 300 tokens; showing its first 128.",
+                            "The text fills the model's context (128 tokens), so there is no room to continue it: "
+                            "shorten it to see a sample."]
+
+
+def test_tokens_are_bytes_and_markup_is_shown_as_text(root):
+    view = timeline_view(DEFAULT_RUN, 0, "<b>é</b>", root)
+    assert len(view.tokens) == len("<b>é</b>".encode()) == 9
+    labels = learn_figures.timeline_attention_figure(view).data[0].x
+    assert labels[0] == "0:&lt;" and not any("<" in label for label in labels)
+
+
+@pytest.mark.parametrize("run, snapshot, text, expected", [
+    (DEFAULT_RUN, 3, DEFAULT_TEXT, "The snapshot (timeline-repeats has 3: 0 is step 0, 2 is step 20; −1 is the last) "
+                                   "must be a whole number from -1 to 2; got `3`."),
+    (DEFAULT_RUN, -2, DEFAULT_TEXT, "must be a whole number from -1 to 2; got `-2`."),
+    (DEFAULT_RUN, 1.5, DEFAULT_TEXT, "got `1.5`"),
+    (DEFAULT_RUN, "last", DEFAULT_TEXT, "got `last`"),
+    (DEFAULT_RUN, 0, "", "Type some text first: the box is empty."),
+    (DEFAULT_RUN, 0, " \n ", "Type some text first: the box is empty."),
+    (DEFAULT_RUN, 0, "a" * (MAX_TEXT_CHARS + 1), "The text is 2,001 characters; this view takes at most 2,000 (and the "
+                                                 "model reads only its first 128 tokens, one per byte): shorten it."),
+    ("nope", 0, DEFAULT_TEXT, "`nope` is not a checkpoint here; pick a recorded run: timeline-repeats, timeline-plain."),
+    ("shakespeare-rope", 0, DEFAULT_TEXT, "`shakespeare-rope` has no recorded training (no timeline.json)"),
+    (5, 0, DEFAULT_TEXT, "The run is named by a text, one of: timeline-repeats, timeline-plain; got a number."),
+])
+def test_bad_input_gets_a_message_saying_what_is_allowed(root, run, snapshot, text, expected):
+    with pytest.raises(InputProblem) as problem:
+        timeline_view(run, snapshot, text, root)
+    assert expected in str(problem.value)
+
+
+def test_no_recorded_run_says_how_to_make_one(tmp_path):
+    with pytest.raises(InputProblem, match="No recorded training run found among the checkpoints"):
+        timeline_view(None, 0, DEFAULT_TEXT, tmp_path)
+
+
+def test_the_default_text_repeats_its_line_where_the_teaching_says():
+    line = DEFAULT_TEXT.split(". ")[0] + ". "
+    assert DEFAULT_TEXT.startswith(line) and DEFAULT_TEXT[len(line):] == line[:len(DEFAULT_TEXT) - len(line)]
+    assert f"L = {len(line.encode())}" in teaching.TIMELINE and len(line) == 78
