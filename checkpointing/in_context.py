@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+THRESHOLD = 0.4  # a head is said to be of a type (an induction head, ...) when its score for that type reaches this
 INDUCTION_LENGTH = 32  # random tokens in each half of the probe
 MIN_RUN = 4  # the shortest run ``repeat_runs`` copies
 SPECIAL_IDS = 3  # random tokens never take ids 0..2: the special tokens (pad, bos/eos) of every vocabulary we train

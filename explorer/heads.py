@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_baseline, induction_probe, \
-    induction_scores_from
+from checkpointing.in_context import (INDUCTION_LENGTH, THRESHOLD, attention_weights, induction_baseline,
+                                      induction_probe, induction_scores_from)
 
 from .run import SITES
 
-THRESHOLD = 0.4
 TYPES = ("previous token", "first-token sink", "same token", "induction")
 
 

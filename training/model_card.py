@@ -14,12 +14,12 @@ from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
+from checkpointing.in_context import THRESHOLD
 from checkpointing.paths import checkpoints_dir
 from checkpointing.timeline import is_timeline, read_timeline
 
 from .tokenization import BYTE_VOCABULARY_SIZE
 
-INDUCTION_FORMED = 0.3  # a head with an induction score this high copies (the card says when one first did)
 HUB_ORGANIZATION = "scratch-transformer"  # where the checkpoints live on the Hub: <organization>/<name>
 DATASET = dict(dataset_type="shakespeare-gutenberg", dataset_name="Shakespeare (Project Gutenberg), held-out plays")
 
@@ -212,7 +212,7 @@ def timeline_section(timeline: dict) -> list[str]:
     """What a recorded run (timeline.json) shows: its data, its snapshots, where an induction head formed."""
     snapshots = timeline["snapshots"]
     best = [max(map(max, s["induction"])) for s in snapshots]
-    formed = next((s["step"] for s, b in zip(snapshots, best) if b >= INDUCTION_FORMED), None)
+    formed = next((s["step"] for s, b in zip(snapshots, best) if b >= THRESHOLD), None)
     first, last = snapshots[0], snapshots[-1]
     return [
         "## How it learned\n",
@@ -223,8 +223,8 @@ def timeline_section(timeline: dict) -> list[str]:
         "",
         f"- data: {timeline['run'].get('data')}",
         f"- best induction score: {best[0]:.3f} at step {first['step']} -> {best[-1]:.3f} at step {last['step']}; "
-        + (f"first at {INDUCTION_FORMED} or more at step {formed}" if formed is not None
-           else f"never {INDUCTION_FORMED} or more: no induction head formed"),
+        + (f"first at {THRESHOLD} or more at step {formed}" if formed is not None
+           else f"never {THRESHOLD} or more: no induction head formed"),
         f"- repeated-passage loss ratio (second copy / first): {first['repeated_passage_ratio']:.3f} -> "
         f"{last['repeated_passage_ratio']:.3f}",
         "- see it: the app's *Watch it learn* tab; in Python, `checkpointing.timeline.load_snapshot(folder, "

@@ -67,6 +67,10 @@ def parse_args(argv: list[str] | None):
                         help="cut the training text at a random shift on every read (language models)")
     parser.add_argument("--renamed-share", type=float,
                         help="seq2seq: share of pairs read with their names replaced by invented ones (0 to 1)")
+    parser.add_argument("--random-repeat-share", type=float,
+                        help="share of sequences replaced by random tokens with repeated runs (0 to 1)")
+    parser.add_argument("--passage-repeat-share", type=float,
+                        help="share of the other (text) sequences with repeated runs (0 to 1)")
     parser.add_argument("--train-limit", type=int, help="use only the first N training examples (tests)")
     parser.add_argument("--threads", type=int, help="torch CPU threads per process")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in --work-dir")
@@ -83,7 +87,8 @@ def settings_from(args) -> TrainSettings:
     preset = PRESETS[args.preset].train
     overrides = {key: getattr(args, key) for key in ("max_steps", "context_length", "batch_size", "learning_rate",
                                                      "eval_steps", "eval_examples", "precision",
-                                                     "shifted_blocks", "renamed_share", "distill_weight")
+                                                     "shifted_blocks", "renamed_share", "distill_weight",
+                                                     "random_repeat_share", "passage_repeat_share")
                  if getattr(args, key) is not None}
     settings = replace(preset, **overrides)
     if settings.schedule not in SCHEDULERS:
