@@ -1,6 +1,7 @@
 """Recording how a model learns: the copying probes, the snapshots a run keeps, and the timeline shipped beside it."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ from checkpointing.in_context import (attention_weights, head_scores, induction_
 from checkpointing.timeline import TIMELINE_FILE, load_snapshot, measure, read_timeline
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from training import train
-from training.timeline import choose_snapshots
+from training.timeline import choose_snapshots, same_weights
 
 L = 8
 
@@ -140,6 +141,21 @@ def test_a_run_ships_its_snapshots_and_every_figure_equals_a_measurement_of_the_
     last = load_snapshot(folder, snapshots[-1]["file"], config).state_dict()
     for name, weight in final.state_dict().items():  # the last snapshot is the final model, stored as float16
         assert torch.equal(weight.half().float(), last[name]), name
+
+
+def test_the_last_snapshot_is_the_model_file_where_the_model_is_stored_as_float16(tiny_timeline, tmp_path):
+    """tiny-timeline stores float32 weights, so its last snapshot is a file of its own; stored as float16 (as the
+    shipped runs are), the model file holds the same tensors and the timeline names it instead of a copy."""
+    folder = tiny_timeline[0] / "out"
+    last = tiny_timeline[1]["snapshots"][-1]["file"]
+    config = ScratchTransformerConfig.from_pretrained(folder)
+    assert last.startswith("snapshots/") and not same_weights(folder, last, "model.safetensors", config)
+    copy = tmp_path / "copy"
+    shutil.copytree(folder, copy)
+    model = AutoModelForCausalLM.from_pretrained(copy, dtype=torch.float16)
+    model.save_pretrained(copy)
+    assert same_weights(copy, last, "model.safetensors", config)
+    assert not same_weights(copy, tiny_timeline[1]["snapshots"][0]["file"], "model.safetensors", config)
 
 
 def test_resuming_keeps_the_records_of_the_first_run_and_records_the_rest(tiny_timeline):

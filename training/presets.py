@@ -66,7 +66,7 @@ TIMELINE_MODEL = dict(d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.0, 
                       position_encoding="rope")
 TIMELINE_TRAIN = TrainSettings(context_length=128, batch_size=32, max_steps=8000, learning_rate=2e-3, warmup_steps=100,
                                weight_decay=0.0, schedule="constant", eval_steps=500, eval_examples=64,
-                               tokenizer="bytes", weights_dtype="float16", timeline_every=50, timeline_snapshots=24)
+                               tokenizer="bytes", weights_dtype="float16", timeline_every=50, timeline_snapshots=21)
 
 PRESETS: dict[str, Preset] = {
     **{f"shakespeare-{encoding}": Preset(dict(ENCODING_MODEL, position_encoding=encoding), ENCODING_TRAIN)
@@ -114,11 +114,11 @@ PRESETS: dict[str, Preset] = {
                       timeline_snapshots=24),
     ),
     # Watching a model learn to copy: two small byte-level models, identical but for the data. The first reads the plays,
-    # 60% of its sequences replaced by random tokens and half of the rest left as text, all of those with runs repeated
-    # (half their tokens copies); the control reads the plays alone, as every model above does. Each ships its run's
+    # 80% of its sequences replaced by random tokens and half of the rest with runs repeated too (half the tokens of a
+    # repeating sequence are copies); the control reads the plays alone, as every model above does. Each ships its run's
     # snapshots beside it (training.timeline); what they showed: docs/watch-it-learn.md.
-    "timeline-repeats": Preset(TIMELINE_MODEL, replace(TIMELINE_TRAIN, random_repeat_share=0.6, passage_repeat_share=0.5)),
-    "timeline-plain": Preset(TIMELINE_MODEL, replace(TIMELINE_TRAIN, timeline_snapshots=8)),
+    "timeline-repeats": Preset(TIMELINE_MODEL, replace(TIMELINE_TRAIN, random_repeat_share=0.8, passage_repeat_share=0.5)),
+    "timeline-plain": Preset(TIMELINE_MODEL, replace(TIMELINE_TRAIN, timeline_snapshots=6)),
     # For tests: a few seconds.
     "tiny": Preset(
         dict(d_model=32, n_heads=2, n_layers=2, d_ff=64, dropout=0.0, position_encoding="rope"),

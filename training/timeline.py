@@ -7,7 +7,8 @@ the snapshot as stored, the validation loss and what ``checkpointing.timeline.me
 ``--resume`` keeps those up to the step the Trainer resumes from and records the rest anew.
 
 ``ship_timeline`` then picks ``timeline_snapshots`` of the records, denser where the figures change
-(``choose_snapshots``), and writes them beside the final model with timeline.json.
+(``choose_snapshots``), and writes them beside the final model with timeline.json; where the model is stored as
+float16, the last snapshot is the model's own weights file, not a second copy of it.
 """
 
 import json
@@ -19,6 +20,7 @@ import torch
 from transformers import TrainerCallback
 
 from checkpointing.in_context import INDUCTION_LENGTH, SPECIAL_IDS
+from checkpointing.loading import WEIGHTS_FILE
 from checkpointing.timeline import SNAPSHOT_DIR, load_snapshot, measure, save_snapshot, write_timeline
 
 RECORDS_FILE = "records.jsonl"
@@ -129,10 +131,21 @@ def ship_timeline(recorder: TimelineRecorder, model, state, output_dir: Path, co
     if recorder.records[-1]["step"] != state.global_step:
         last_loss = recorder.train_curve[-1][1] if recorder.train_curve else None
         recorder.record(model, state.global_step, int(state.num_input_tokens_seen), last_loss)
-    chosen = choose_snapshots(recorder.records, count)
+    chosen = [dict(snapshot) for snapshot in choose_snapshots(recorder.records, count)]
     target = Path(output_dir)
     shutil.rmtree(target / SNAPSHOT_DIR, ignore_errors=True)
     (target / SNAPSHOT_DIR).mkdir(parents=True)
     for snapshot in chosen:
         shutil.copyfile(recorder.folder / snapshot["file"], target / snapshot["file"])
+    last = chosen[-1]
+    if same_weights(target, last["file"], WEIGHTS_FILE, model.config):  # the model, stored as float16
+        (target / last["file"]).unlink()
+        last["file"] = WEIGHTS_FILE
     return write_timeline(target, run, recorder.probes, chosen, recorder.train_curve)
+
+
+def same_weights(folder: Path, first: str, second: str, config) -> bool:
+    """Whether two weight files of ``folder`` load as the same model (every weight equal; the files may name tied
+    weights differently), each read as ``checkpointing.timeline.load_snapshot`` reads a snapshot."""
+    a, b = (load_snapshot(folder, name, config).state_dict() for name in (first, second))
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
