@@ -19,9 +19,11 @@ from modeling import POSITION_ENCODINGS
 
 logger = logging.getLogger("app")
 
-# concurrency: the interactive events share two slots (the machine has 2 cores); the long jobs get a slot
-# each of their own, so that however many are queued, a click on Generate starts at once
+# concurrency: the interactive views share two slots (the machine has 2 cores, one torch thread per request);
+# generation has slots of its own, so a view never waits behind a streaming generation; the long jobs get a
+# slot each of their own, so that however many are queued, a click on Generate starts at once
 INTERACTIVE = dict(concurrency_id="model", concurrency_limit=2)
+GENERATION = dict(concurrency_id="generation", concurrency_limit=2)
 EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
 TRAINING = dict(concurrency_id="training", concurrency_limit=1)  # one live training job at a time; the rest queue
