@@ -74,7 +74,7 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
               for dep in app.demo.config["dependencies"]}
     for interactive in ("encoding_plots", "show_attention", "show_head", "trace_forward"):
         assert groups[interactive] == ("model", 2)
-    assert groups["generate"][0] == "generation"  # the views never wait behind a streaming generation
+    assert groups["generate"] == ("generation", 16)  # the views never wait behind generations, decoded in one batch
     assert groups["recompute_extrapolation"] == ("extrapolation", 1)
     assert groups["compare_encodings"] == ("comparison", 1)
     assert groups["gradient_step"] == ("model", 2)
