@@ -11,21 +11,23 @@ padding leaves unchanged between real tokens). From then on each step feeds one 
 
 A row leaves when it ends: end of text, its max new tokens, or its stop flag (checked after each token, as
 ``generate``'s stopping criteria are); leading cache columns that are padding in every row left are then cut.
-Each row keeps its own logits processors and its own seeded ``GumbelSampler``
-(``generation.request_processors``): a row's token depends on its own logits and its own random draws only, so
-a seeded text equals a solo run's (the batched pass computes each row's logits as the solo pass does, up to
-the rounding of sums taken in another order).
+Each row's logits go through what ``generate`` applies to it alone (``generation.request_processors``): the
+shaping processors (repetition penalty, temperature, top-k, top-p: row by row operations, so the rows that share
+these settings go through them together, each row's sequence left-padded with its own first token, which the
+penalty already counts), then the row's own seeded ``GumbelSampler``. A row's token depends on its own logits
+and its own random draws only, so a seeded text equals a solo run's (the batched pass computes each row's
+logits as the solo pass does, up to the rounding of sums taken in another order).
 
 One decode thread per model, named ``generate``: the first request starts it; it ends when no row is left.
 """
 
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 import torch.nn.functional as F
-from transformers import DynamicCache, LogitsProcessorList
+from transformers import DynamicCache
 
 from .generation import DecodingSettings, GenerationRun, TokenStreamer, request_processors
 
@@ -35,15 +37,19 @@ MAX_BATCH = 16  # the most generations the app runs at once (its concurrency lim
 @dataclass(eq=False)
 class Row:
     """One request in the batch: its sequence so far (1, prompt + new tokens; the repetition penalty reads
-    it), its processors, how many new tokens it may have, its stop flag and streamer, and its error, if any."""
+    it), its settings, its stop flag and streamer, and its error, if any."""
 
     ids: torch.Tensor
-    processors: LogitsProcessorList
-    max_new: int
+    settings: DecodingSettings
     stop: threading.Event
     streamer: TokenStreamer
     error: list = field(default_factory=list)
     n_new: int = 0
+
+    def __post_init__(self):
+        self.shaping = request_processors(self.settings)  # the shaping processors, then the sampler when sampling
+        self.sampler = self.shaping.pop() if self.settings.do_sample else None
+        self.shaped_alike = replace(self.settings, seed=0, max_new_tokens=0)  # rows with these settings shape together
 
 
 class DecodeLoop:
@@ -96,14 +102,29 @@ class DecodeLoop:
             if rows is self.rows:
                 self.rows, self.cache, self.mask = [], None, None
 
-    def _choose(self, row: Row, logits: torch.Tensor) -> bool:
-        """Pick the row's next token from its (1, vocab) logits, stream it; True when the row has ended."""
-        scores = row.processors(row.ids, logits.to(dtype=torch.float32))
-        token = scores.argmax(-1)
-        row.ids = torch.cat([row.ids, token[:, None]], dim=1)
+    @staticmethod
+    def _pick(rows: list[Row], logits: torch.Tensor) -> torch.Tensor:
+        """The rows' next tokens (B,) from their (B, vocab) logits, through each row's processors."""
+        logits, tokens = logits.to(dtype=torch.float32), torch.empty(len(rows), dtype=torch.long)
+        alike: dict[DecodingSettings, list[int]] = {}
+        for b, row in enumerate(rows):
+            alike.setdefault(row.shaped_alike, []).append(b)
+        for members in alike.values():
+            width = max(rows[b].ids.shape[1] for b in members)
+            ids = torch.cat([F.pad(rows[b].ids, (width - rows[b].ids.shape[1], 0), value=int(rows[b].ids[0, 0]))
+                             for b in members])
+            scores = rows[members[0]].shaping(ids, logits[members])
+            for j, b in enumerate(members):
+                sampler = rows[b].sampler
+                tokens[b] = (sampler(None, scores[j:j + 1]) if sampler else scores[j:j + 1]).argmax(-1)[0]
+        return tokens
+
+    def _emit(self, row: Row, token: torch.Tensor) -> bool:
+        """Append and stream the row's next token (a 0-d tensor); True when the row has ended."""
+        row.ids = torch.cat([row.ids, token.view(1, 1)], dim=1)
         row.n_new += 1
-        row.streamer.put(token)
-        ended = int(token) in self.eos or row.n_new >= row.max_new or row.stop.is_set()
+        row.streamer.put(token.view(1))
+        ended = int(token) in self.eos or row.n_new >= row.settings.max_new_tokens or row.stop.is_set()
         if ended:
             row.streamer.end()
         return ended
@@ -115,7 +136,7 @@ class DecodeLoop:
         cache = DynamicCache(config=self.model.config)
         out = self.model(input_ids=row.ids, attention_mask=torch.ones_like(row.ids), position_ids=torch.arange(length)[None],
                          past_key_values=cache, use_cache=True, logits_to_keep=1)
-        if self._choose(row, out.logits[:, -1]):
+        if self._emit(row, self._pick([row], out.logits[:, -1])[0]):
             return
         if self.cache is None:
             self.rows, self.cache, self.mask = [row], cache, torch.ones(1, length, dtype=torch.long)
@@ -138,7 +159,7 @@ class DecodeLoop:
         out = self.model(input_ids=tokens, attention_mask=mask, position_ids=positions, past_key_values=self.cache,
                          use_cache=True)
         self.mask = mask
-        ended = [self._choose(row, out.logits[b:b + 1, -1]) for b, row in enumerate(self.rows)]
+        ended = [self._emit(row, token) for row, token in zip(self.rows, self._pick(self.rows, out.logits[:, -1]))]
         if not any(ended):
             return
         keep = torch.tensor([b for b, done in enumerate(ended) if not done], dtype=torch.long)
@@ -172,6 +193,6 @@ def start_batched(model, tokenizer, input_ids: torch.Tensor, settings: DecodingS
     """``generation.start_generation`` for a decoder-only model, decoded in the model's running batch: the
     returned run streams this request's new text token by token and ends early once ``stop`` is set."""
     streamer = TokenStreamer(tokenizer, skip_prompt=True, timeout=120)
-    row = Row(input_ids, request_processors(settings), settings.max_new_tokens, stop or threading.Event(), streamer)
+    row = Row(input_ids, settings, stop or threading.Event(), streamer)
     thread = decode_loop(model).submit(row)
     return GenerationRun(streamer, thread, row.stop, row.error)

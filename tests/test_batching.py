@@ -9,9 +9,12 @@ from explorer import batching, catalog, generation
 from explorer.generation import DecodingSettings
 
 PROMPTS = ["Shall I", "Shall I compare thee to a summer's day? Thou art more lovely",  # shorter and longer
-           "To be, or not", "Rough winds do shake the darling buds of May, and summer's lease hath all too short"]
+           "To be, or not", "Rough winds do shake the darling buds of May, and summer's lease hath all too short",
+           "Thou", "So long as men can breathe or eyes can see"]
 SETTINGS = [DecodingSettings(True, 0.8, 40, 0.95, 1.1, 60, 11), DecodingSettings(True, 1.0, 0, 1.0, 1.0, 25, 12),
-            DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=40), DecodingSettings(True, 1.3, 5, 0.8, 1.0, 33, 13)]
+            DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=40), DecodingSettings(True, 1.3, 5, 0.8, 1.0, 33, 13),
+            DecodingSettings(True, 0.8, 40, 0.95, 1.1, 45, 14),  # shaped with the first, sampled with its own seed
+            DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=30)]  # shaped with the third
 
 
 def load(root, name):
