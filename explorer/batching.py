@@ -34,6 +34,22 @@ from .generation import DecodingSettings, GenerationRun, TokenStreamer, request_
 MAX_BATCH = 16  # the most generations the app runs at once (its concurrency limit): the rows of one batch
 
 
+class BatchStreamer(TokenStreamer):
+    """A ``TokenStreamer`` whose reader gets, with each piece, all the text queued up behind it: alone, a reader
+    keeps up and sees every token; when many rows stream at once, one that falls behind catches up in one
+    update instead of one per token (each update costs the app and its client a message)."""
+
+    def __next__(self) -> str:
+        pieces = [super().__next__()]
+        while not self.text_queue.empty():  # one reader: what it saw queued is still there
+            piece = self.text_queue.get_nowait()
+            if piece is self.stop_signal:
+                self.text_queue.put(piece)  # the end stays queued: the next read ends the iteration
+                break
+            pieces.append(piece)
+        return "".join(pieces)
+
+
 @dataclass(eq=False)
 class Row:
     """One request in the batch: its sequence so far (1, prompt + new tokens; the repetition penalty reads
@@ -192,7 +208,7 @@ def start_batched(model, tokenizer, input_ids: torch.Tensor, settings: DecodingS
                   stop: threading.Event | None = None) -> GenerationRun:
     """``generation.start_generation`` for a decoder-only model, decoded in the model's running batch: the
     returned run streams this request's new text token by token and ends early once ``stop`` is set."""
-    streamer = TokenStreamer(tokenizer, skip_prompt=True, timeout=120)
+    streamer = BatchStreamer(tokenizer, skip_prompt=True, timeout=120)
     row = Row(input_ids, settings, stop or threading.Event(), streamer)
     thread = decode_loop(model).submit(row)
     return GenerationRun(streamer, thread, row.stop, row.error)

@@ -4,9 +4,11 @@ is the one ``generate`` gives it alone, token for token."""
 import threading
 
 import pytest
+import torch
 
 from explorer import batching, catalog, generation
 from explorer.generation import DecodingSettings
+from fixtures_checkpoints import train_tokenizer
 
 PROMPTS = ["Shall I", "Shall I compare thee to a summer's day? Thou art more lovely",  # shorter and longer
            "To be, or not", "Rough winds do shake the darling buds of May, and summer's lease hath all too short",
@@ -15,6 +17,11 @@ SETTINGS = [DecodingSettings(True, 0.8, 40, 0.95, 1.1, 60, 11), DecodingSettings
             DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=40), DecodingSettings(True, 1.3, 5, 0.8, 1.0, 33, 13),
             DecodingSettings(True, 0.8, 40, 0.95, 1.1, 45, 14),  # shaped with the first, sampled with its own seed
             DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=30)]  # shaped with the third
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_tokenizer()
 
 
 def load(root, name):
@@ -77,3 +84,15 @@ def test_a_request_that_fails_reports_its_error_and_the_batch_goes_on(tiny_check
     "".join(bad.streamer)
     assert bad.error and "token ids must be in [0, 383]" in str(bad.error[0])
     assert "".join(good.streamer) == alone(model, tokenizer, PROMPTS[0], SETTINGS[0])[1] and not good.error
+
+
+def test_a_reader_that_falls_behind_gets_the_queued_text_in_one_piece(tokenizer):
+    streamer = batching.BatchStreamer(tokenizer, skip_prompt=True)
+    streamer.put(torch.tensor([[tokenizer.bos_token_id]]))  # the prompt: skipped
+    ids = tokenizer("a b c d", add_special_tokens=False).input_ids
+    streamer.put(torch.tensor([ids[0]]))
+    first = next(iter(streamer))  # read as soon as it came: one token
+    for i in ids[1:]:
+        streamer.put(torch.tensor([i]))
+    streamer.end()
+    assert first == "a" and list(streamer) == [tokenizer.decode(ids[1:])] and streamer.n_tokens == len(ids)

@@ -19,11 +19,12 @@ from modeling import POSITION_ENCODINGS
 
 logger = logging.getLogger("app")
 
-# concurrency: the interactive views share two slots (the machine has 2 cores, one torch thread per request);
-# generations have slots of their own, so a view never waits behind a streaming generation: their handlers
-# only stream what the model's one decode thread makes for all of them in one batch; the long jobs get a
-# slot each of their own, so that however many are queued, a click on Generate starts at once
-INTERACTIVE = dict(concurrency_id="model", concurrency_limit=2)
+# concurrency (the machine has 2 cores, one torch thread per request): generations have slots of their own, so
+# a view never waits behind a streaming generation; their handlers only stream what the model's ONE decode
+# thread makes for all of them in one batch (explorer.batching); the interactive views share one slot, the
+# other core. The long jobs get a slot each of their own, so that however many are queued, a click on
+# Generate starts at once
+INTERACTIVE = dict(concurrency_id="model", concurrency_limit=1)
 GENERATION = dict(concurrency_id="generation", concurrency_limit=batching.MAX_BATCH)
 EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
