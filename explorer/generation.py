@@ -15,6 +15,7 @@ from .inputs import SEED_RANGE, InputProblem, count, echo, number, whole_number
 
 MAX_NEW_TOKENS = 512
 MAX_TEMPERATURE = 5.0
+SOLO_TURNS = threading.Semaphore(2)  # ``generate`` calls outside a batch (an encoder-decoder's) run 2 at a time: 2 cores
 
 
 @dataclass(frozen=True)
@@ -184,11 +185,10 @@ class GumbelSampler(LogitsProcessor):
         return scores.float().log_softmax(-1) - torch.log(-torch.log(uniform))
 
 
+@dataclass
 class StopFlag(StoppingCriteria):
     """Ends generation as soon as ``event`` is set (the Stop button, or a client that went away)."""
-
-    def __init__(self, event: threading.Event):
-        self.event = event
+    event: threading.Event
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
         return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool)
@@ -247,15 +247,15 @@ class GenerationRun:
 
 def start_generation(model, tokenizer, input_ids: torch.Tensor, settings: DecodingSettings,
                      stop: threading.Event | None = None) -> GenerationRun:
-    """Start generating in a background thread; the returned run streams the new text token by token and
-    ends early once ``stop`` (a new flag when not given) is set."""
+    """Start generating in a background thread (once one of the ``SOLO_TURNS`` is free); the returned run streams
+    the new text token by token and ends early once ``stop`` (a new flag when not given) is set."""
     streamer = TokenStreamer(tokenizer, skip_prompt=True, timeout=120)  # seq2seq: skips the decoder start token
     run = GenerationRun(streamer, None, stop or threading.Event())  # type: ignore[arg-type]
     kwargs = generation_kwargs(model, settings, run.stop)
 
     def work():
         try:
-            with torch.inference_mode():
+            with SOLO_TURNS, torch.inference_mode():
                 model.generate(input_ids, attention_mask=torch.ones_like(input_ids), streamer=streamer, **kwargs)
         except Exception as error:  # noqa: BLE001 - reported to the consumer, who shows it
             run.error.append(error)

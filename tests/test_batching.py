@@ -8,7 +8,7 @@ import torch
 
 from explorer import batching, catalog, generation
 from explorer.generation import DecodingSettings
-from fixtures_checkpoints import train_tokenizer
+from fixtures_checkpoints import SEQ2SEQ_NAME, train_tokenizer
 
 PROMPTS = ["Shall I", "Shall I compare thee to a summer's day? Thou art more lovely",  # shorter and longer
            "To be, or not", "Rough winds do shake the darling buds of May, and summer's lease hath all too short",
@@ -96,3 +96,31 @@ def test_a_reader_that_falls_behind_gets_the_queued_text_in_one_piece(tokenizer)
         streamer.put(torch.tensor([i]))
     streamer.end()
     assert first == "a" and list(streamer) == [tokenizer.decode(ids[1:])] and streamer.n_tokens == len(ids)
+
+
+def test_generations_outside_a_batch_take_turns_two_at_a_time(tiny_checkpoints, monkeypatch):
+    """An encoder-decoder generates line by line through ``generate``, each request in its own thread: at most two
+    of those calls run at once (the machine has 2 cores), however many requests come."""
+    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    running, most, lock, generate = [0], [0], threading.Lock(), model.generate
+
+    def counted(*args, **kwargs):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            return generate(*args, **kwargs)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    monkeypatch.setattr(model, "generate", counted)
+    settings = DecodingSettings(False, max_new_tokens=20)
+    streams = [generation.stream_generation(model, tokenizer, "Thou art more louely\nand more temperate", settings,
+                                            threading.Event()) for _ in range(5)]
+    threads = [threading.Thread(target=list, args=(stream,)) for stream in streams]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert most[0] == 2
