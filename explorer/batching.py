@@ -80,7 +80,7 @@ class DecodeLoop:
         self.pending: list[Row] = []
         self.cache: DynamicCache | None = None
         self.mask: torch.Tensor | None = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # reentrant: a holder may submit (a test gathers requests this way)
         self.thread: threading.Thread | None = None
         self.largest_batch = 0  # the most rows one step has fed (a record for tests and benchmarks)
 

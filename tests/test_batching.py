@@ -53,8 +53,9 @@ def test_requests_joining_a_running_batch_each_get_their_solo_text(tiny_checkpoi
     loop.largest_batch = 0
     first = start(model, tokenizer, PROMPTS[0], SETTINGS[0])
     pieces = iter(first.streamer)
-    text = next(pieces)  # the first request is decoding alone; the others join it between two steps
-    runs = [start(model, tokenizer, p, s) for p, s in zip(PROMPTS[1:], SETTINGS[1:])]
+    text = next(pieces)  # the first request is decoding alone; the others join it between two steps, together
+    with loop.lock:  # (the loop takes them at its next step, so none can end before the last joins)
+        runs = [start(model, tokenizer, p, s) for p, s in zip(PROMPTS[1:], SETTINGS[1:])]
     texts = [text + "".join(pieces)] + ["".join(run.streamer) for run in runs]
     first.thread.join(timeout=30)
     assert not any(run.error for run in [first, *runs])
