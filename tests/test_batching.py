@@ -2,6 +2,7 @@
 is the one ``generate`` gives it alone, token for token."""
 
 import threading
+import time
 
 import pytest
 import torch
@@ -125,3 +126,23 @@ def test_generations_outside_a_batch_take_turns_two_at_a_time(tiny_checkpoints, 
     for thread in threads:
         thread.join(timeout=60)
     assert most[0] == 2
+
+
+@pytest.mark.parametrize("crowded", [False, True])
+def test_a_crowded_stream_updates_at_most_every_interval_and_a_lone_one_every_token(tokenizer, monkeypatch, crowded):
+    monkeypatch.setattr(batching, "SHARED_UPDATE_S", 0.5)
+    streamer = batching.BatchStreamer(tokenizer, crowded=lambda: crowded, skip_prompt=True)
+    streamer.put(torch.tensor([[tokenizer.bos_token_id]]))  # the prompt: skipped
+    a, b, c = tokenizer("a b c", add_special_tokens=False).input_ids
+    streamer.put(torch.tensor([a]))
+    pieces, start = iter(streamer), time.perf_counter()
+    assert next(pieces) == "a"  # the first update never waits
+    streamer.put(torch.tensor([b]))
+    later = threading.Timer(0.02, lambda: (streamer.put(torch.tensor([c])), streamer.end()))
+    later.start()
+    rest = [piece for piece in pieces if piece]  # the end of the stream may come as an empty piece
+    later.join()
+    if crowded:  # one update half a second after the first, with all that came meanwhile
+        assert rest == [" b c"] and time.perf_counter() - start >= 0.5
+    else:
+        assert rest == [" b", " c"]
