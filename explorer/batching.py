@@ -33,7 +33,7 @@ from transformers import DynamicCache
 from .generation import DecodingSettings, GenerationRun, TokenStreamer, request_processors
 
 MAX_BATCH = 16  # the most generations the app runs at once (its concurrency limit): the rows of one batch
-SHARED_UPDATE_S = 0.1  # while other rows stream too, a stream's reader gets an update at most every 0.1 s
+SHARED_UPDATE_S = 0.25  # while other rows stream too, a stream's reader gets an update at most 4 times a second
 
 
 class BatchStreamer(TokenStreamer):
