@@ -68,9 +68,9 @@ def launch(**overrides):
 def warm_up(threads: int = 1) -> None:
     """Load every usable checkpoint right after launch, so the first request does not wait for it.
 
-    One torch thread per request (requests run side by side, two at a time): on a shared 2-core machine two
-    OpenMP threads per forward pass wait on each other; measured here, a 128-token forward pass took 0.47 s
-    with 2 threads and 0.03 s with 1, and generation ran at 8 against 61 tokens/s."""
+    One torch thread per request (a view and the generations' one decode thread run side by side): on a
+    shared 2-core machine two OpenMP threads per forward pass wait on each other; measured here, a 128-token
+    forward pass took 0.47 s with 2 threads and 0.03 s with 1, and generation ran at 8 against 61 tokens/s."""
     try:
         import torch
 

@@ -5,6 +5,7 @@
     python -m benchmarks.app_latency --random tiny         # random d_model=32 checkpoints (what the tests use)
     python -m benchmarks.app_latency --starts 1 --only training   # the figures of generation beside training alone
     python -m benchmarks.app_latency --starts 1 --only timeline   # one move of the Watch it learn slider alone
+    python -m benchmarks.app_latency --starts 1 --load 16x4       # 16 clients x 4 rounds at once (benchmarks.app_load)
 
 Prints, against the targets of the issues:
 - readiness: from starting `python app.py` to the page answering HTTP 200 (target < 10 s), median of --starts,
@@ -39,6 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the random checkpoints and the app process helpers are the tests' own
 
 from app_process import LONG_CJK_TEXT, QueuedJob, start_app, stop_app  # noqa: E402
+
+from benchmarks.app_load import report_load, run_load  # noqa: E402
 
 TEXT = ("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer the slings and arrows "
         "of outrageous fortune, or to take arms against a sea of troubles and by opposing end them. To die, to sleep, "
@@ -184,6 +187,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="requests per latency figure")
     parser.add_argument("--only", choices=["training", "timeline"],
                         help="after readiness, measure only generation beside training, or only the timeline slider")
+    parser.add_argument("--load", type=load_shape, metavar="CxR",
+                        help="after readiness, measure only C clients at once, each R rounds of /generate then /attention")
     args = parser.parse_args()
 
     from explorer.catalog import default_model, discover_checkpoints, read_results
@@ -215,6 +220,14 @@ def main() -> None:
         ready.append(seconds)
         if i < args.starts - 1:
             stop_app(process)
+    if args.load:
+        try:
+            figures = run_load(url, model, *args.load)
+        finally:
+            stop_app(process)
+        report_load(figures)
+        write_figures({"source": source, "model": model, **figures}, "bench_app_load.json")
+        return
     if args.only == "training":
         try:
             figures = first_token_while_training(url, Client(url, verbose=False), model, args.repeats)
@@ -285,10 +298,25 @@ def main() -> None:
         print(f"{'/' + name + ', 128 tokens:':42}median {statistics.median(values):.3f} s   target <= 1 s "
               f"({', '.join(f'{v:.3f}' for v in values)})")
     report_timeline(timeline, root)
-    out = REPO / "artifacts" / "bench_app.json"
+    write_figures(figures, "bench_app.json")
+
+
+def write_figures(figures: dict, name: str) -> None:
+    out = REPO / "artifacts" / name
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(figures, indent=2))
     print(f"written to {out}")
+
+
+def load_shape(text: str) -> tuple[int, int]:
+    """'16x4' -> (16 clients, 4 rounds each)."""
+    try:
+        clients, rounds = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--load takes CLIENTSxROUNDS, e.g. 16x4; got {text!r}") from None
+    if clients < 1 or rounds < 1:
+        raise argparse.ArgumentTypeError(f"--load needs at least 1 client and 1 round; got {text!r}")
+    return clients, rounds
 
 
 def report_training(figures: dict) -> None:

@@ -1,6 +1,6 @@
 """The generation service: decoding settings checked against each other, prompts kept inside what the model
-can read, generation streamed token by token from a background thread, sampling with a per-request random
-generator, and a stop flag per browser session.
+can read, generation streamed token by token from a background thread (a decoder-only model's in its running
+batch: ``batching``), sampling with a per-request random generator, and a stop flag per browser session.
 """
 
 import threading
@@ -8,13 +8,14 @@ import time
 from dataclasses import dataclass, field, replace
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, StoppingCriteria, StoppingCriteriaList, TextIteratorStreamer
-from transformers.generation.logits_process import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+from transformers import LogitsProcessor, LogitsProcessorList, RepetitionPenaltyLogitsProcessor, StoppingCriteria, \
+    StoppingCriteriaList, TemperatureLogitsWarper, TextIteratorStreamer, TopKLogitsWarper, TopPLogitsWarper
 
 from .inputs import SEED_RANGE, InputProblem, count, echo, number, whole_number
 
 MAX_NEW_TOKENS = 512
 MAX_TEMPERATURE = 5.0
+SOLO_TURNS = threading.Semaphore(2)  # ``generate`` calls outside a batch (an encoder-decoder's) run 2 at a time: 2 cores
 
 
 @dataclass(frozen=True)
@@ -154,14 +155,12 @@ class TokenStreamer(TextIteratorStreamer):
         self.first_token_at: float | None = None
 
     def put(self, value: torch.Tensor) -> None:
-        if value.dim() > 1:
-            value = value[0]
+        value = value[0] if value.dim() > 1 else value
         if self.skip_prompt and self.next_tokens_are_prompt:
             self.next_tokens_are_prompt = False
             return
         self.n_tokens += value.numel()
-        if self.first_token_at is None:
-            self.first_token_at = time.perf_counter()
+        self.first_token_at = self.first_token_at or time.perf_counter()
         self.token_cache.extend(value.tolist())
         text = self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
         if text.endswith("\ufffd") and self.held < 3:  # a UTF-8 character spans at most 4 byte tokens
@@ -186,11 +185,10 @@ class GumbelSampler(LogitsProcessor):
         return scores.float().log_softmax(-1) - torch.log(-torch.log(uniform))
 
 
+@dataclass
 class StopFlag(StoppingCriteria):
     """Ends generation as soon as ``event`` is set (the Stop button, or a client that went away)."""
-
-    def __init__(self, event: threading.Event):
-        self.event = event
+    event: threading.Event
 
     def __call__(self, input_ids: torch.Tensor, scores, **kwargs) -> torch.Tensor:
         return torch.full((input_ids.shape[0],), self.event.is_set(), dtype=torch.bool)
@@ -210,18 +208,25 @@ def sampling_processors(settings: DecodingSettings) -> LogitsProcessorList:
     return processors
 
 
+def all_processors(settings: DecodingSettings) -> LogitsProcessorList:
+    """transformers' repetition penalty (first, where ``generate`` puts it), then ``sampling_processors``."""
+    penalty = [RepetitionPenaltyLogitsProcessor(settings.repetition_penalty)] if settings.repetition_penalty != 1.0 else []
+    return LogitsProcessorList([*penalty, *sampling_processors(settings)])
+
+
+def request_processors(settings: DecodingSettings) -> LogitsProcessorList:
+    """One request's: ``all_processors``, then a GumbelSampler with its seed when sampling; argmax picks its token."""
+    return LogitsProcessorList([*all_processors(settings), *([GumbelSampler(settings.seed)] if settings.do_sample else [])])
+
+
 def generation_kwargs(model, settings: DecodingSettings, stop: threading.Event | None = None) -> dict:
-    """Keyword arguments for ``model.generate``: always the greedy loop, sampling done by GumbelSampler
-    after the repetition penalty (``generate``'s own), temperature, top-k and top-p."""
-    processors = sampling_processors(settings)
-    if settings.do_sample:
-        processors.append(GumbelSampler(settings.seed))
+    """Keyword arguments for ``model.generate``: always the greedy loop over ``request_processors``."""
     config = model.generation_config
     return dict(
         max_new_tokens=settings.max_new_tokens, do_sample=False, num_beams=1, temperature=None, top_k=None, top_p=None,
         use_cache=True,  # whatever the checkpoint's config says (training may have saved use_cache=false)
-        repetition_penalty=settings.repetition_penalty if settings.repetition_penalty != 1.0 else None,
-        logits_processor=processors, stopping_criteria=StoppingCriteriaList([StopFlag(stop or threading.Event())]),
+        repetition_penalty=None, logits_processor=request_processors(settings),
+        stopping_criteria=StoppingCriteriaList([StopFlag(stop or threading.Event())]),
         pad_token_id=config.pad_token_id if config.pad_token_id is not None else config.eos_token_id,
     )
 
@@ -236,22 +241,21 @@ class GenerationRun:
     error: list = field(default_factory=list)
 
     def tokens_per_second(self) -> float:
-        if not self.streamer.n_tokens or self.streamer.first_token_at is None:
-            return 0.0
-        return self.streamer.n_tokens / max(time.perf_counter() - self.streamer.started, 1e-9)
+        n, first = self.streamer.n_tokens, self.streamer.first_token_at
+        return n / max(time.perf_counter() - self.streamer.started, 1e-9) if n and first is not None else 0.0
 
 
 def start_generation(model, tokenizer, input_ids: torch.Tensor, settings: DecodingSettings,
                      stop: threading.Event | None = None) -> GenerationRun:
-    """Start generating in a background thread; the returned run streams the new text token by token and
-    ends early once ``stop`` (a new flag when not given) is set."""
+    """Start generating in a background thread (once one of the ``SOLO_TURNS`` is free); the returned run streams
+    the new text token by token and ends early once ``stop`` (a new flag when not given) is set."""
     streamer = TokenStreamer(tokenizer, skip_prompt=True, timeout=120)  # seq2seq: skips the decoder start token
     run = GenerationRun(streamer, None, stop or threading.Event())  # type: ignore[arg-type]
     kwargs = generation_kwargs(model, settings, run.stop)
 
     def work():
         try:
-            with torch.inference_mode():
+            with SOLO_TURNS, torch.inference_mode():
                 model.generate(input_ids, attention_mask=torch.ones_like(input_ids), streamer=streamer, **kwargs)
         except Exception as error:  # noqa: BLE001 - reported to the consumer, who shows it
             run.error.append(error)
@@ -317,10 +321,11 @@ class StreamState:
 
 def stream_generation(model, tokenizer, text: str, settings: DecodingSettings, stop: threading.Event):
     """Generate from ``text`` token by token, yielding a ``StreamState`` when each line starts, after every token,
-    and once at the end. A decoder-only model continues the text in one ``generate`` call; an encoder-decoder
-    rewrites it line by line (``rewrite_lines``), one call a line. Setting ``stop`` ends the current call after
-    its token and skips the lines left; a consumer that closes this generator early sets ``stop`` too, so the
-    background thread ends with it. A failed call raises its error here."""
+    and once at the end. A decoder-only model continues the text in its running batch (``batching``); an
+    encoder-decoder rewrites it line by line (``rewrite_lines``), one ``generate`` call a line. Setting ``stop``
+    ends the current call after its token and skips the lines left; a consumer that closes this generator early
+    sets ``stop`` too, so the background work ends with it. A failed call raises its error here."""
+    from . import batching  # it builds on this module
     rewrite = model.config.is_encoder_decoder
     sources, notices = rewrite_lines(text) if rewrite else ([text], [])
     output = "" if rewrite else text
@@ -328,7 +333,7 @@ def stream_generation(model, tokenizer, text: str, settings: DecodingSettings, s
     for k, source in enumerate(sources):
         ids, max_new, cut = encode_prompt(model, tokenizer, source, settings.max_new_tokens)
         notices += [note for note in cut if note not in notices]
-        run = start_generation(model, tokenizer, ids, replace(settings, max_new_tokens=max_new), stop)
+        run = (start_generation if rewrite else batching.start_batched)(model, tokenizer, ids, replace(settings, max_new_tokens=max_new), stop)
         output += "\n" if k else ""
         state = StreamState(output, k, len(sources), ids.shape[1], stats.n_tokens, 0.0, notices)
         finished = False

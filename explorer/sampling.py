@@ -17,9 +17,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
-from transformers import LogitsProcessorList, RepetitionPenaltyLogitsProcessor
 
-from .generation import MAX_TEMPERATURE, DecodingSettings, encode_prompt, first_line, sampling_processors
+from .generation import MAX_TEMPERATURE, DecodingSettings, all_processors, encode_prompt, first_line
 from .inputs import InputProblem, echo, number, whole_number
 from .tokens import token_labels
 
@@ -45,15 +44,6 @@ def sampling_settings(temperature, top_k, top_p, repetition_penalty=1.0) -> Deco
         raise InputProblem(f"Repetition penalty must be above 0 and at most {MAX_REPETITION_PENALTY:g} (1 = off); "
                            f"got {echo(penalty)}.")
     return DecodingSettings(True, temperature=temperature, top_k=top_k, top_p=top_p, repetition_penalty=penalty)
-
-
-def all_processors(settings: DecodingSettings) -> LogitsProcessorList:
-    """The repetition penalty (what ``generate`` builds from its ``repetition_penalty`` argument, first), then
-    the app's own sampling processors (``generation.sampling_processors``)."""
-    processors = LogitsProcessorList()
-    if settings.repetition_penalty != 1.0:
-        processors.append(RepetitionPenaltyLogitsProcessor(settings.repetition_penalty))
-    return LogitsProcessorList([*processors, *sampling_processors(settings)])
 
 
 @dataclass

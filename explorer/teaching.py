@@ -206,8 +206,8 @@ TIMELINE = """### Watch it learn: an induction head forms
   to form, each makes the other useful, they grow together, and that loss drops: a *phase change*
   (Olsson et al. 2022).
 - **What to look for:** in the curves, one layer-1 head's induction score jumping at the steps where a layer-0
-  head's previous-token score rises, and the training loss of timeline-repeats dropping there (half its
-  sequences are random tokens, which only copying predicts). In the grid, on the default text (a line, then the
+  head's previous-token score rises, and the training loss of timeline-repeats dropping there (four in five of
+  its sequences are random tokens, which only copying predicts). In the grid, on the default text (a line, then the
   same line again cut a few words in): a layer-0 stripe just below the diagonal (each token looks at the one
   before), and in layer 1, in the rows of the repeat, a stripe L − 1 below the diagonal (L = 78: the bytes from
   one copy's start to the next), each token looking at the token after its first occurrence. The sample then goes on with the line.

@@ -74,11 +74,12 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
 def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved(app):
     groups = {app.demo.fns[dep["id"]].name: (app.demo.fns[dep["id"]].concurrency_id, app.demo.fns[dep["id"]].concurrency_limit)
               for dep in app.demo.config["dependencies"]}
-    for interactive in ("generate", "encoding_plots", "show_attention", "show_head", "trace_forward", "training_timeline"):
-        assert groups[interactive] == ("model", 2)
+    for interactive in ("encoding_plots", "show_attention", "show_head", "trace_forward", "training_timeline"):
+        assert groups[interactive] == ("model", 1)  # one core for the views, one for the generations' decode thread
+    assert groups["generate"] == ("generation", 16)  # the views never wait behind generations, decoded in one batch
     assert groups["recompute_extrapolation"] == ("extrapolation", 1)
     assert groups["compare_encodings"] == ("comparison", 1)
-    assert groups["gradient_step"] == ("model", 2)
+    assert groups["gradient_step"] == ("model", 1)
     assert groups["train_live"] == ("training", 1)  # one training job at a time, never in the generation slots
 
 
@@ -260,6 +261,22 @@ def test_stop_ends_the_generation(client):
     while any(t.name == "generate" for t in threading.enumerate()) and time.time() < deadline:
         time.sleep(0.05)
     assert not any(t.name == "generate" for t in threading.enumerate())
+
+
+def test_a_view_answers_while_generations_fill_their_slots(app_server):
+    """Three long generations (more than the generation slots), each from its own session; /attention answers
+    while all of them are still streaming, then each is stopped."""
+    clients = [Client(app_server, verbose=False) for _ in range(3)]
+    jobs = [c.submit("Shall I", "shakespeare-rope", *SAMPLING, 512, seed, api_name="/generate") for seed, c in enumerate(clients)]
+    while sum(bool(job.outputs()) and "tokens/s" in job.outputs()[-1][1] for job in jobs) < 2:
+        time.sleep(0.02)
+    *_, note = clients[0].predict("To be, or not to be", "shakespeare-rope", "self", "0", "average", api_name="/attention")
+    running = [not job.done() for job in jobs]
+    for c in clients:
+        c.predict(api_name="/stop_generation")
+    notes = [job.result(timeout=60)[1] for job in jobs]
+    assert note.startswith("- ") and all(running), (note, running)
+    assert all(n.startswith("- Stopped: **") for n in notes), notes
 
 
 def test_a_client_that_leaves_ends_the_generation_thread(client):

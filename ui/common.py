@@ -13,15 +13,19 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from explorer import attention, catalog, figures, generation, inputs, teach_html
+from explorer import attention, batching, catalog, figures, generation, inputs, teach_html
 from explorer.inputs import InputProblem
 from modeling import POSITION_ENCODINGS
 
 logger = logging.getLogger("app")
 
-# concurrency: the interactive events share two slots (the machine has 2 cores); the long jobs get a slot
-# each of their own, so that however many are queued, a click on Generate starts at once
-INTERACTIVE = dict(concurrency_id="model", concurrency_limit=2)
+# concurrency (the machine has 2 cores, one torch thread per request): generations have slots of their own, so
+# a view never waits behind a streaming generation; their handlers only stream what the model's ONE decode
+# thread makes for all of them in one batch (explorer.batching); the interactive views share one slot, the
+# other core. The long jobs get a slot each of their own, so that however many are queued, a click on
+# Generate starts at once
+INTERACTIVE = dict(concurrency_id="model", concurrency_limit=1)
+GENERATION = dict(concurrency_id="generation", concurrency_limit=batching.MAX_BATCH)
 EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
 TRAINING = dict(concurrency_id="training", concurrency_limit=1)  # one live training job at a time; the rest queue

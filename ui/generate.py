@@ -8,7 +8,7 @@ import gradio as gr
 
 from explorer import catalog, generation, inputs, teaching
 
-from .common import INTERACTIVE, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, guarded, model_menu, rewrites, \
+from .common import GENERATION, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, guarded, model_menu, rewrites, \
     sampling_controls, status
 
 FOLIO_EXAMPLE = "Shall I compare thee to a Summers day?\nThou art more louely and more temperate:"  # rewritten line by line
@@ -91,7 +91,7 @@ def tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
     for trigger, name in ((generate_button.click, "generate"), (prompt.submit, "generate_submit")):
         trigger(lambda: gr.update(interactive=True), None, stop_button, api_name=f"{name}_stop_on", api_visibility="private",
                 queue=False)
-        trigger(generate, request, [output, gen_status], api_name=name, **INTERACTIVE, **UNCHECKED).then(
+        trigger(generate, request, [output, gen_status], api_name=name, **GENERATION, **UNCHECKED).then(
             lambda: gr.update(interactive=False), None, stop_button, api_name=f"{name}_stop_off", api_visibility="private")
     menu.change(generate_boxes, menu, [prompt, output, folio_note], api_name="generate_labels", api_visibility="private",
                 **UNCHECKED)
