@@ -33,7 +33,7 @@ EXPERIMENT = [f"shakespeare-{pe}" for pe in POSITION_ENCODINGS]
 MAIN, FOLIO = "shakespeare-main", "folio-to-modern"
 CAUSAL = EXPERIMENT + [MAIN]
 RESULTS = json.loads((ROOT / "results.json").read_text())
-SIZE_LIMIT = 56 * 10**6  # "at most 56 MB", read strictly: decimal megabytes
+SIZE_LIMIT = 60 * 10**6  # "at most 60 MB", read strictly: decimal megabytes
 
 
 def summary(name: str) -> dict:

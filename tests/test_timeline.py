@@ -8,13 +8,16 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from checkpointing.in_context import (attention_weights, head_scores, induction_baseline, induction_probe,
+from checkpointing.in_context import (THRESHOLD, attention_weights, head_scores, induction_baseline, induction_probe,
                                       induction_scores_from, previous_token_scores_from, repeat_runs,
                                       repeated_passage_ratio)
+from checkpointing.paths import checkpoints_dir
 from checkpointing.timeline import TIMELINE_FILE, load_snapshot, measure, read_timeline
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from training import train
-from training.timeline import choose_snapshots, same_weights
+from training.data import TokenBlocks, token_ids
+from training.timeline import VALIDATION_BLOCKS, choose_snapshots, same_weights, validation_loss
+from training.tokenization import tokenizer_for
 
 L = 8
 
@@ -165,3 +168,52 @@ def test_resuming_keeps_the_records_of_the_first_run_and_records_the_rest(tiny_t
     curve = json.loads((work / "train_curve.json").read_text())
     assert [step for step, _ in curve] == [10, 20, 30]
     assert json.loads((tiny_timeline[0] / "out" / TIMELINE_FILE).read_text())["train_curve"] == curve
+
+
+SHIPPED_RUNS = {"timeline-repeats": 20, "timeline-plain": 5}  # each shipped recorded run, and the fewest snapshots
+
+
+@pytest.mark.parametrize("name", SHIPPED_RUNS)
+def test_every_figure_of_a_shipped_run_equals_a_measurement_of_its_snapshot(name):
+    folder = checkpoints_dir() / name
+    timeline = read_timeline(folder)
+    config = ScratchTransformerConfig.from_pretrained(folder)
+    assert len(timeline["snapshots"]) >= SHIPPED_RUNS[name]
+    for snapshot in timeline["snapshots"]:
+        again = measure(load_snapshot(folder, snapshot["file"], config), timeline["probes"])
+        np.testing.assert_allclose(again["induction"], snapshot["induction"], atol=1e-5)
+        np.testing.assert_allclose(again["previous_token"], snapshot["previous_token"], atol=1e-5)
+        assert again["repeated_passage_ratio"] == pytest.approx(snapshot["repeated_passage_ratio"], abs=1e-5)
+    assert timeline["snapshots"][-1]["file"] == "model.safetensors"  # the final model is the last snapshot
+    AutoModelForCausalLM.from_pretrained(folder)  # and loads as any checkpoint does
+
+
+@pytest.mark.parametrize("name", SHIPPED_RUNS)
+def test_the_validation_losses_of_a_shipped_run_are_its_snapshots_own(name, corpus):
+    """The first, a middle and the last snapshot, on the 32 validation blocks the recorder measured."""
+    folder = checkpoints_dir() / name
+    timeline = read_timeline(folder)
+    config = ScratchTransformerConfig.from_pretrained(folder)
+    ids = token_ids("validation", tokenizer_for("bytes"))
+    blocks = TokenBlocks(ids, timeline["run"]["context_length"], VALIDATION_BLOCKS)
+    blocks = torch.stack([blocks[i]["input_ids"] for i in range(len(blocks))])
+    snapshots = timeline["snapshots"]
+    for snapshot in (snapshots[0], snapshots[len(snapshots) // 2], snapshots[-1]):
+        model = load_snapshot(folder, snapshot["file"], config)
+        assert validation_loss(model, blocks) == pytest.approx(snapshot["validation_loss"], abs=1e-5)
+
+
+def test_the_recorded_run_shows_the_phase_change_and_the_control_does_not():
+    """timeline-repeats: no induction head at the start, one at the end, formed within 200 steps (the phase change),
+    with a previous-token head in the layer before it; the second copy of a passage then costs under half the first.
+    timeline-plain, the same model on the plays alone: no head ever reaches the threshold."""
+    repeats, plain = (read_timeline(checkpoints_dir() / name)["snapshots"] for name in SHIPPED_RUNS)
+    best = [float(np.max(s["induction"])) for s in repeats]
+    assert best[0] < 0.1 and best[-1] >= 0.3
+    formed = next(i for i, b in enumerate(best) if b >= THRESHOLD)
+    assert repeats[formed]["step"] - repeats[formed - 1]["step"] <= 200 and best[formed - 1] < 0.1
+    layer, _ = np.unravel_index(np.argmax(repeats[-1]["induction"]), np.shape(repeats[-1]["induction"]))
+    assert layer == 1 and np.max(repeats[-1]["previous_token"][0]) >= THRESHOLD
+    assert repeats[0]["repeated_passage_ratio"] > 0.95 and repeats[-1]["repeated_passage_ratio"] < 0.5
+    assert all(float(np.max(s["induction"])) < THRESHOLD for s in plain)
+    assert plain[-1]["repeated_passage_ratio"] > 0.95

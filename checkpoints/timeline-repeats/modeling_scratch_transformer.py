@@ -1,0 +1,943 @@
+"""The Transformer of "Attention Is All You Need", written by hand, living in Hugging Face transformers.
+
+Reading order follows the data through the model:
+
+    token ids -> TokenEmbedding (x sqrt(d_model)) -> + positional encoding -> TransformerStack of
+    TransformerLayer (MultiHeadAttention, FeedForward, each inside AddAndNorm) -> LM head -> logits
+
+``Transformer`` is a plain ``nn.Module`` with the API of ``torch.nn.Transformer(batch_first=True)``.
+``ScratchTransformerModel`` / ``...ForCausalLM`` / ``...ForSeq2SeqLM`` are the Hugging Face models.
+Attention runs through transformers' attention interface: ``config._attn_implementation`` picks
+"eager" (the explicit softmax below), "sdpa" (the default) or any registered backend.
+Every step of a forward pass is a named ``Site``; ``with record() as recording:`` keeps what runs inside it.
+Shapes: B batch, T query length, S key length, H heads, D d_model, Dh = D / H per head.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention.flex_attention import BlockMask, create_mask
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (BaseModelOutput, BaseModelOutputWithPastAndCrossAttentions,
+                                           CausalLMOutputWithPast, Seq2SeqLMOutput, Seq2SeqModelOutput)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to_keep
+from transformers.utils.import_utils import is_tracing
+
+from .configuration_scratch_transformer import ScratchTransformerConfig
+from .recording import Site, capturing, current_recording, note_for
+
+# ----------------------------------------------------------------------------------------------
+# Embeddings and positional encodings
+# ----------------------------------------------------------------------------------------------
+
+
+class TokenEmbedding(nn.Embedding):
+    """Token id -> vector: E[x] * sqrt(d_model) (paper §3.4), or E[x] unscaled (GPT-2).
+
+    The paper scales because E is shared with the output layer, whose init keeps E small;
+    sqrt(d_model) brings the embedding to the magnitude of the positional encoding it is added to."""
+
+    def __init__(self, vocab_size: int, d_model: int, scale: bool = True):
+        super().__init__(vocab_size, d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        try:  # the lookup checks every id (on the CPU an IndexError; CUDA asserts on the device): no sync here
+            return super().forward(input_ids) * self.scale
+        except IndexError:
+            raise ValueError(
+                f"token ids must be in [0, {self.num_embeddings - 1}] (vocab_size={self.num_embeddings}); "
+                f"got ids from {int(input_ids.min())} to {int(input_ids.max())}"
+            ) from None
+
+
+def sinusoidal_encoding(position_ids: torch.Tensor, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
+
+    i is the PAIR index (dims 2i and 2i+1 share one frequency). (..., T) positions -> (..., T, d)."""
+    pair = torch.arange(0, d_model, 2, device=position_ids.device, dtype=torch.float32)  # 2i
+    inv_freq = 10000.0 ** (-pair / d_model)
+    angles = position_ids.to(torch.float32)[..., None] * inv_freq  # (..., T, d/2)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # interleave sin, cos
+
+
+class SinusoidalPositionalEncoding(nn.Module):
+    """The paper's fixed encoding: no parameters, defined for every position (runs past training length)."""
+
+    def __init__(self, d_model: int):
+        super().__init__()
+        self.d_model = d_model
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        return sinusoidal_encoding(position_ids, self.d_model)
+
+
+class LearnedPositionalEncoding(nn.Embedding):
+    """A trained table P[pos] (GPT-2); it has no rows past max_position_embeddings."""
+
+    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
+        try:  # as TokenEmbedding: the lookup itself checks the range
+            return super().forward(position_ids)
+        except IndexError:
+            raise ValueError(
+                f"position {int(position_ids.max())} is past the learned position table "
+                f"(max_position_embeddings={self.num_embeddings}); use at most {self.num_embeddings} tokens "
+                f"or a position encoding that extrapolates (sinusoidal, rope, alibi, none)"
+            ) from None
+
+
+def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
+    """F.dropout, issuing no operator where it changes nothing (inference, or p = 0)."""
+    return F.dropout(x, p, training) if training and p > 0 else x
+
+
+class InputEmbedding(nn.Module):
+    """x = Dropout(TokenEmbedding(ids) + PE(positions)). RoPE, ALiBi and none add nothing here:
+    they act inside attention."""
+
+    def __init__(self, config: ScratchTransformerConfig, stack: str = "decoder"):
+        super().__init__()
+        self.token = TokenEmbedding(config.vocab_size, config.d_model, config.scale_embeddings)
+        if config.position_encoding == "sinusoidal":
+            self.position = SinusoidalPositionalEncoding(config.d_model)
+        elif config.position_encoding == "learned":
+            self.position = LearnedPositionalEncoding(config.max_position_embeddings, config.d_model)
+        else:
+            self.position = None
+        self.dropout = config.dropout
+        self.site = (stack, None, "embed")
+
+    def forward(
+        self, input_ids: torch.Tensor | None, position_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """``inputs_embeds`` (B, T, D) replaces TokenEmbedding(input_ids): what ``get_input_embeddings()`` returns."""
+        note = note_for(current_recording())
+        token = note(self.site, "token", self.token(input_ids) if inputs_embeds is None else inputs_embeds)
+        position = None
+        if self.position is not None:
+            position = note(self.site, "position", self.position(position_ids).to(token.dtype))
+        x = dropout(token if position is None else token + position, self.dropout, self.training)
+        return note(self.site, "sum", x)
+
+
+def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE: pair i of a head at position m turns by m * theta_i, theta_i = theta^(-2i/d_head).
+    (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over heads."""
+    inv_freq = theta ** (-torch.arange(0, d_head, 2, device=position_ids.device, dtype=torch.float32) / d_head)
+    angles = position_ids.to(torch.float32)[:, None, :, None] * inv_freq
+    return angles.cos(), angles.sin()
+
+
+def rope_tables(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per pair (..., Dh/2) -> per dim (..., Dh), as ``rotate_pairs`` reads them (built once per forward pass):
+    (c0, c0, c1, c1, ...) and (-s0, s0, -s1, s1, ...)."""
+    return cos.repeat_interleave(2, dim=-1), torch.stack((-sin, sin), dim=-1).flatten(-2)
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x * (c, c) + (x1, x0) * (-s, s), pair by pair, = (x0 c - x1 s, x0 s + x1 c); cos, sin from ``rope_tables``."""
+    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0) in each pair
+    rotated = x * cos + swapped * sin  # float32 like the tables
+    return rotated if rotated.dtype == x.dtype else rotated.to(x.dtype)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos], the complex product
+    (x0 + i x1)(cos + i sin); cos, sin per pair (``rope_angles``). Since R(m)^T R(n) = R(n - m), the score
+    q_m . k_n depends on positions only through n - m."""
+    return rotate_pairs(x, *rope_tables(cos, sin))
+
+
+def alibi_slopes(n_heads: int) -> torch.Tensor:
+    """ALiBi head slopes: the geometric sequence 2^(-8h/H), h = 1..H, for H a power of two.
+
+    Otherwise (the paper's rule) the slopes of the closest smaller power of two n, then every other
+    slope of 2n heads for the remaining H - n heads.
+    """
+
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    n = 2 ** math.floor(math.log2(n_heads))
+    slopes = geometric(n) + geometric(2 * n)[0::2][: n_heads - n]
+    return torch.tensor(slopes, dtype=torch.float32)
+
+
+def alibi_bias(query_positions: torch.Tensor, key_positions: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """ALiBi: score(i, j) gets -slope_h * |pos_i - pos_j|. (B, T), (B, S) -> (B, H, T, S).
+
+    Only distances matter, so the model passes cache slots (0..S-1) for positions: padding sits at one
+    end of a row, and within a row slot distance equals position distance for every real token pair."""
+    slopes = alibi_slopes(n_heads).to(query_positions.device)
+    distance = (query_positions[:, None, :, None] - key_positions[:, None, None, :]).abs().float()
+    return -slopes[None, :, None, None] * distance
+
+
+# ----------------------------------------------------------------------------------------------
+# Attention and masks
+# ----------------------------------------------------------------------------------------------
+
+
+def build_attention_bias(
+    query_length: int,
+    key_length: int,
+    *,
+    key_padding_mask: torch.Tensor | None = None,
+    attn_mask: torch.Tensor | None = None,
+    n_heads: int = 1,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor | None:
+    """torch.nn.Transformer's masks as one additive bias, broadcastable to (B, H, T, S); None when none is given.
+
+    - key_padding_mask (B, S): True (or -inf) where the key is padding;
+    - attn_mask: (T, S) or (B*H, T, S), bool True = blocked, or float added.
+    Blocked entries get the dtype's most negative finite value, not -inf, so a row with every key
+    blocked (a padding query) yields uniform weights instead of NaN.
+    """
+    blocked, bias = None, None
+    for mask in (
+        None if key_padding_mask is None else key_padding_mask[:, None, None, :],
+        None if attn_mask is None or attn_mask.dim() == 2 else attn_mask.view(-1, n_heads, query_length, key_length),
+        attn_mask if attn_mask is not None and attn_mask.dim() == 2 else None,
+    ):
+        if mask is None:
+            continue
+        if mask.dtype == torch.bool:
+            blocked = mask if blocked is None else blocked | mask
+        else:
+            bias = mask.to(dtype) if bias is None else bias + mask.to(dtype)
+    if blocked is None:
+        return bias
+    base = torch.zeros((), dtype=dtype, device=blocked.device) if bias is None else bias
+    return torch.where(blocked, torch.finfo(dtype).min, base)
+
+
+def score_bias(attention_mask: torch.Tensor | BlockMask | None, position_bias: torch.Tensor | None, is_causal: bool,
+               query_length: int, key_length: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor | None:
+    """Any mask an attention backend takes, as the one additive bias the explicit softmax adds to its scores.
+
+    attention_mask as ``transformers.masking_utils`` builds it for the configured backend: None (no mask;
+    with ``is_causal`` query t sees keys 0..t, as SDPA's ``is_causal``), bool (True = attend), float
+    (added), or flex attention's BlockMask. ``position_bias`` (ALiBi) is added on top.
+    """
+    if isinstance(attention_mask, BlockMask):
+        attention_mask = create_mask(attention_mask.mask_mod, *attention_mask.shape, device=device)
+    if attention_mask is None and is_causal and query_length > 1:
+        attention_mask = torch.ones(query_length, key_length, dtype=torch.bool, device=device).tril()
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        attention_mask = torch.where(attention_mask, torch.zeros((), dtype=dtype, device=device), torch.finfo(dtype).min)
+    if attention_mask is None or position_bias is None:
+        return attention_mask if position_bias is None else position_bias
+    return attention_mask + position_bias
+
+
+def eager_attention_forward(module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                            attention_mask: torch.Tensor | BlockMask | None, scaling: float, dropout: float = 0.0,
+                            position_bias: torch.Tensor | None = None, is_causal: bool = False,
+                            **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """The "eager" backend, every step materialised: softmax(Q K^T / sqrt(d_k) + bias) V.
+    (B, H, T, Dh) q, (B, H, S, Dh) k, v -> (output (B, T, H, Dh), weights (B, H, T, S)).
+    The bias, scores and weights are sites of ``module`` (a recording keeps them here)."""
+    note = note_for(current_recording())
+    bias = score_bias(attention_mask, position_bias, is_causal, query.shape[-2], key.shape[-2], query.dtype, query.device)
+    if bias is not None:
+        bias = note(module.site, "bias", bias)
+    scores = query @ key.transpose(-2, -1) * scaling
+    scores = note(module.site, "scores", scores if bias is None else scores + bias)
+    weights = note(module.site, "weights", scores.softmax(dim=-1, dtype=torch.float32).to(query.dtype))
+    return (F.dropout(weights, dropout, module.training) @ value).transpose(1, 2), weights
+
+
+class MultiHeadAttention(nn.Module):
+    """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+    head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k) + bias) V W_i^V,  d_k = d_model / h.
+
+    Self-attention reads Q, K, V from the same sequence; cross-attention reads K, V from the encoder
+    memory. The softmax itself is the configured backend (``config._attn_implementation``); when the
+    weights are asked for (``output_attentions``, or a recording that keeps them), it is the eager one.
+    """
+
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int, is_cross_attention: bool = False,
+                 is_causal: bool = False, stack: str = "decoder"):
+        super().__init__()
+        self.config = config
+        self.n_heads, self.d_head = config.n_heads, config.d_head
+        self.scaling = config.d_head**-0.5
+        self.layer_idx, self.is_cross_attention, self.is_causal = layer_idx, is_cross_attention, is_causal
+        self.site = (stack, layer_idx, "cross" if is_cross_attention else "self")
+        self.dropout = config.attention_dropout
+        d = config.d_model
+        self.q_proj = nn.Linear(d, d, bias=config.bias)
+        self.k_proj = nn.Linear(d, d, bias=config.bias)
+        self.v_proj = nn.Linear(d, d, bias=config.bias)
+        self.out_proj = nn.Linear(d, d, bias=config.bias)
+
+    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, D) -> (B, H, T, Dh)."""
+        return x.view(*x.shape[:2], self.n_heads, self.d_head).transpose(1, 2)
+
+    def forward(self, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | BlockMask | None = None, position_bias: torch.Tensor | None = None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, past_key_values: Cache | None = None,
+                output_attentions: bool = False, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """-> (output (B, T, D), weights (B, H, T, S) if ``output_attentions``).
+
+        ``attention_mask``: the mask ``transformers.masking_utils`` builds for the backend;
+        ``position_bias`` (B, H, T, S): added to the scores (ALiBi). ``kwargs`` go to the attention backend."""
+        recording = current_recording()
+        note = note_for(recording)
+        hidden_states = note(self.site, "input", hidden_states)
+        q = note(self.site, "query", self.split_heads(self.q_proj(hidden_states)))
+        cache = past_key_values
+        if isinstance(cache, EncoderDecoderCache):
+            cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
+        if self.is_cross_attention and cache is not None and past_key_values.is_updated.get(self.layer_idx):
+            # the memory does not change while decoding: reuse its projected keys and values
+            k, v = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
+        else:
+            source = key_value_states if self.is_cross_attention else hidden_states
+            k = note(self.site, "key", self.split_heads(self.k_proj(source)))
+            v = note(self.site, "value", self.split_heads(self.v_proj(source)))
+            if rotary is not None:  # RoPE's tables (rope_tables)
+                q = note(self.site, "query_rotated", rotate_pairs(q, *rotary))
+                k = note(self.site, "key_rotated", rotate_pairs(k, *rotary))
+            if cache is not None:
+                k, v = cache.update(k, v, self.layer_idx)
+                if self.is_cross_attention:
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        eager = output_attentions or (recording is not None and recording.wants(Site(*self.site, "weights")))
+        attention = eager_attention_forward if eager else ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward)
+        heads, weights = attention(self, q, k, v, attention_mask, scaling=self.scaling,
+                                   dropout=self.dropout if self.training else 0.0, position_bias=position_bias,
+                                   is_causal=self.is_causal, **kwargs)  # heads: (B, T, H, Dh)
+        if recording is not None:
+            heads = recording.at(self.site, "heads", heads.transpose(1, 2)).transpose(1, 2)
+        concatenated = note(self.site, "concatenated", heads.reshape(*hidden_states.shape[:2], -1))
+        return note(self.site, "output", self.out_proj(concatenated)), weights if output_attentions else None
+
+
+# ----------------------------------------------------------------------------------------------
+# Feed-forward, Add & Norm, layers, stacks
+# ----------------------------------------------------------------------------------------------
+
+ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "relu": F.relu,
+    "gelu": F.gelu,
+    "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+}
+
+
+class FeedForward(nn.Module):
+    """Position-wise FFN(x) = act(x W1 + b1) W2 + b2, the same two layers applied at every position."""
+
+    def __init__(self, config: ScratchTransformerConfig, site: tuple = ("decoder", 0, "ffn")):
+        super().__init__()
+        self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
+        self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
+        self.activation = ACTIVATION_FUNCTIONS[config.activation]
+        self.dropout = config.activation_dropout
+        self.site = site
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        note = note_for(current_recording())
+        hidden = note(self.site, "hidden", self.activation(self.linear1(x)))  # width d_ff
+        return note(self.site, "output", self.linear2(dropout(hidden, self.dropout, self.training)))
+
+
+class AddAndNorm(nn.Module):
+    """The residual connection around one sublayer f, with LayerNorm.
+
+    Post-norm (the paper): LayerNorm(x + Dropout(f(x))).  Pre-norm: x + Dropout(f(LayerNorm(x))).
+    Use: ``y = add_norm(x, f(add_norm.sublayer_input(x)))``.
+    """
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.norm_first = config.norm_first
+        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
+        self.dropout = config.dropout
+
+    def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
+        return self.norm(x) if self.norm_first else x
+
+    def forward(self, x: torch.Tensor, sublayer_output: torch.Tensor) -> torch.Tensor:
+        x = x + dropout(sublayer_output, self.dropout, self.training)
+        return x if self.norm_first else self.norm(x)
+
+
+class TransformerLayer(GradientCheckpointingLayer):
+    """An encoder layer: self-attention, then feed-forward.
+
+    With ``cross_attention`` a decoder layer: masked self-attention, then cross-attention over the
+    encoder memory, then feed-forward. Each sublayer sits inside its own Add & Norm.
+    """
+
+    def __init__(self, config: ScratchTransformerConfig, layer_idx: int, cross_attention: bool = False,
+                 causal: bool = False, stack: str = "decoder"):
+        super().__init__()
+        self.site = (stack, layer_idx, None)
+        self.self_attn = MultiHeadAttention(config, layer_idx, is_causal=causal, stack=stack)
+        self.self_attn_norm = AddAndNorm(config)
+        if cross_attention:
+            self.cross_attn = MultiHeadAttention(config, layer_idx, is_cross_attention=True, stack=stack)
+            self.cross_attn_norm = AddAndNorm(config)
+        else:
+            self.cross_attn = self.cross_attn_norm = None
+        self.feed_forward = FeedForward(config, (stack, layer_idx, "ffn"))
+        self.feed_forward_norm = AddAndNorm(config)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        position_bias: torch.Tensor | None = None,
+        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+        memory: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | BlockMask | None = None,
+        memory_mask: torch.Tensor | BlockMask | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        """The residual stream (B, T, D) in, the residual stream out."""
+        note = note_for(current_recording())
+        x = note(self.site, "input", x)
+        h, _ = self.self_attn(self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask,
+                              position_bias=position_bias, rotary=rotary, past_key_values=past_key_values, **kwargs)
+        x = note(self.site, "after_self_attention", self.self_attn_norm(x, h))
+        if self.cross_attn is not None:
+            if memory is None:
+                raise ValueError("a decoder layer with cross-attention needs the encoder memory")
+            h, _ = self.cross_attn(self.cross_attn_norm.sublayer_input(x), key_value_states=memory,
+                                   attention_mask=memory_mask, past_key_values=past_key_values, **kwargs)
+            x = note(self.site, "after_cross_attention", self.cross_attn_norm(x, h))
+        x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(x)))
+        return note(self.site, "output", x)
+
+
+class TransformerStack(nn.Module):
+    """N layers (an encoder, or a decoder when ``cross_attention``), then an optional final LayerNorm.
+
+    The stack turns positions into what each self-attention needs: RoPE's tables, or ALiBi's bias.
+    Masks come in ready for the backend (``transformers.masking_utils``, or ``Transformer``'s own).
+    ``name`` ("encoder" or "decoder") names its sites.
+    """
+
+    def __init__(self, config: ScratchTransformerConfig, n_layers: int, cross_attention: bool = False,
+                 causal: bool = False, name: str = "decoder"):
+        super().__init__()
+        self.n_heads, self.d_head = config.n_heads, config.d_head
+        self.position_encoding, self.rope_theta = config.position_encoding, config.rope_theta
+        self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal, name) for i in range(n_layers))
+        self.norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias) if config.final_layer_norm else None
+        )
+        self.name = name
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        position_ids: torch.Tensor,
+        attention_mask: torch.Tensor | BlockMask | None = None,
+        query_offset: int | torch.Tensor = 0,
+        key_length: int | None = None,
+        memory: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | BlockMask | None = None,
+        past_key_values: Cache | None = None,
+        **kwargs,
+    ) -> torch.Tensor:
+        """x (B, T, D) -> the stack's output (B, T, D).
+
+        ``position_ids`` (B, T): the queries' positions (RoPE). ALiBi counts distance in cache slots: the
+        queries fill slots ``query_offset`` .. + T - 1 of ``key_length`` (default T).
+        """
+        note = note_for(current_recording())
+        batch, length = x.shape[:2]
+        rotary = None
+        if self.position_encoding == "rope":
+            cos, sin = rope_angles(position_ids, self.d_head, self.rope_theta)
+            rotary = rope_tables(note((self.name, None, "rope"), "cos", cos), note((self.name, None, "rope"), "sin", sin))
+        position_bias = None
+        if self.position_encoding == "alibi":
+            key_slots = torch.arange(length if key_length is None else key_length, device=x.device)
+            query_slots = torch.arange(length, device=x.device) + query_offset
+            # the full (B, H, T, S): flex attention indexes it by batch and head
+            position_bias = alibi_bias(query_slots[None], key_slots[None], self.n_heads).to(x.dtype).expand(batch, -1, -1, -1)
+        for layer in self.layers:
+            x = layer(x, position_bias, rotary, memory, attention_mask=attention_mask, memory_mask=memory_mask,
+                      past_key_values=past_key_values, **kwargs)
+        if self.norm is not None:
+            x = self.norm(x)
+        return note((self.name, None, None), "output", x)
+
+
+# ----------------------------------------------------------------------------------------------
+# The plain nn.Module with torch.nn.Transformer's API
+# ----------------------------------------------------------------------------------------------
+
+
+class Transformer(nn.Module):
+    """Encoder-decoder over embeddings, a drop-in for ``torch.nn.Transformer(batch_first=True)``.
+
+    Same constructor and forward arguments; masks follow torch's conventions (bool True = blocked,
+    or float added to the scores; key padding masks (B, S) True at padding). Beyond torch:
+    ``position_encoding="rope"`` or ``"alibi"`` applies that encoding inside self-attention, and a
+    ``ScratchTransformerConfig`` may be passed as ``config`` instead of the separate sizes. Attention
+    runs on ``config._attn_implementation``: "sdpa" (the default) or "eager".
+    """
+
+    ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")  # torch's masks are float tensors, per head: what these take
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6, num_decoder_layers: int = 6,
+                 dim_feedforward: int = 2048, dropout: float = 0.1, activation: str = "relu",
+                 custom_encoder: nn.Module | None = None, custom_decoder: nn.Module | None = None,
+                 layer_norm_eps: float = 1e-5, batch_first: bool = True, norm_first: bool = False, bias: bool = True,
+                 device=None, dtype=None, *, position_encoding: str = "none",
+                 config: ScratchTransformerConfig | None = None):
+        super().__init__()
+        if not batch_first:
+            raise ValueError("batch_first must be True: tensors are (batch, sequence, d_model)")
+        if custom_encoder is not None or custom_decoder is not None:
+            raise ValueError("custom_encoder / custom_decoder are not supported; build the stacks from a config")
+        if not isinstance(activation, str):
+            raise ValueError(f"activation must be one of 'relu', 'gelu', 'gelu_new' (a string); got {activation!r}")
+        if position_encoding not in ("none", "rope", "alibi"):
+            raise ValueError(
+                "position_encoding of a Transformer over embeddings must be 'none', 'rope' or 'alibi' "
+                f"(add sinusoidal or learned encodings to the embeddings yourself); got {position_encoding!r}"
+            )
+        if config is None:
+            config = ScratchTransformerConfig(
+                vocab_size=1, d_model=d_model, n_heads=nhead, n_layers=num_decoder_layers,
+                n_encoder_layers=num_encoder_layers, d_ff=dim_feedforward, dropout=dropout,
+                attention_dropout=dropout, activation=activation, layer_norm_eps=layer_norm_eps,
+                norm_first=norm_first, final_layer_norm=True, bias=bias, position_encoding=position_encoding,
+                is_encoder_decoder=True,
+            )
+        config.validate_architecture()
+        if config._attn_implementation is None:
+            config._attn_implementation = "sdpa"
+        if config._attn_implementation not in self.ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"Transformer runs attention with {' or '.join(self.ATTENTION_IMPLEMENTATIONS)}; "
+                             f"got config._attn_implementation={config._attn_implementation!r}")
+        self.config = config
+        self.d_model, self.nhead, self.batch_first = config.d_model, config.n_heads, True
+        self.encoder = TransformerStack(config, config.n_encoder_layers, name="encoder")
+        self.decoder = TransformerStack(config, config.n_layers, cross_attention=True)
+        if device is not None or dtype is not None:
+            self.to(device=device, dtype=dtype)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
+                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                src_key_padding_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
+                memory_key_padding_mask: torch.Tensor | None = None, src_is_causal: bool | None = None,
+                tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> torch.Tensor:
+        """src (B, S, D), tgt (B, T, D) -> (B, T, D). The ``*_is_causal`` flags are hints, as in torch:
+        causality comes from the masks you pass (``generate_square_subsequent_mask``)."""
+        for name, x in (("src", src), ("tgt", tgt)):
+            if x.dim() != 3 or x.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must be (batch, length, d_model={self.d_model}); got {tuple(x.shape)}")
+        if src.shape[0] != tgt.shape[0]:
+            raise ValueError(f"src and tgt must have the same batch size; got {src.shape[0]} and {tgt.shape[0]}")
+        memory = self.encode(src, src_mask, src_key_padding_mask)
+        return self.decode(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
+
+    def encode(
+        self, src: torch.Tensor, src_mask: torch.Tensor | None = None, src_key_padding_mask: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """src (B, S, D) -> memory (B, S, D)."""
+        length = src.shape[1]
+        mask = build_attention_bias(length, length, key_padding_mask=src_key_padding_mask, attn_mask=src_mask,
+                                    n_heads=self.nhead, dtype=src.dtype)
+        return self.encoder(src, position_ids=self.positions(src), attention_mask=mask)
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
+               memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
+               memory_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """tgt (B, T, D) attending to memory (B, S, D) -> (B, T, D)."""
+        length, memory_length = tgt.shape[1], memory.shape[1]
+        common = dict(n_heads=self.nhead, dtype=tgt.dtype)
+        mask = build_attention_bias(length, length, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask, **common)
+        cross_mask = build_attention_bias(length, memory_length, key_padding_mask=memory_key_padding_mask,
+                                          attn_mask=memory_mask, **common)
+        return self.decoder(tgt, position_ids=self.positions(tgt), attention_mask=mask, memory=memory,
+                            memory_mask=cross_mask)
+
+    @staticmethod
+    def positions(x: torch.Tensor) -> torch.Tensor:
+        """0 .. length-1 for every row of x (B, length, D)."""
+        return torch.arange(x.shape[1], device=x.device).expand(x.shape[0], -1)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> torch.Tensor:
+        """(sz, sz) float mask: 0 on and below the diagonal, -inf above (position t sees 0..t)."""
+        return torch.triu(torch.full((sz, sz), float("-inf"), device=device, dtype=dtype or torch.float32), diagonal=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Hugging Face models
+# ----------------------------------------------------------------------------------------------
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Outputs shifted right (teacher forcing): the decoder reads [start, y_1, ..., y_{n-1}] and
+    predicts [y_1, ..., y_n]. Ignored labels (-100) become padding."""
+    shifted = labels.new_full(labels.shape, decoder_start_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def positions_from_mask(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Position of each token counting only real tokens (left padding shifts nothing): cumsum - 1."""
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)
+
+
+def check_inputs(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, d_model: int,
+                 names: tuple[str, str] = ("input_ids", "inputs_embeds")) -> tuple[int, int]:
+    """Exactly one of token ids (B, T) or embeddings (B, T, D), T >= 1 -> (B, T); else a ValueError naming it."""
+    ids_name, embeds_name = names
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError(f"pass exactly one of {ids_name} (batch, length) or {embeds_name} (batch, length, d_model)")
+    if input_ids is not None:
+        if input_ids.dim() != 2 or input_ids.shape[1] == 0:
+            raise ValueError(f"{ids_name} must be (batch, length) with length >= 1; got shape {tuple(input_ids.shape)}")
+        return tuple(input_ids.shape)
+    if inputs_embeds.dim() != 3 or inputs_embeds.shape[1] == 0 or inputs_embeds.shape[2] != d_model:
+        raise ValueError(f"{embeds_name} must be (batch, length, d_model={d_model}) with length >= 1; "
+                         f"got shape {tuple(inputs_embeds.shape)}")
+    return tuple(inputs_embeds.shape[:2])
+
+
+class ScratchTransformerPreTrainedModel(PreTrainedModel):
+    config_class = ScratchTransformerConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["TransformerLayer"]
+    _skip_keys_device_placement = ["past_key_values"]
+    # attention backends: eager, sdpa, flex attention (inference on CPU; torch has no flex backward there),
+    # and any function registered with AttentionInterface; flash attention cannot add ALiBi's bias
+    _supports_sdpa = True
+    _supports_flex_attn = True
+    _supports_attention_backend = True
+    _can_compile_fullgraph = True
+
+    def __init__(self, config: ScratchTransformerConfig, *inputs, **kwargs):
+        config.validate_architecture()  # again: the config may have changed since it was made
+        super().__init__(config, *inputs, **kwargs)
+
+
+class Encoder(nn.Module):
+    """Token ids -> InputEmbedding -> non-causal TransformerStack -> memory."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.embed = InputEmbedding(config, "encoder")
+        self.stack = TransformerStack(config, config.n_encoder_layers, name="encoder")
+
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
+                output_attentions: bool = False, output_hidden_states: bool = False, return_dict: bool | None = None,
+                **kwargs) -> BaseModelOutput | tuple:
+        batch, length = check_inputs(input_ids, inputs_embeds, self.config.d_model)
+        if attention_mask is not None and attention_mask.shape != (batch, length):
+            raise ValueError(f"attention_mask must be (batch, length) = ({batch}, {length}) with 1 for tokens and 0 "
+                             f"for padding; got {tuple(attention_mask.shape)}")
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        if position_ids is None:
+            position_ids = (positions_from_mask(attention_mask) if attention_mask is not None
+                            else torch.arange(length, device=device).expand(batch, -1))
+        with capturing(output_attentions, output_hidden_states) as captured:
+            x = self.embed(input_ids, position_ids, inputs_embeds)
+            mask = create_bidirectional_mask(self.config, x, attention_mask)
+            x = self.stack(x, position_ids=position_ids, attention_mask=mask, **kwargs)
+        out = BaseModelOutput(last_hidden_state=x,
+                              hidden_states=captured.hidden_states("encoder") if output_hidden_states else None,
+                              attentions=captured.attentions("encoder") if output_attentions else None)
+        return out if return_dict is not False else out.to_tuple()
+
+
+class Decoder(nn.Module):
+    """Token ids -> InputEmbedding -> causal TransformerStack (with cross-attention in an
+    encoder-decoder model), reading and extending the KV cache."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__()
+        self.config = config
+        self.embed = InputEmbedding(config, "decoder")
+        self.stack = TransformerStack(config, config.n_layers, cross_attention=config.is_encoder_decoder, causal=True)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool = False,
+        output_attentions: bool = False,
+        output_hidden_states: bool = False,
+        input_names: tuple[str, str] = ("input_ids", "inputs_embeds"),
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """``attention_mask``: (B, past + T) with 1 for tokens and 0 for padding, or a 4D mask already built
+        for the backend (``generate`` builds one for a static cache). Without ``position_ids`` a 2D mask
+        gives the positions (left padding shifts nothing), else they continue the cache."""
+        cross = self.config.is_encoder_decoder
+        batch, length = check_inputs(input_ids, inputs_embeds, self.config.d_model, input_names)
+        device = (input_ids if input_ids is not None else inputs_embeds).device
+        if use_cache and past_key_values is None:
+            past_key_values = (
+                EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+                if cross else DynamicCache(config=self.config)
+            )
+        past, key_length = 0, length
+        if past_key_values is not None:
+            past = past_key_values.get_seq_length()
+            key_length = past_key_values.get_mask_sizes(length, 0)[0]
+        recording = current_recording()
+        if recording is not None and recording.keep is None and past:
+            raise ValueError("a recording keeps one whole forward pass: inside record(), call the model without "
+                             "past_key_values (or pass keep= to keep only some sites)")
+        flat_mask = attention_mask is not None and attention_mask.dim() == 2
+        if flat_mask and not is_tracing(attention_mask) and attention_mask.shape != (batch, int(past) + length):
+            raise ValueError(
+                f"attention_mask must be (batch, past + new tokens) = ({batch}, {int(past) + length}) "
+                f"with 1 for tokens and 0 for padding; got {tuple(attention_mask.shape)}"
+            )
+        given_positions = position_ids
+        if position_ids is None:
+            position_ids = (positions_from_mask(attention_mask)[:, -length:] if flat_mask
+                            else (torch.arange(length, device=device) + past).expand(batch, -1))
+        with capturing(output_attentions, output_hidden_states) as captured:
+            x = self.embed(input_ids, position_ids, inputs_embeds)
+            mask = create_causal_mask(self.config, x, attention_mask, past_key_values, position_ids=given_positions)
+            memory_mask = None
+            if cross:
+                memory_mask = create_bidirectional_mask(self.config, x, encoder_attention_mask,
+                                                        encoder_hidden_states=encoder_hidden_states)
+            x = self.stack(x, position_ids=position_ids, attention_mask=mask, query_offset=past, key_length=key_length,
+                           memory=encoder_hidden_states if cross else None, memory_mask=memory_mask,
+                           past_key_values=past_key_values, **kwargs)
+        return BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=x, past_key_values=past_key_values if use_cache else None,
+            hidden_states=captured.hidden_states("decoder") if output_hidden_states else None,
+            attentions=captured.attentions("decoder") if output_attentions else None,
+            cross_attentions=captured.attentions("decoder", "cross") if output_attentions and cross else None,
+        )
+
+
+class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
+    """The bare model, no LM head: a decoder-only stack, or an encoder and a decoder whose token
+    embeddings are tied (one vocabulary) when ``config.is_encoder_decoder``."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__(config)
+        self.encoder = Encoder(config) if config.is_encoder_decoder else None
+        self.decoder = Decoder(config)
+        if config.is_encoder_decoder:
+            self._tied_weights_keys = {"decoder.embed.token.weight": "encoder.embed.token.weight"}
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.decoder.embed.token
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.decoder.embed.token = value
+        if self.encoder is not None:
+            self.encoder.embed.token = value
+
+    def get_encoder(self, modality: str | None = None):
+        return self.encoder
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        decoder_position_ids: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput | BaseModelOutputWithPastAndCrossAttentions | tuple:
+        """Decoder-only: the decoder's output. Encoder-decoder: the encoder reads ``input_ids`` (unless
+        ``encoder_outputs`` are given), the decoder ``decoder_input_ids``. ``return_dict=False`` gives the
+        output's fields as a tuple, in transformers' order. Every step's tensors: ``record()``."""
+        config = self.config
+        output_attentions = output_attentions if output_attentions is not None else config.output_attentions
+        output_hidden_states = output_hidden_states if output_hidden_states is not None else config.output_hidden_states
+        use_cache = use_cache if use_cache is not None else (config.use_cache and not self.training)
+        return_dict = return_dict if return_dict is not None else config.return_dict
+        flags = dict(output_attentions=output_attentions, output_hidden_states=output_hidden_states)
+        if not config.is_encoder_decoder:
+            out = self.decoder(input_ids, attention_mask, position_ids, past_key_values=past_key_values,
+                               inputs_embeds=inputs_embeds, use_cache=use_cache, **flags, **kwargs)
+            return out if return_dict else out.to_tuple()
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(input_ids, attention_mask, position_ids, inputs_embeds=inputs_embeds,
+                                           **flags, **kwargs)
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(*encoder_outputs)
+        decoder_outputs = self.decoder(
+            decoder_input_ids, decoder_attention_mask, decoder_position_ids,
+            encoder_hidden_states=encoder_outputs.last_hidden_state, encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values, inputs_embeds=decoder_inputs_embeds, use_cache=use_cache,
+            input_names=("decoder_input_ids", "decoder_inputs_embeds"), **flags, **kwargs,
+        )
+        out = Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+        return out if return_dict else out.to_tuple()
+
+
+class ScratchTransformerLanguageModel(ScratchTransformerPreTrainedModel):
+    """What both language models share: the bare model, and the LM head logits = h W_E^T, whose
+    weight is the token embedding's (``_tied_weights_keys``)."""
+
+    def __init__(self, config: ScratchTransformerConfig):
+        super().__init__(config)
+        self.model = ScratchTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.get_input_embeddings()
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def logits_and_loss(
+        self, hidden: torch.Tensor, labels: torch.Tensor | None, logits_to_keep: int | torch.Tensor, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Logits of the kept positions (``logits_to_keep``: 0 keeps all, n the last n, or the positions);
+        the loss through ``self.loss_function``, with the Trainer's ``num_items_in_batch`` or ``shift_labels``."""
+        logits = self.lm_head(slice_logits_to_keep(hidden, logits_to_keep))
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return logits, loss
+
+
+class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel, GenerationMixin):
+    """Decoder-only language model: logits = h W_E^T (the LM head shares the token embedding)."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.decoder.embed.token.weight"}
+
+    def __init__(self, config: ScratchTransformerConfig):
+        if config.is_encoder_decoder:
+            raise ValueError("ScratchTransformerForCausalLM needs is_encoder_decoder=False; use ScratchTransformerForSeq2SeqLM")
+        super().__init__(config)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs,
+    ) -> CausalLMOutputWithPast | tuple:
+        """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t."""
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        out = self.model(
+            input_ids, attention_mask, position_ids, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
+            use_cache=use_cache, output_attentions=output_attentions, output_hidden_states=output_hidden_states,
+            return_dict=True, **kwargs,
+        )
+        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
+        output = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=out.past_key_values,
+                                        hidden_states=out.hidden_states, attentions=out.attentions)
+        return output if return_dict else output.to_tuple()
+
+
+class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel, GenerationMixin):
+    """Encoder-decoder model: the encoder reads the source, the decoder writes the target one token
+    at a time attending to the encoder memory (cross-attention)."""
+
+    # one matrix for encoder input, decoder input and output; ties point at the root (no chains)
+    _tied_weights_keys = {"lm_head.weight": "model.encoder.embed.token.weight"}
+
+    def __init__(self, config: ScratchTransformerConfig):
+        if not config.is_encoder_decoder:
+            raise ValueError("ScratchTransformerForSeq2SeqLM needs is_encoder_decoder=True; use ScratchTransformerForCausalLM")
+        super().__init__(config)
+        # logits at t already predict labels at t (the decoder reads them shifted right): no shift in the loss
+        self.loss_type = "ForMaskedLM"
+
+    def get_encoder(self, modality: str | None = None):
+        return self.model.encoder
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.Tensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        decoder_position_ids: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        **kwargs,
+    ) -> Seq2SeqLMOutput | tuple:
+        """labels: the target ids (-100 to ignore); the decoder reads them shifted right."""
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
+        if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:
+            if self.config.pad_token_id is None or self.config.decoder_start_token_id is None:
+                raise ValueError("training from labels needs config.pad_token_id and config.decoder_start_token_id")
+            decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        out = self.model(
+            input_ids, attention_mask, decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask, decoder_position_ids=decoder_position_ids,
+            encoder_outputs=encoder_outputs, past_key_values=past_key_values, inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds, use_cache=use_cache, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True, **kwargs,
+        )
+        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
+        output = Seq2SeqLMOutput(
+            loss=loss, logits=logits, past_key_values=out.past_key_values,
+            decoder_hidden_states=out.decoder_hidden_states, decoder_attentions=out.decoder_attentions,
+            cross_attentions=out.cross_attentions, encoder_last_hidden_state=out.encoder_last_hidden_state,
+            encoder_hidden_states=out.encoder_hidden_states, encoder_attentions=out.encoder_attentions,
+        )
+        return output if return_dict else output.to_tuple()
