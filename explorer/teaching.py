@@ -209,10 +209,13 @@ TIMELINE = """### Watch it learn: an induction head forms
   head's previous-token score rises, and the training loss of timeline-repeats dropping there (four in five of
   its sequences are random tokens, which only copying predicts). In the grid, on the default text (a line, then the
   same line again cut a few words in): a layer-0 stripe just below the diagonal (each token looks at the one
-  before), and in layer 1, in the rows of the repeat, a stripe L − 1 below the diagonal (L = 78: the bytes from
-  one copy's start to the next), each token looking at the token after its first occurrence. The sample then goes on with the line.
-  timeline-plain, the same model trained on the plays alone, is the control: its best head (dashed) stays low,
-  so the data decide.
+  before), and in layer 1, in the rows of the repeat, a stripe L − 1 below the diagonal (L = 39: the bytes from
+  one copy's start to the next), each token looking at the token after its first occurrence. Under the sample, the
+  next bytes the snapshot guesses right as it reads your text: after the phase change more of the repeat than of
+  the first line. This small model copies random tokens almost perfectly but text only in part (it read few
+  repeated passages, and repeats at most 64 bytes apart), so on text its greedy sample copies a few words at best.
+  timeline-plain, the same model trained on the plays alone, is the control: its best head (dashed) stays low and
+  its guesses are no better in the repeat, so the data decide.
 - **Scores and losses:** the head scores are measured on a fixed probe, random tokens read twice (the standard
   induction score), not on your text. The validation loss is on the same held-out plays for both runs; each
   training loss is on its run's own data."""

@@ -9,7 +9,7 @@ attention on the text (one recorded run of the snapshot, ``explorer.run``) and a
 """
 
 import copy
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
@@ -25,10 +25,11 @@ from .inputs import InputProblem, echo, kind_of, require_text, whole_number
 from .run import LRUCache, recorded_run
 
 DEFAULT_RUN, CONTROL_RUN = "timeline-repeats", "timeline-plain"  # the run the tab opens on, and its control
-# a line, then the same line again, cut a few words in: an induction head copies what followed the first time
-DEFAULT_TEXT = ("Now is the winter of our discontent made glorious summer by this sun of York. "
-                "Now is the winter of our")
+# a line, then the same line again, cut a few words in: an induction head copies what followed the first time. The
+# line is shorter than 64 bytes, the longest repeat the run trained on.
+DEFAULT_TEXT = "If music be the food of love, play on. If music be the food"
 MAX_TEXT_CHARS = 2_000
+MISSED = "·"  # where the model's guess of the next token was wrong
 SAMPLE_TOKENS = 40  # new tokens of the greedy continuation, at most: it stays within the context the model trained at
 GREEDY = DecodingSettings(False, max_new_tokens=SAMPLE_TOKENS)
 TIMELINES = LRUCache(8)  # (timeline.json, its mtime and size) -> its contents
@@ -164,6 +165,7 @@ class TimelineView:
     maps: AttentionMaps
     sample: str
     notices: list[str]
+    guessed: list[str] = field(default_factory=list)  # the next tokens of the text, each "" where the model's top guess missed it
 
     @cached_property
     def snapshot(self) -> dict:
@@ -202,6 +204,14 @@ class TimelineView:
                 f"nats/token · best induction head: layer {layer}, head {head} ({score:.2f}) · "
                 f"repeated-passage ratio {s['repeated_passage_ratio']:.2f}")
 
+    def guesses_line(self) -> str:
+        """The text from its second token on, each token the snapshot guessed right shown, each it missed a ·."""
+        return "".join(token if token else MISSED for token in self.guessed)
+
+    def guesses_count(self) -> str:
+        right = sum(1 for token in self.guessed if token)
+        return f"Right on {right} of the {len(self.guessed)} next tokens of your text."
+
     def formed_line(self) -> str:
         """When the run's induction head formed, from its snapshots."""
         formed = self.run.formed()
@@ -237,4 +247,13 @@ def timeline_view(run, snapshot, text, root: Path | None = None) -> TimelineView
     sample, full = (read.cached("greedy continuation", continuation), []) if room > 0 else ("", [
         f"The text fills the model's context ({context} tokens), so there is no room to continue it: "
         "shorten it to see a sample."])
-    return TimelineView(chosen, partner(chosen.name, root), index, maps, sample, notices + maps.notices + full)
+    return TimelineView(chosen, partner(chosen.name, root), index, maps, sample, notices + maps.notices + full,
+                        guessed_tokens(read.logits, ids[0], tokenizer))
+
+
+def guessed_tokens(logits, ids, tokenizer) -> list[str]:
+    """For each token of ``ids`` after the first: its text where the model's most likely next token (argmax of the
+    logits (T, vocab) one position before) is that token, else ""."""
+    guesses = logits[:-1].argmax(-1)
+    return [tokenizer.decode([int(actual)]) if int(guess) == int(actual) else ""
+            for guess, actual in zip(guesses, ids[1:])]

@@ -228,11 +228,13 @@ def plotly_array(value) -> np.ndarray:
 
 def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(client, tiny_checkpoints):
     """The run is optional: gradio_client fills in the tab's default, timeline-repeats."""
-    losses, heads, sample, grid, previous, induction, note = client.predict(1, DEFAULT_TEXT, api_name="/training_timeline")
+    losses, heads, sample, guesses, grid, previous, induction, note = client.predict(1, DEFAULT_TEXT,
+                                                                                     api_name="/training_timeline")
     view = timeline_view("timeline-repeats", 1, DEFAULT_TEXT, tiny_checkpoints)
     assert note.splitlines()[0] == f"- {view.summary()}" and note.startswith("- **Step 10** of 20 (snapshot 1 of 0–2)")
     assert "Dashed and grey: timeline-plain, for comparison." in note
     assert sample == visible_breaks(view.sample) and len(sample) > 0
+    assert guesses == visible_breaks(view.guesses_line()) and view.guesses_count() in note
     maps = figure(grid)["data"]
     assert len(maps) == 8 and maps[0]["x"] == view.tokens
     for i, heatmap in enumerate(maps):
@@ -266,4 +268,4 @@ def test_training_timeline_bad_input_gets_a_message_and_no_figures(app_server, s
     event, (*outputs, note) = call_raw(app_server, "training_timeline", [snapshot, text, run])
     assert event == "complete"
     assert note.startswith("⚠️ ") and expected in note, note
-    assert outputs == [None, None, "", None, None, None]
+    assert outputs == [None, None, "", "", None, None, None]

@@ -14,8 +14,8 @@ from checkpointing.loading import read_config
 from checkpointing.timeline import TIMELINE_FILE, load_snapshot
 from explorer import learn_figures, teaching
 from explorer.inputs import InputProblem
-from explorer.timeline import (CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, SAMPLE_TOKENS, RecordedRun,
-                               TimelineView, timeline_runs, timeline_view)
+from explorer.timeline import (CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, MISSED, SAMPLE_TOKENS,
+                               RecordedRun, TimelineView, timeline_runs, timeline_view)
 
 TOLERANCE = 1e-5  # float32
 
@@ -45,12 +45,12 @@ def test_the_attention_grid_is_the_snapshots_own_attention_on_the_text(root, nam
     view = timeline_view(name, 1, DEFAULT_TEXT, root)
     model, tokenizer = snapshot_of(root, name, 1)
     ids = tokenizer(DEFAULT_TEXT, return_tensors="pt").input_ids
-    assert ids.shape[1] == len(DEFAULT_TEXT.encode()) == 102  # one token per byte, the whole text within the context
+    assert ids.shape[1] == len(DEFAULT_TEXT.encode()) == 59  # one token per byte, the whole text within the context
     with torch.no_grad():
         own = torch.stack([a[0] for a in model(ids, output_attentions=True).attentions]).numpy()
-    assert view.weights.shape == own.shape == (2, 4, 102, 102)
+    assert view.weights.shape == own.shape == (2, 4, 59, 59)
     np.testing.assert_allclose(view.weights, own, atol=TOLERANCE, rtol=0)
-    assert view.tokens[:4] == ["0:N", "1:o", "2:w", "3:␣"] and view.tokens[-1] == "101:r"  # bytes as characters
+    assert view.tokens[:4] == ["0:I", "1:f", "2:␣", "3:m"] and view.tokens[-1] == "58:d"  # bytes as characters
     grid = learn_figures.timeline_attention_figure(view)
     assert len(grid.data) == 8
     for i, trace in enumerate(grid.data):  # row by row: layer, then head
@@ -73,11 +73,12 @@ def test_the_enlarged_heads_are_the_best_previous_token_and_induction_heads_of_t
 
 
 def test_the_sample_is_model_generate_greedy_from_the_snapshot_within_its_context(root):
-    view = timeline_view(DEFAULT_RUN, 2, DEFAULT_TEXT, root)
+    text = (DEFAULT_TEXT + " ") * 2
+    view = timeline_view(DEFAULT_RUN, 2, text, root)
     model, tokenizer = snapshot_of(root, DEFAULT_RUN, 2)
-    ids = tokenizer(DEFAULT_TEXT, return_tensors="pt").input_ids
+    ids = tokenizer(text, return_tensors="pt").input_ids
     room = model.config.context_length - ids.shape[1]
-    assert room == 26 < SAMPLE_TOKENS  # 102 tokens of a 128-token context: 26 new ones fit
+    assert room == 8 < SAMPLE_TOKENS  # 120 tokens of a 128-token context: 8 new ones fit
     with torch.no_grad():
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=room, do_sample=False,
                              pad_token_id=model.config.pad_token_id)
@@ -140,6 +141,22 @@ def test_the_step_where_a_head_forms_is_the_first_snapshot_reaching_the_threshol
     assert view.run.formed() == 2 and "formed between steps 10 and 20" in view.formed_line()
 
 
+def test_the_guesses_are_the_snapshot_own_most_likely_next_tokens(root):
+    view = timeline_view(DEFAULT_RUN, 2, DEFAULT_TEXT, root)
+    folder = root / DEFAULT_RUN
+    model = load_snapshot(folder, view.run.snapshots[2]["file"], read_config(folder))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    ids = tokenizer(DEFAULT_TEXT, return_tensors="pt").input_ids[0]
+    with torch.no_grad():
+        best = model(ids[None]).logits[0, :-1].argmax(-1)
+    right = best == ids[1:]
+    assert len(view.guessed) == len(ids) - 1 and 0 < int(right.sum()) < len(right)  # some right, some wrong
+    for token, is_right, actual in zip(view.guessed, right, ids[1:]):
+        assert token == (tokenizer.decode([int(actual)]) if is_right else "")
+    assert view.guesses_line().count(MISSED) == int((~right).sum())
+    assert view.guesses_count() == f"Right on {int(right.sum())} of the {len(right)} next tokens of your text."
+
+
 def test_a_text_longer_than_the_context_is_cut_to_it_and_leaves_no_room_for_a_sample(root):
     view = timeline_view(DEFAULT_RUN, 0, "x" * 300, root)
     assert view.weights.shape[-1] == 128 and view.sample == ""
@@ -183,4 +200,4 @@ def test_no_recorded_run_says_how_to_make_one(tmp_path):
 def test_the_default_text_repeats_its_line_where_the_teaching_says():
     line = DEFAULT_TEXT.split(". ")[0] + ". "
     assert DEFAULT_TEXT.startswith(line) and DEFAULT_TEXT[len(line):] == line[:len(DEFAULT_TEXT) - len(line)]
-    assert f"L = {len(line.encode())}" in teaching.TIMELINE and len(line) == 78
+    assert f"L = {len(line.encode())}" in teaching.TIMELINE and len(line) == 39 < 64  # within the repeats the run trained on

@@ -10,18 +10,19 @@ from explorer.inputs import InputProblem
 from .common import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status, visible_breaks
 
 
-@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_FIGURE, NO_FIGURE, NO_FIGURE)
+@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT, NO_FIGURE, NO_FIGURE, NO_FIGURE)
 def training_timeline(snapshot, text, run=None):
     """The run (default: timeline-repeats) at snapshot index ``snapshot`` (−1: the last) on ``text``: the loss
-    curves, every head's scores over training, the greedy sample, every head's attention on the text, the best
-    previous-token and induction heads enlarged, and a status line."""
+    curves, every head's scores over training, the greedy sample, the next tokens of the text it guesses right, every
+    head's attention on the text, the best previous-token and induction heads enlarged, and a status line."""
     view = timeline.timeline_view(run, snapshot, text)
     other = f"Dashed and grey: {view.other.name}, for comparison." if view.other else "No other recorded run to compare with."
     circuit = learn_figures.circuit_head_figures(view)
     return (learn_figures.timeline_loss_figure(view), learn_figures.timeline_heads_figure(view), visible_breaks(view.sample),
-            learn_figures.timeline_attention_figure(view), circuit["previous_token"], circuit["induction"],
-            status(view.summary(), view.formed_line(), f"{view.run.name} trained on: {view.run.timeline['run']['data']}. "
-                   + other, *view.notices))
+            visible_breaks(view.guesses_line()), learn_figures.timeline_attention_figure(view), circuit["previous_token"],
+            circuit["induction"],
+            status(view.summary(), view.formed_line(), view.guesses_count(),
+                   f"{view.run.name} trained on: {view.run.timeline['run']['data']}. " + other, *view.notices))
 
 
 def slider_label(run: timeline.RecordedRun, index: int) -> str:
@@ -76,11 +77,14 @@ def tab() -> None:
         sample = gr.Textbox(label=f"What this snapshot writes next (greedy: at most {timeline.SAMPLE_TOKENS} tokens, as many as "
                                   f"fit the model's {context}; ⏎ is a line break, ␣ a space)", lines=2, max_lines=4,
                             elem_id="timeline-sample")
+        guesses = gr.Textbox(label=f"Reading your text: each next token this snapshot guesses right (its most likely "
+                                   f"token), and {timeline.MISSED} where it guesses wrong", lines=2, max_lines=4,
+                             elem_id="timeline-guesses")
         grid = gr.Plot(label="Every head's attention on your text", elem_id="plot-timeline-grid")
         with gr.Row(elem_classes="plot-row"):
             previous = gr.Plot(label="The best previous-token head, enlarged", elem_id="plot-timeline-previous")
             induction = gr.Plot(label="The best induction head, enlarged", elem_id="plot-timeline-induction")
-    request, outputs = [snapshot, text, run], [losses, heads, sample, grid, previous, induction, status_line]
+    request, outputs = [snapshot, text, run], [losses, heads, sample, guesses, grid, previous, induction, status_line]
     show.click(training_timeline, request, outputs, api_name="training_timeline", **INTERACTIVE, **UNCHECKED)
     # a drag sends a change per position; "always_last" (a change's default) runs the last one after the running one
     snapshot.change(training_timeline, request, outputs, api_name="training_timeline_snapshot",
