@@ -251,7 +251,7 @@ def circuit_head_figures(view: TimelineView) -> dict[str, go.Figure]:
     for score, view_of in view.circuit_views().items():
         fig = attention_head_figure(view.maps, view_of)
         value = view.snapshot[score][view_of.layer][view_of.head]
-        fig.update_layout(title=f"The best {CIRCUIT[score]} at step {view.step:,}: layer {view_of.layer}, head "
+        fig.update_layout(title=f"Best {CIRCUIT[score]}, step {view.step:,}:<br>layer {view_of.layer}, head "
                                 f"{view_of.head} (score {value:.2f})")
         figures[score] = fig
     return figures
