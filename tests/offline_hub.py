@@ -44,14 +44,17 @@ def run_isolated(code: str, cwd, env_extra: dict, python: str | None = None) -> 
 
 
 def lay_out_cache(saved, cache, repo_id: str) -> None:
-    """models--org--name/{blobs, refs/main, snapshots/REV}: blobs named by sha256, snapshot links to them."""
+    """models--org--name/{blobs, refs/main, snapshots/REV}: blobs named by sha256, snapshot links to them (files in
+    subfolders, such as a recorded run's snapshots/, keep their folder, as the Hub keeps them)."""
     repo = cache / ("models--" + repo_id.replace("/", "--"))
     (repo / "blobs").mkdir(parents=True)
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(REVISION)
     snapshot = repo / "snapshots" / REVISION
     snapshot.mkdir(parents=True)
-    for file in saved.iterdir():
+    for file in sorted(path for path in saved.rglob("*") if path.is_file()):
         digest = hashlib.sha256(file.read_bytes()).hexdigest()
         shutil.copy(file, repo / "blobs" / digest)
-        (snapshot / file.name).symlink_to(os.path.relpath(repo / "blobs" / digest, snapshot))
+        link = snapshot / file.relative_to(saved)
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(os.path.relpath(repo / "blobs" / digest, link.parent))
