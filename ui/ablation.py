@@ -6,7 +6,7 @@ import gradio as gr
 from explorer import ablation, attention, teach_figures, teaching
 
 from .common import INTERACTIVE, NO_FIGURE, UNCHECKED, DecodingControls, guarded, kind_choices, \
-    kind_menu, model_menu, status, view_inputs
+    kind_menu, status, text_and_model, view_inputs
 
 
 @guarded(NO_FIGURE, NO_FIGURE)
@@ -38,11 +38,8 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     """The tab, and its model menu."""
     with gr.Tab("Head ablation", id="ablation"):
         gr.Markdown(teaching.ABLATION)
-        with gr.Row():
-            text = gr.Textbox(label="Text", value=ablation.DEFAULT_TEXT, lines=2, scale=4, elem_id="ablation-text")
-            with gr.Column(scale=2):
-                menu = model_menu("ablation-model", choices, value)
-                kind = kind_menu("ablation-kind")
+        with text_and_model("ablation", ablation.DEFAULT_TEXT, choices, value) as (text, menu):
+            kind = kind_menu("ablation-kind")
         with gr.Row():
             heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads", value=ablation.DEFAULT_HEADS,
                                scale=3, elem_id="ablation-heads")

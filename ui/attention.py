@@ -6,7 +6,7 @@ import gradio as gr
 from explorer import attention, catalog, figures, heads, inputs, teach_figures, teach_html, teaching
 
 from .common import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, DecodingControls, clickable, clicked, decoder_read, \
-    decoding_of, guarded, kind_menu, model_menu, rewrites, status
+    decoding_of, guarded, kind_menu, rewrites, status, text_and_model
 
 ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 
@@ -94,11 +94,8 @@ def clicked_head(evt: gr.EventData):
 def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     """The tab, and its model menu."""
     with gr.Tab("Attention heads", id="attention"):
-        with gr.Row():
-            text = gr.Textbox(label="Text", value=ATTENTION_EXAMPLE, lines=2, scale=4, elem_id="att-text")
-            with gr.Column(scale=2):
-                menu = model_menu("att-model", choices, value)
-                button = gr.Button("Show attention", variant="primary", elem_id="att-button")
+        with text_and_model("att", ATTENTION_EXAMPLE, choices, value) as (text, menu):
+            button = gr.Button("Show attention", variant="primary", elem_id="att-button")
         status_line = gr.Markdown(elem_id="att-status", elem_classes="status-line")
         with gr.Row():
             # menus that accept any value: their choices follow the model

@@ -9,6 +9,7 @@ as a message in its status line, clearing the results of the request before (``g
 import functools
 import inspect
 import logging
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import gradio as gr
@@ -162,6 +163,16 @@ def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
                        elem_classes="model-note")
     menu.change(model_note, menu, note, api_name=f"{elem_id.replace('-', '_')}_note", api_visibility="private", **UNCHECKED)
     return menu
+
+
+@contextmanager
+def text_and_model(prefix: str, example: str, choices, value):
+    """The row a view of one text opens with: the text box ``<prefix>-text``, and beside it the model menu
+    ``<prefix>-model`` with whatever the tab puts under it (its options, its button). Yields (text, menu)."""
+    with gr.Row():
+        text = gr.Textbox(label="Text", value=example, lines=2, scale=4, elem_id=f"{prefix}-text")
+        with gr.Column(scale=2):
+            yield text, model_menu(f"{prefix}-model", choices, value)
 
 
 def rewrites(name) -> bool:

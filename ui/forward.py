@@ -6,7 +6,7 @@ import gradio as gr
 from explorer import catalog, figures, trace
 
 from .common import INTERACTIVE, NO_FIGURE, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, decoder_read, guarded, \
-    model_menu, status, view_inputs
+    status, text_and_model, view_inputs
 
 TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "where in the model's output"]  # figures.trace_table's columns
 
@@ -32,11 +32,8 @@ def trace_forward(text, model_name, *decoding):
 def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     """The tab, and its model menu."""
     with gr.Tab("Inside the forward pass", id="forward"):
-        with gr.Row():
-            text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="trace-text")
-            with gr.Column(scale=2):
-                menu = model_menu("trace-model", choices, value)
-                button = gr.Button("Run one forward pass", variant="primary", elem_id="trace-button")
+        with text_and_model("trace", PROMPT_EXAMPLE, choices, value) as (text, menu):
+            button = gr.Button("Run one forward pass", variant="primary", elem_id="trace-button")
         status_line = gr.Markdown(elem_id="trace-status", elem_classes="status-line")
         summary = gr.Markdown(elem_id="trace-summary")
         top_plot = gr.Plot(label="Next token", elem_id="plot-top")

@@ -8,7 +8,7 @@ from explorer import lens, teach_figures, teach_html, teaching
 from explorer.tokens import numbered
 
 from .common import INTERACTIVE, NO_FIGURE, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, clickable, clicked, \
-    guarded, model_menu, status, view_inputs
+    guarded, status, text_and_model, view_inputs
 
 
 @guarded(NO_TEXT, NO_TEXT, NO_FIGURE)
@@ -27,12 +27,9 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     """The tab, and its model menu."""
     with gr.Tab("Logit lens", id="lens"):
         gr.Markdown(teaching.LENS)
-        with gr.Row():
-            text = gr.Textbox(label="Text", value=PROMPT_EXAMPLE, lines=2, scale=4, elem_id="lens-text")
-            with gr.Column(scale=2):
-                menu = model_menu("lens-model", choices, value)
-                position = gr.Number(value=-1, precision=0, label="Position (−1: last)", elem_id="lens-position")
-                button = gr.Button("Read every layer", variant="primary", elem_id="lens-button")
+        with text_and_model("lens", PROMPT_EXAMPLE, choices, value) as (text, menu):
+            position = gr.Number(value=-1, precision=0, label="Position (−1: last)", elem_id="lens-position")
+            button = gr.Button("Read every layer", variant="primary", elem_id="lens-button")
         strip = clickable("lens-tokens")
         status_line = gr.Markdown(elem_id="lens-status", elem_classes="status-line")
         table = gr.HTML(elem_id="lens-table", css_template=teach_html.CSS)

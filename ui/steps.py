@@ -7,7 +7,7 @@ from explorer import attention, inputs, steps, teach_html, teaching
 from explorer.worked_example import worked_example as compute_worked_example
 
 from .common import INTERACTIVE, NO_TEXT, UNCHECKED, DecodingControls, clickable, clicked, guarded, kind_choices, \
-    kind_menu, model_menu, status, view_inputs
+    kind_menu, status, text_and_model, view_inputs
 
 STEPS_EXAMPLE = "To be, or not to be, that is the question"
 
@@ -39,11 +39,8 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
             gr.Markdown(teaching.WORKED_EXAMPLE)
             example_wrong = gr.Markdown(elem_id="example-wrong")
             example_steps = gr.HTML(elem_id="example-steps", css_template=teach_html.CSS)
-        with gr.Row():
-            text = gr.Textbox(label="Text", value=STEPS_EXAMPLE, lines=2, scale=4, elem_id="steps-text")
-            with gr.Column(scale=2):
-                menu = model_menu("steps-model", choices, value)
-                kind = kind_menu("steps-kind")
+        with text_and_model("steps", STEPS_EXAMPLE, choices, value) as (text, menu):
+            kind = kind_menu("steps-kind")
         with gr.Row():
             layer = gr.Number(value=0, precision=0, label="Layer (−1: last)", elem_id="steps-layer", min_width=100)
             head = gr.Number(value=0, precision=0, label="Head", elem_id="steps-head", min_width=100)
