@@ -1,9 +1,12 @@
 """Training-step speed: forward, backward and AdamW on one batch, at the dimensions and dropout of the shipped
-``shakespeare-main`` (read from its config.json), four models side by side in one process:
+``shakespeare-main`` (read from its config.json), side by side in one process:
 
 - GPT2LMHeadModel (transformers) with random weights;
 - ScratchTransformer holding GPT-2's weights (modeling.convert.causal_lm_from_gpt2): the same arithmetic;
 - ScratchTransformer with shakespeare-main's config exactly (e.g. RoPE), which GPT-2 cannot hold;
+- where that config's positions are not learned: the same config with learned positions, so that the last line,
+  "position encoding's cost", is that encoding's price alone (the shipped config differs from GPT-2's in more
+  than positions: its feed-forward dropout, the exact GELU);
 - the minimal GPT of benchmarks/minimal_gpt.py, the floor.
 
     python -m benchmarks.training_step                                  # CPU, float32, batch 16 x 256, best of 3
@@ -32,6 +35,8 @@ from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from modeling.convert import causal_lm_from_gpt2
 
 OURS = "ScratchTransformer (GPT-2's weights)"
+LEARNED_AS_SHIPPED = "ScratchTransformer (learned, else as shipped)"
+MINIMAL = "minimal GPT (benchmarks/minimal_gpt.py)"
 
 
 class Trainer:
@@ -66,11 +71,21 @@ class Trainer:
 
 
 def build_models(config: ScratchTransformerConfig, length: int) -> dict:
-    """{name: model} at ``config``'s sizes: GPT-2, ours with its weights, ours as configured, the minimal GPT."""
+    """{name: model} at ``config``'s sizes: GPT-2, ours with its weights, ours as configured, ours as configured but
+    with learned positions (unless they are already), the minimal GPT."""
     gpt2 = gpt2_like(config, positions=length)
-    return {"GPT2LMHeadModel": gpt2, OURS: causal_lm_from_gpt2(gpt2),
-            f"ScratchTransformer ({config.position_encoding}, as shipped)": ScratchTransformerForCausalLM(config),
-            "minimal GPT (benchmarks/minimal_gpt.py)": MinimalGPT(MinimalGPTConfig.like(config, context=length))}
+    models = {"GPT2LMHeadModel": gpt2, OURS: causal_lm_from_gpt2(gpt2),
+              as_shipped(config): ScratchTransformerForCausalLM(config)}
+    if config.position_encoding != "learned":
+        learned = ScratchTransformerConfig.from_dict({**config.to_dict(), "position_encoding": "learned",
+                                                      "max_position_embeddings": max(length, config.max_position_embeddings)})
+        models[LEARNED_AS_SHIPPED] = ScratchTransformerForCausalLM(learned)
+    models[MINIMAL] = MinimalGPT(MinimalGPTConfig.like(config, context=length))
+    return models
+
+
+def as_shipped(config: ScratchTransformerConfig) -> str:
+    return f"ScratchTransformer ({config.position_encoding}, as shipped)"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -130,10 +145,13 @@ def main(argv=None) -> None:
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"best of {args.repeats} steps after a warm-up [load average {load}]")
-    gpt2, floor = best["GPT2LMHeadModel"], best["minimal GPT (benchmarks/minimal_gpt.py)"]
+    gpt2, floor = best["GPT2LMHeadModel"], best[MINIMAL]
     for name, seconds in best.items():
-        print(f"  {name:<44} {seconds * 1e3:9.2f} ms/step {args.batch * args.length / seconds:10.0f} tokens/s"
+        print(f"  {name:<46} {seconds * 1e3:9.2f} ms/step {args.batch * args.length / seconds:10.0f} tokens/s"
               f"   {gpt2 / seconds:5.2f}x GPT-2  {floor / seconds:5.2f}x minimal GPT")
+    if LEARNED_AS_SHIPPED in best:
+        print(f"position encoding's cost: a {config.position_encoding} step takes "
+              f"{best[as_shipped(config)] / best[LEARNED_AS_SHIPPED]:.2f}x the learned-position step, all else as shipped")
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 

@@ -116,7 +116,7 @@ def test_operator_counts_are_charged_to_modules_and_grow_with_the_layers():
 
 TINY = dict(vocab_size=97, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_position_embeddings=64, dropout=0.1)
 MODELS = ["GPT2LMHeadModel", "ScratchTransformer (GPT-2's weights)", "ScratchTransformer (rope, as shipped)",
-          "minimal GPT (benchmarks/minimal_gpt.py)"]
+          "ScratchTransformer (learned, else as shipped)", "minimal GPT (benchmarks/minimal_gpt.py)"]
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,11 @@ def test_training_step_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys)
     assert ("compiled (aot_eager)" in header) == ("--compile" in flags)
     rows = re.findall(r"^  (.+?)\s+([\d.]+) ms/step\s+\d+ tokens/s\s+([\d.]+)x GPT-2\s+([\d.]+)x minimal GPT$", out, re.M)
     assert [row[0] for row in rows] == MODELS
-    assert float(rows[0][2]) == 1.0 and float(rows[3][3]) == 1.0  # each reference against itself
+    assert float(rows[0][2]) == 1.0 and float(rows[4][3]) == 1.0  # each reference against itself
+    seconds = {name: float(ms) for name, ms, _, _ in rows}
+    cost = float(re.search(r"^position encoding's cost: a rope step takes ([\d.]+)x the learned-position step", out,
+                           re.M).group(1))
+    assert cost == pytest.approx(seconds[MODELS[2]] / seconds[MODELS[3]], abs=0.01 + 0.01 * cost)
     assert ("Self CPU" in out) == ("--profile" in flags)
 
 
