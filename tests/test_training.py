@@ -15,19 +15,20 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from checkpointing.loading import load_checkpoint
 from checkpointing.paths import data_dir
+from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from tiny_models import tiny_seq2seq
 from training import model_card, train
 from training.build import build_model
 from training.corpus import read_pairs, read_split
-from training.data import SpellingPairs, TokenBlocks
-from training.distillation import distillation_loss
+from training.data import SpellingPairs, TokenBlocks, WithRepeats
+from training.distillation import DistillingTrainer, distillation_loss
 from training.float16 import (
     FLOAT16_TOLERANCE,
     store_float16_if_harmless,
     store_weights_as,
     validation_spelling_bits_per_char,
 )
-from training.presets import PRESETS
+from training.presets import PRESETS, TrainSettings
 from training.tokenization import tokenizer_for, train_tokenizer
 
 
@@ -173,6 +174,63 @@ def test_the_distillation_loss_is_cross_entropy_plus_kl_to_the_teachers_mean(shi
         got = distillation_loss(logits, teachers, labels, weight, shifted)
         assert got.item() == pytest.approx(((1 - weight) * ce + weight * kl).item(), abs=1e-6)
     assert distillation_loss(logits, [logits, logits], labels, 1.0, shifted).item() == pytest.approx(0, abs=1e-6)
+
+
+@pytest.mark.parametrize("shifted", [False, True])
+def test_rows_that_teach_copying_are_not_distilled(shifted):
+    """With ``plain``, a row that is the text as it is scores (1 - w) CE + w KL and a row that teaches copying CE
+    alone; the loss is their mean over all target tokens. Checked against the unmasked loss on each kind of row
+    alone, which is that same per-token mean (float32 rounding)."""
+    torch.manual_seed(1)
+    logits, labels = torch.randn(4, 9, 13), torch.randint(13, (4, 9))
+    labels[1, 5:] = -100
+    teachers = [torch.randn(4, 9, 13) * 2]
+    plain = torch.tensor([True, False, True, False])
+    tokens = (labels[:, 1:] if shifted else labels) != -100
+    weight = 0.7
+    got = distillation_loss(logits, teachers, labels, weight, shifted, plain)
+    text = distillation_loss(logits[plain], [teachers[0][plain]], labels[plain], weight, shifted)
+    copies = distillation_loss(logits[~plain], [teachers[0][~plain]], labels[~plain], 0.0, shifted)
+    n_text, n_copies = tokens[plain].sum(), tokens[~plain].sum()
+    assert got.item() == pytest.approx(((text * n_text + copies * n_copies) / (n_text + n_copies)).item(), abs=1e-6)
+    assert got.item() != pytest.approx(distillation_loss(logits, teachers, labels, weight, shifted).item(), abs=1e-3)
+    everything = torch.ones(4, dtype=torch.bool)
+    assert distillation_loss(logits, teachers, labels, weight, shifted, everything).item() == pytest.approx(
+        distillation_loss(logits, teachers, labels, weight, shifted).item(), abs=1e-6)
+
+
+def test_a_distilling_trainer_sees_which_rows_are_plain_text(tmp_path):
+    """WithRepeats(mark=True) says per row whether it is the text as it is (it then equals its block exactly);
+    the flag survives the Trainer's batching and the distilling loss uses it: one batch's loss equals
+    distillation_loss with the batch's own flags, not the unmasked one."""
+    blocks = TokenBlocks(torch.arange(3, 3 + 32 * 40) % 50 + 3, 32)
+    torch.manual_seed(0)
+    data = WithRepeats(blocks, 64, random_share=0.3, passage_share=0.3, copy_share=0.5, mark=True)
+    items = [data[i] for i in range(len(data))]
+    flags = [bool(item["plain"]) for item in items]
+    assert 0 < sum(flags) < len(flags)
+    for i, item in enumerate(items):
+        assert torch.equal(item["input_ids"], blocks[i]["input_ids"]) == flags[i]
+    assert "plain" not in WithRepeats(blocks, 64, 0.3, 0.3, 0.5)[0]
+
+    config = dict(vocab_size=64, d_model=16, n_heads=2, n_layers=1, d_ff=32, dropout=0.0, max_position_embeddings=32)
+    student, teacher = (ScratchTransformerForCausalLM(ScratchTransformerConfig(**config)) for _ in range(2))
+    settings = TrainSettings(context_length=32, batch_size=8, max_steps=1, learning_rate=1e-3, warmup_steps=0,
+                             eval_steps=50, distill_weight=0.8)
+    trainer = DistillingTrainer(model=student, args=train.training_arguments(settings, tmp_path, 0, 1, False),
+                                train_dataset=data, eval_dataset=blocks, teachers=[teacher.eval()], distill_weight=0.8)
+    batch = next(iter(trainer.get_train_dataloader()))
+    assert batch["plain"].dtype == torch.bool and batch["plain"].shape == (8,)
+    plain = batch["plain"].clone()
+    assert 0 < int(plain.sum()) < 8, "the seeded batch mixes both kinds"
+    student.train()
+    with torch.no_grad():
+        got = trainer.compute_loss(student, dict(batch)).item()
+        logits = student(input_ids=batch["input_ids"]).logits
+        teacher_logits = teacher(input_ids=batch["input_ids"]).logits
+    masked = distillation_loss(logits, [teacher_logits], batch["labels"], 0.8, True, plain).item()
+    unmasked = distillation_loss(logits, [teacher_logits], batch["labels"], 0.8, True).item()
+    assert got == pytest.approx(masked, abs=1e-5) and got != pytest.approx(unmasked, abs=1e-4)
 
 
 def _teacher_kl(student_dir, teacher_dir, tokenizer) -> float:

@@ -47,23 +47,28 @@ class WithRepeats(torch.utils.data.Dataset):
     """Blocks of text where some sequences teach copying: on each read, with probability ``random_share`` the
     block is replaced by random token ids (never the first ``skip``, the special tokens), else with probability
     ``passage_share`` the text is kept; either way such a sequence then has runs repeated at varying offsets,
-    ``copy_share`` of its tokens copies (``repeat_runs``). The other reads are the plain text."""
+    ``copy_share`` of its tokens copies (``repeat_runs``). The other reads are the plain text.
+
+    ``mark``: each item also says whether it is the plain text (``plain``), for a loss that treats the two kinds
+    apart (``training.distillation.distillation_loss``)."""
 
     def __init__(self, blocks: TokenBlocks, vocab_size: int, random_share: float, passage_share: float,
-                 copy_share: float, skip: int = SPECIAL_IDS):
-        self.blocks, self.vocab_size, self.skip = blocks, vocab_size, skip
+                 copy_share: float, skip: int = SPECIAL_IDS, mark: bool = False):
+        self.blocks, self.vocab_size, self.skip, self.mark = blocks, vocab_size, skip, mark
         self.random_share, self.passage_share, self.copy_share = random_share, passage_share, copy_share
 
     def __len__(self) -> int:
         return len(self.blocks)
 
     def __getitem__(self, i: int) -> dict:
-        block = self.blocks[i]["input_ids"]
+        block, plain = self.blocks[i]["input_ids"], False
         if float(torch.rand(())) < self.random_share:
             block = repeat_runs(torch.randint(self.skip, self.vocab_size, block.shape), self.copy_share)
         elif float(torch.rand(())) < self.passage_share:
             block = repeat_runs(block, self.copy_share)
-        return {"input_ids": block, "labels": block}
+        else:
+            plain = True
+        return {"input_ids": block, "labels": block} | ({"plain": torch.tensor(plain)} if self.mark else {})
 
 
 def token_ids(split: str, tokenizer, root: Path | None = None) -> np.ndarray:
@@ -144,7 +149,7 @@ def training_data(model, tokenizer, settings: TrainSettings, root: Path, train_l
     train = TokenBlocks(ids, length, train_limit, shifted=settings.shifted_blocks)
     if settings.random_repeat_share or settings.passage_repeat_share:
         train = WithRepeats(train, len(tokenizer), settings.random_repeat_share, settings.passage_repeat_share,
-                            settings.copy_share)
+                            settings.copy_share, mark=bool(settings.distill_weight))
     return TrainingData(train,
                         TokenBlocks(token_ids("validation", tokenizer, root), length, settings.eval_examples),
                         None, len(ids))

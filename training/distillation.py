@@ -13,23 +13,29 @@ from .presets import PRESETS, TrainSettings
 
 
 def distillation_loss(logits: torch.Tensor, teacher_logits: list[torch.Tensor], labels: torch.Tensor, weight: float,
-                      shifted: bool) -> torch.Tensor:
+                      shifted: bool, plain: torch.Tensor | None = None) -> torch.Tensor:
     """Knowledge distillation (Hinton et al. 2015, temperature 1) from an ensemble of teachers:
 
         loss = (1 - w) * CE(y, q) + w * KL(p_bar || q),   p_bar = mean over teachers of softmax(teacher logits),
 
     q = softmax(student logits), both terms averaged over the target tokens (labels != -100). The ensemble's
     distribution says which other spellings were plausible, which the one-hot reference does not. ``shifted``:
-    a causal LM's logits at t predict labels at t + 1; an encoder-decoder's are aligned with its labels."""
+    a causal LM's logits at t predict labels at t + 1; an encoder-decoder's are aligned with its labels.
+
+    ``plain`` (batch,) bool: the rows that are the text as it is. The other rows teach copying
+    (``training.data.WithRepeats``), where teachers that never learned to copy would teach the student not to:
+    there w is 0 and the loss is the cross-entropy alone."""
     if shifted:
         logits, labels = logits[:, :-1], labels[:, 1:]
         teacher_logits = [t[:, :-1] for t in teacher_logits]
     keep = labels != -100
     log_q = torch.log_softmax(logits[keep].float(), -1)
     p_bar = torch.stack([torch.softmax(t[keep].float(), -1) for t in teacher_logits]).mean(0)
-    cross_entropy = torch.nn.functional.nll_loss(log_q, labels[keep])
-    kl = (p_bar * (torch.log(p_bar.clamp_min(1e-30)) - log_q)).sum(-1).mean()
-    return (1 - weight) * cross_entropy + weight * kl
+    cross_entropy = torch.nn.functional.nll_loss(log_q, labels[keep], reduction="none")
+    kl = (p_bar * (torch.log(p_bar.clamp_min(1e-30)) - log_q)).sum(-1)
+    w = torch.full_like(kl, weight) if plain is None else \
+        (weight * plain.to(kl.device)[:, None].expand_as(keep)[keep].float())
+    return ((1 - w) * cross_entropy + w * kl).mean()
 
 
 class DistillingTrainer(Trainer):
@@ -41,6 +47,7 @@ class DistillingTrainer(Trainer):
         self.teachers, self.distill_weight = teachers, distill_weight
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        plain = inputs.pop("plain", None)  # which rows are the text as it is (training.data.WithRepeats)
         if not model.training:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         outputs = model(**inputs)
@@ -48,7 +55,7 @@ class DistillingTrainer(Trainer):
         with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=self.args.bf16):
             teacher_logits = [teacher.to(device)(**inputs).logits for teacher in self.teachers]
         shifted = not self.teachers[0].config.is_encoder_decoder
-        loss = distillation_loss(outputs.logits, teacher_logits, inputs["labels"], self.distill_weight, shifted)
+        loss = distillation_loss(outputs.logits, teacher_logits, inputs["labels"], self.distill_weight, shifted, plain)
         return (loss, outputs) if return_outputs else loss
 
 

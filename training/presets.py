@@ -113,6 +113,16 @@ PRESETS: dict[str, Preset] = {
                       shifted_blocks=True, random_repeat_share=0.1, passage_repeat_share=0.28, timeline_every=250,
                       timeline_snapshots=24),
     ),
+    # Phase two of the copying main model: shakespeare-main-copying taught by the shipped shakespeare-main (pass its
+    # folder as --teachers), with the distilled recipe's dropout and the same share of sequences teaching copying; the
+    # teacher never learned to copy, so those sequences are not distilled (training.distillation.distillation_loss).
+    "shakespeare-main-copying-distilled": Preset(
+        dict(dropout=0.2, activation_dropout=0.4),
+        TrainSettings(context_length=256, batch_size=16, max_steps=1500, learning_rate=5e-4, warmup_steps=100,
+                      precision="bf16", eval_steps=250, eval_examples=256, keep_best=True, weights_dtype="float16",
+                      shifted_blocks=True, distill_weight=0.9, random_repeat_share=0.1, passage_repeat_share=0.28),
+        starts_from="shakespeare-main-copying",
+    ),
     # Watching a model learn to copy: two small byte-level models, identical but for the data. The first reads the plays,
     # 80% of its sequences replaced by random tokens and half of the rest with runs repeated too (half the tokens of a
     # repeating sequence are copies); the control reads the plays alone, as every model above does. Each ships its run's

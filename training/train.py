@@ -114,6 +114,9 @@ def training_arguments(settings: TrainSettings, work_dir: Path, seed: int, world
         max_grad_norm=1.0,
         bf16=settings.precision == "bf16",
         train_sampling_strategy="group_by_length" if settings.group_by_length else "random",
+        # Our datasets hold only what the model or the loss reads; left True, the Trainer would drop the column
+        # "plain" (training.data.WithRepeats) before the distillation loss sees it, as the model does not take it.
+        remove_unused_columns=False,
         eval_strategy="steps",
         eval_steps=settings.eval_steps,
         save_strategy="steps",
