@@ -27,6 +27,21 @@ def test_every_encoding_has_one_distinct_colour():
     assert len(set(figures.ENCODING_COLOURS.values())) == len(POSITION_ENCODINGS)
 
 
+def test_every_figure_is_sent_in_the_plotly_white_look():
+    """The figures name no template; plotly's default, set once, writes plotly_white's into the JSON the app sends,
+    the same as a figure that names it (a heatmap, a line plot, subplots as the Watch it learn tab draws)."""
+    import json
+
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    named = json.loads(go.Figure(layout=dict(template="plotly_white")).to_json())["layout"]["template"]
+    sent = [figures.heatmap_figure(np.eye(3), "identity", "key", "query"),
+            go.Figure(go.Scatter(x=[0, 1], y=[1, 2]), layout=figures.LAYOUT), make_subplots(rows=1, cols=2)]
+    for fig in sent:
+        assert json.loads(fig.to_json())["layout"]["template"] == named
+
+
 def test_the_enlarged_head_has_token_labels_and_hover_values(maps):
     head = figures.attention_head_figure(maps, attention.View("self", 1, None))
     assert list(head.data[0].x) == figures.plotly_text(maps.key_labels["self"])
