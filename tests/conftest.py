@@ -28,6 +28,16 @@ def add_slow_checkpoint(root):
     return root
 
 
+@pytest.fixture
+def fresh_compiler():
+    """The test compiles from nothing. Dynamo's caches live for the process, and its recompile limit (8) counts
+    every compile of one code object, e.g. ScratchTransformerForCausalLM.forward, whichever model and test made
+    it: a fullgraph compile (generate's CompileConfig(fullgraph=True), the benchmarks' --compile) after enough
+    compiles in other tests would fail on the limit, not on the model."""
+    torch._dynamo.reset()
+    yield
+
+
 @pytest.fixture(scope="session")
 def tiny_checkpoints(tmp_path_factory):
     """A checkpoint root with the five shakespeare-<encoding> models, folio-to-modern, the shipped-size

@@ -129,6 +129,7 @@ def tiny_checkpoint(tmp_path_factory):
 
 @pytest.mark.parametrize("flags", [[], ["--dtype", "bfloat16"], ["--dtype", "float16"],
                                    ["--compile", "--compile-backend", "aot_eager"], ["--profile"]])
+@pytest.mark.usefixtures("fresh_compiler")  # --compile: tests/conftest.py
 def test_training_step_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys):
     training_step.main(["--checkpoint", tiny_checkpoint, "--batch", "2", "--length", "8", "--repeats", "1",
                         "--threads", "1", *flags])
@@ -160,6 +161,7 @@ def test_training_step_counts_operators(tiny_checkpoint, capsys):
 
 
 @pytest.mark.parametrize("flags", [[], ["--dtype", "bfloat16"], ["--compile", "--compile-backend", "eager"]])
+@pytest.mark.usefixtures("fresh_compiler")  # --compile: tests/conftest.py
 def test_generation_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys):
     generation.main(["--checkpoint", tiny_checkpoint, "--new-tokens", "3", "--repeats", "1", "--threads", "1", *flags])
     out = capsys.readouterr().out

@@ -12,14 +12,7 @@ from tiny_models import PAD, POSITION_ENCODINGS, random_ids, tiny_causal_lm, tin
 GREEDY = dict(max_new_tokens=10, do_sample=False, eos_token_id=None, pad_token_id=PAD)
 
 
-@pytest.fixture(autouse=True)
-def fresh_compiler():
-    """Each test compiles from nothing. Dynamo's caches live for the process and its recompile limit (8) counts
-    every compile of one code object, e.g. ScratchTransformerForCausalLM.forward, whichever model and test made
-    it: compiles in other modules (the benchmarks' tests compile five models) would otherwise push a fullgraph
-    compile here over the limit."""
-    torch._dynamo.reset()
-    yield
+pytestmark = pytest.mark.usefixtures("fresh_compiler")  # tests/conftest.py
 
 
 def build(kind, position_encoding):
