@@ -11,7 +11,8 @@
 - ``previous_token_scores_from``: mean over t = 2..T-1 of A[t, t-1] (from t = 2, where the previous token is not
   also the first one); a previous-token head, the first half of the induction circuit, scores near 1.
 - ``repeated_passage_ratio``: on passages of real text each read twice in a row, the mean loss on the second copy
-  over the mean loss on the first (tokens 1.. of each copy; the first token of the first copy has no context).
+  over the mean loss on the first (every token of the second copy; the first copy's from token 1, as its first token
+  has no context).
   A model that copies from its context predicts the second copy far better: the ratio falls well below 1.
 """
 
@@ -85,9 +86,9 @@ def head_scores(model, length: int = INDUCTION_LENGTH, seed: int = 0, skip: int 
     return {"induction": induction_scores_from(weights, length), "previous token": previous_token_scores_from(weights)}
 
 
-def repeated_passage_ratio(model, passages: list[list[int]]) -> float:
-    """Loss on the second copy over loss on the first, each passage read twice in a row (module docstring);
-    means over all passages' tokens. Passages of one length run as one batch."""
+def repeated_passage_losses(model, passages: list[list[int]]) -> tuple[float, float]:
+    """(first, second): the mean loss (nats per token) on the first copy (its tokens 1.., the first has no context)
+    and on the second copy (all its tokens), each passage read twice in a row. Passages of one length run as one batch."""
     lengths = {len(p) for p in passages}
     if len(lengths) != 1 or min(lengths) < 2:
         raise ValueError("passages must all have one length of at least 2 tokens")
@@ -96,4 +97,19 @@ def repeated_passage_ratio(model, passages: list[list[int]]) -> float:
     with torch.no_grad():
         logits = model(ids, use_cache=False).logits[:, :-1].float()
     nll = F.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")  # nll[:, t-1]: token t
-    return float(nll[:, n - 1:].mean() / nll[:, : n - 1].mean())
+    return float(nll[:, : n - 1].mean()), float(nll[:, n - 1:].mean())
+
+
+def repeated_passage_ratio(model, passages: list[list[int]]) -> float:
+    """Loss on the second copy over loss on the first, each passage read twice in a row (module docstring);
+    means over all passages' tokens."""
+    first, second = repeated_passage_losses(model, passages)
+    return second / first
+
+
+def evenly_spaced_passages(ids, length: int, count: int) -> list[list[int]]:
+    """``count`` passages of ``length`` token ids, evenly spaced through ``ids`` (neither end touched)."""
+    if len(ids) < length * count:
+        raise ValueError(f"{count} passages of {length} tokens need {length * count} tokens; the text has {len(ids)}")
+    starts = np.linspace(0, len(ids) - length, count + 2, dtype=int)[1:-1]
+    return [[int(t) for t in ids[s: s + length]] for s in starts]

@@ -22,6 +22,7 @@ from training.evaluate import (
     SEQ2SEQ_SLICE_PAIRS,
     SLICE_CHARS,
     character_error_rate,
+    in_context_scores,
     modernize,
     position_losses,
     spelling_scores,
@@ -32,6 +33,7 @@ ROOT = checkpoints_dir()
 EXPERIMENT = [f"shakespeare-{pe}" for pe in POSITION_ENCODINGS]
 MAIN, FOLIO = "shakespeare-main", "folio-to-modern"
 CAUSAL = EXPERIMENT + [MAIN]
+RECORDED_RUNS = ["timeline-repeats", "timeline-plain"]
 RESULTS = json.loads((ROOT / "results.json").read_text())
 SIZE_LIMIT = 60 * 10**6  # "at most 60 MB", read strictly: decimal megabytes
 
@@ -152,6 +154,21 @@ def test_causal_lm_works_in_a_text_generation_pipeline(name):
     torch.manual_seed(0)
     out = generator("ROMEO:\n", max_new_tokens=30, do_sample=True, top_k=40)[0]["generated_text"]
     assert out.startswith("ROMEO:\n") and len(out) > len("ROMEO:\n") + 20
+
+
+@pytest.mark.parametrize("name", CAUSAL + RECORDED_RUNS)
+def test_the_in_context_figures_are_the_models_own(name):
+    """results.json's repeated test passages and best heads, measured again on the checkpoint (a few seconds)."""
+    model = AutoModelForCausalLM.from_pretrained(ROOT / name).eval()
+    tokenizer = AutoTokenizer.from_pretrained(ROOT / name)
+    recorded = RESULTS["models"][name]["in_context"]
+    measured = in_context_scores(model, tokenizer, read_split("test"))
+    for key in ("first_copy_loss", "second_copy_loss", "repeated_passage_ratio"):
+        assert measured[key] == pytest.approx(recorded[key], abs=1e-5), key  # float32 sums in another order
+    for key in ("induction", "previous_token"):
+        assert (measured[key]["layer"], measured[key]["head"]) == (recorded[key]["layer"], recorded[key]["head"])
+        assert measured[key]["score"] == pytest.approx(recorded[key]["score"], abs=1e-5)
+    assert (measured["passages"], measured["passage_tokens"]) == (recorded["passages"], recorded["passage_tokens"])
 
 
 def test_main_model_is_the_best_we_ship():

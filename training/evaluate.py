@@ -8,6 +8,11 @@ L tokens as ``checkpointing.scoring`` describes. Extrapolation repeats this on t
 4x and 8x the training context, and records the mean loss at each position of the 8x windows (the per-position
 curve); a learned table has no positions past its end, so its entries past 1x are null and its curve stops at L.
 
+Copying from the context (``in_context``), for every language model: the test text cut into REPEATED_PASSAGES
+passages of REPEATED_PASSAGE_TOKENS tokens (half the context where that is less), evenly spaced, each read twice;
+the mean loss on the first copy and on the second, and their ratio; and the best head's standard induction and
+previous-token scores (``checkpointing.in_context``).
+
 Seq2seq (folio-to-modern), on the first SEQ2SEQ_TEST_PAIRS aligned test pairs in file order:
 teacher-forced test loss per target token; for greedy decoding and for beam search: the character
 error rate (Levenshtein distance / reference length, summed over pairs), the same after lowercasing
@@ -25,6 +30,7 @@ from pathlib import Path
 import torch
 from rapidfuzz.distance import Levenshtein
 
+from checkpointing.in_context import THRESHOLD, evenly_spaced_passages, head_scores, repeated_passage_losses
 from checkpointing.loading import load_checkpoint
 from checkpointing.paths import checkpoints_dir, data_dir
 from checkpointing.scoring import bits_per_character, extrapolation_lengths, window_losses
@@ -33,6 +39,8 @@ from .corpus import read_pairs, read_split
 from .presets import ENCODING_SEEDS
 
 SLICE_CHARS = 4000  # the fixed slice the tests reproduce
+REPEATED_PASSAGES = 32  # test passages each read twice (the in-context figures)
+REPEATED_PASSAGE_TOKENS = 100  # their length in tokens, at most half the context
 SEQ2SEQ_TEST_PAIRS = 1000  # the first N test pairs (in file order)
 SEQ2SEQ_SLICE_PAIRS = 100  # the fixed slice of those the tests reproduce
 BEAMS = 4
@@ -102,6 +110,25 @@ def spelling_scores(hypotheses: list[str], references: list[str]) -> dict:
 # ---------------------------------------------------------------------------------------------- models
 
 
+def best_head(scores) -> dict:
+    """The highest score of a (layers, heads) array and where it is."""
+    layer, head = divmod(int(scores.argmax()), scores.shape[1])
+    return {"score": float(scores[layer, head]), "layer": layer, "head": head}
+
+
+def in_context_scores(model, tokenizer, text: str) -> dict:
+    """Whether a model copies from its context: the repeated test passages' losses, first and second copy, and the
+    best induction and previous-token heads (module docstring)."""
+    length = min(REPEATED_PASSAGE_TOKENS, model.config.context_length // 2)
+    ids = tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]
+    first, second = repeated_passage_losses(model, evenly_spaced_passages(ids, length, REPEATED_PASSAGES))
+    scores = head_scores(model)
+    return {"passages": REPEATED_PASSAGES, "passage_tokens": length, "first_copy_loss": first,
+            "second_copy_loss": second, "repeated_passage_ratio": second / first,
+            "induction": best_head(scores["induction"]), "previous_token": best_head(scores["previous token"]),
+            "threshold": THRESHOLD}
+
+
 def evaluate_causal_lm(model, tokenizer, text: str) -> dict:
     """Test bits/char at the training context, and at 1x..8x of it with the per-position curve at 8x."""
     context = model.config.context_length
@@ -132,6 +159,7 @@ def evaluate_causal_lm(model, tokenizer, text: str) -> dict:
         "extrapolation_loss": extrapolation_loss,
         "position_loss": {"window": len(curve) + 1, "loss": curve},
         "slice": {"chars": SLICE_CHARS, "bits_per_char": slice_result["bits_per_char"], "loss": slice_result["loss"]},
+        "in_context": in_context_scores(model, tokenizer, text),
     }
 
 
@@ -220,8 +248,9 @@ def perplexity_ratios(result: dict) -> dict:
     return {n: None if loss is None else math.exp(loss - base) for n, loss in losses.items()}
 
 
-def evaluate_experiment(models: dict, text: str, root: Path, extra: Path) -> dict:
-    """Every seed of every encoding model: per-seed results, then mean and spread."""
+def evaluate_experiment(models: dict, text: str, root: Path, extra: Path, recorded: dict | None = None) -> dict:
+    """Every seed of every encoding model: per-seed results, then mean and spread. A seed whose model is not here
+    (the other seeds are not shipped) keeps its figures from ``recorded``, the experiment results.json held."""
     experiment = {"seeds": list(ENCODING_SEEDS), "encodings": {}}
     for encoding in sorted({m["position_encoding"] for n, m in models.items() if n.startswith("shakespeare-")
                             and n != "shakespeare-main" and "position_encoding" in m}):
@@ -232,6 +261,10 @@ def evaluate_experiment(models: dict, text: str, root: Path, extra: Path) -> dic
                 result = models[folder.name]
             elif (folder / "config.json").exists():
                 result = evaluate_causal_lm(*load_checkpoint(folder), text)
+            elif str(seed) in ((recorded or {}).get("encodings", {}).get(encoding, {}).get("runs", {})):
+                runs[seed] = recorded["encodings"][encoding]["runs"][str(seed)]
+                print(f"  {encoding} seed {seed}: not here ({folder}); its recorded figures kept", flush=True)
+                continue
             else:
                 continue
             runs[seed] = {k: result[k] for k in ("bits_per_char", "test_loss", "extrapolation", "extrapolation_loss",
@@ -254,8 +287,8 @@ def evaluate_all(root: Path | None = None, data: Path | None = None, only: list[
     extra = extra or data / "experiment"
     text = read_split("test", data)
     results_file = root / "results.json"
-    previous = json.loads(results_file.read_text()) if only and results_file.exists() else {}
-    models = previous.get("models", {})
+    previous = json.loads(results_file.read_text()) if results_file.exists() else {}
+    models = previous.get("models", {}) if only else {}
     for config_file in sorted(root.glob("*/config.json")):
         name = config_file.parent.name
         if only and name not in only:
@@ -270,7 +303,7 @@ def evaluate_all(root: Path | None = None, data: Path | None = None, only: list[
     causal = {n: r for n, r in models.items() if "bits_per_char" in r}
     experiment = previous.get("experiment")
     if not only or any(n.startswith("shakespeare-") and n != "shakespeare-main" for n in only):
-        experiment = evaluate_experiment(models, text, root, extra)
+        experiment = evaluate_experiment(models, text, root, extra, previous.get("experiment"))
     results = {
         "main_model": min(causal, key=lambda n: causal[n]["bits_per_char"]) if causal else None,
         "test_chars": len(text),

@@ -184,6 +184,7 @@ def causal_results(name: str, result: dict, experiment: dict | None) -> list[str
         "| bits/char | " + " | ".join("n/a" if v is None else f"{v:.3f}" for v in result["extrapolation"].values()) + " |",
         "",
     ]
+    lines += in_context_lines(result.get("in_context"))
     encoding = result.get("position_encoding")
     entry = (experiment or {}).get("encodings", {}).get(encoding) if name == f"shakespeare-{encoding}" else None
     if entry and entry.get("runs"):
@@ -192,6 +193,26 @@ def causal_results(name: str, result: dict, experiment: dict | None) -> list[str
         lines.append(f"The experiment trains each encoding with {len(entry['runs'])} seeds ({runs}); mean "
                      f"{stats['mean']:.4f}, spread {stats['spread']:.4f} bits/char. This checkpoint is the first seed.\n")
     return lines
+
+
+def in_context_lines(figures: dict | None) -> list[str]:
+    """Whether the model copies from its context: a held-out passage read twice, and its best heads."""
+    if not figures:
+        return []
+    induction, previous = figures["induction"], figures["previous_token"]
+    copies = figures["repeated_passage_ratio"] <= 0.5 and induction["score"] >= figures["threshold"]
+    return [
+        f"Copying from its context: {figures['passages']} test passages of {figures['passage_tokens']} tokens, each "
+        f"read twice in a row, cost {figures['first_copy_loss']:.3f} nats/token the first time and "
+        f"{figures['second_copy_loss']:.3f} the second (ratio {figures['repeated_passage_ratio']:.3f}). Its best "
+        f"induction head, L{induction['layer']}.H{induction['head']}, scores {induction['score']:.3f} (the standard "
+        "score: on random tokens read twice, the mean attention from each token of the second copy to the token after "
+        f"its first occurrence; the app calls a head an induction head from {figures['threshold']}), its best "
+        f"previous-token head, L{previous['layer']}.H{previous['head']}, {previous['score']:.3f}. "
+        + ("It reads a passage it has just seen far better the second time: it copies from its context."
+           if copies else "It does not copy from its context."),
+        "",
+    ]
 
 
 def seq2seq_results(result: dict) -> list[str]:

@@ -123,6 +123,18 @@ PRESETS: dict[str, Preset] = {
                       shifted_blocks=True, distill_weight=0.9, random_repeat_share=0.1, passage_repeat_share=0.28),
         starts_from="shakespeare-main-copying",
     ),
+    # The shipped shakespeare-main taught to copy from its context: it reads a fifth of its sequences as random tokens
+    # with repeated runs and a quarter of the others as text with repeated runs, while on the plain text it learns from
+    # itself as it was (pass checkpoints/shakespeare-main as --teachers), so that it keeps what it knew; its timeline
+    # records the induction score every 100 steps (no snapshots ship: 11.6 MB each). See docs/watch-it-learn.md.
+    "shakespeare-main-copying-finetuned": Preset(
+        dict(),
+        TrainSettings(context_length=256, batch_size=8, max_steps=4000, learning_rate=1e-3, warmup_steps=100,
+                      precision="bf16", eval_steps=250, eval_examples=256, weights_dtype="float16",
+                      shifted_blocks=True, distill_weight=0.9, random_repeat_share=0.2, passage_repeat_share=0.25,
+                      timeline_every=100),
+        starts_from="shakespeare-main-distilled",
+    ),
     # Watching a model learn to copy: two small byte-level models, identical but for the data. The first reads the plays,
     # 80% of its sequences replaced by random tokens and half of the rest with runs repeated too (half the tokens of a
     # repeating sequence are copies); the control reads the plays alone, as every model above does. Each ships its run's

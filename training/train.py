@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
                           trainer=trainer, result=result, validation_loss=validation_loss, clock=clock, world=world,
                           passes=passes, stored=stored, float16_change=float16_change, start=start,
                           teacher_summaries=teacher_summaries)
-    if recorder:
+    if recorder and settings.timeline_snapshots:
         run = {"preset": args.preset, "seed": args.seed, "data": data_description(settings),
                "batch_size": settings.batch_size, "context_length": settings.context_length}
         ship_timeline(recorder, trainer.model, trainer.state, args.output_dir, settings.timeline_snapshots, run)
