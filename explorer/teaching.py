@@ -127,7 +127,12 @@ HEADS = """### What each head does
   token* (a "sink" that holds weight a head does not need elsewhere), the *same token* (t), or, for
   *induction*, the token that followed the earlier occurrence of the current token, on random tokens repeated
   twice. A label appears when the score reaches the threshold; the baseline is what a head spreading its
-  weight evenly would score."""
+  weight evenly would score.
+- **Look for the induction circuit** in shakespeare-main, which learned to copy from its context: an induction
+  head in layer 4 and, in the layer below, the previous-token head whose output its keys read. Give it a text that
+  repeats (a line, then the same line again) and its induction head looks, from each token of the repeat, at the
+  token that followed the same token the first time. The position-encoding models never learned this: no induction
+  label there."""
 
 EXPERIMENT = """### The experiment: five encodings, two seeds each
 - **What you see:** five decoder-only models that are identical (size, data, steps) except for the position

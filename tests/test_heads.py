@@ -8,7 +8,7 @@ from checkpointing.in_context import induction_probe
 from explorer.heads import THRESHOLD, head_types, induction_scores, pattern_scores, visible_keys
 from fixtures_checkpoints import SEQ2SEQ_NAME
 from explorer.attention import attention_maps
-from shipped import GREEDY, load
+from shipped import GREEDY, load, shipped
 
 T = 12
 
@@ -101,3 +101,18 @@ def test_the_induction_probe_runs_once_per_model_whatever_the_text(rope):
     for scores in later:
         assert scores[0, 0] != -1.0
         np.testing.assert_array_equal(scores, later[0])
+
+
+def test_the_app_labels_the_shipped_main_models_induction_circuit_and_no_other_models():
+    """What the Attention heads tab's text says: shakespeare-main has an induction head in layer 4 fed by a
+    previous-token head in the layer below (labelled on a repeated line), and a position-encoding model has none."""
+    text = "If music be the food of love, play on. If music be the food of love, play on."
+    model, tokenizer = shipped("shakespeare-main")
+    types = head_types(model, attention_maps(model, tokenizer, text, GREEDY).weights["self"], "self")
+    layer, head, score = types.strongest("induction")
+    assert layer == 4 and score >= THRESHOLD and types.labels(layer, head)[0][0] == "induction"
+    below = types.scores["previous token"][layer - 1]
+    assert below.max() >= THRESHOLD and "previous token" in dict(types.labels(layer - 1, int(below.argmax())))
+    model, tokenizer = shipped("shakespeare-rope")
+    types = head_types(model, attention_maps(model, tokenizer, text, GREEDY).weights["self"], "self")
+    assert types.strongest("induction")[2] < THRESHOLD
