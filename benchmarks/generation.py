@@ -13,7 +13,7 @@ Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens toke
 - forward: the decode step alone, without generate (a 16-token prefill, then each step one token through the
   cache), so the model's own cost is told apart from generate's per-step bookkeeping; with it, the same step
   written as bare torch functions (``functional_decode``), the floor any eager implementation of these weights
-  stands on. Always eager.
+  stands on, with Q, K and V in one product and apart as the model keeps them. Always eager.
 --dtype casts both models' weights (after checking in float32 that they generate the same tokens). Each figure is
 the best of --repeats runs after a warm-up, the models alternating so that neither gets a quieter machine; on CUDA
 each run is timed between two synchronisations; the load average is printed with it (timings on a shared machine are
@@ -74,11 +74,12 @@ def decode_steps_per_second(model, ids, new_tokens: int) -> float:
         return new_tokens / (time.perf_counter() - start)
 
 
-def functional_decode(model):
+def functional_decode(model, fused_qkv: bool = True):
     """The least eager PyTorch does for one decode step with ``model``'s weights (a GPT-2-shaped model: learned
     positions, pre-norm, final LayerNorm, GELU, tied head): the same arithmetic as torch functions on plain
     tensors, Q, K and V in one product, no modules, no cache object, no output classes. What is left is the
     matrix products and about 75 tensor operations a step: a floor for any eager implementation of this model.
+    ``fused_qkv=False`` projects Q, K and V apart, as the model does: the two floors' gap is what fusing them buys.
     Returns step(token (1, 1), position, cache list) -> logits (1, 1, vocab)."""
     c = model.config
     if (c.position_encoding, c.norm_first, c.final_layer_norm, c.scale_embeddings) != ("learned", True, True, False):
@@ -97,8 +98,12 @@ def functional_decode(model):
     def step(token: torch.Tensor, position: int, cache: list) -> torch.Tensor:
         x = F.embedding(token, token_table) + position_table[position]
         for i, (norm1, qkv_w, qkv_b, out, norm2, up, down) in enumerate(layers):
-            q, k, v = F.linear(F.layer_norm(x, (d,), norm1.weight, norm1.bias, norm1.eps), qkv_w, qkv_b).view(
-                1, 1, 3, h, d // h).transpose(1, 3).unbind(2)
+            normed = F.layer_norm(x, (d,), norm1.weight, norm1.bias, norm1.eps)
+            if fused_qkv:
+                q, k, v = F.linear(normed, qkv_w, qkv_b).view(1, 1, 3, h, d // h).transpose(1, 3).unbind(2)
+            else:
+                q, k, v = (F.linear(normed, w, b).view(1, 1, h, d // h).transpose(1, 2)
+                           for w, b in zip(qkv_w.chunk(3), qkv_b.chunk(3)))
             k, v = torch.cat((cache[i][0], k), 2), torch.cat((cache[i][1], v), 2)
             cache[i] = (k, v)
             heads = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(1, 1, d)
@@ -109,10 +114,10 @@ def functional_decode(model):
     return step
 
 
-def check_functional_floor(model, ids, steps: int = 8) -> None:
+def check_functional_floor(model, ids, steps: int = 8, fused_qkv: bool = True) -> None:
     """Raise unless ``functional_decode``'s logits equal the model's (within 1e-4) on ``steps`` greedy decode steps
     after the prefill ``ids``. Run it on float32 weights: in bfloat16 the two summation orders round apart."""
-    step, n_layers = functional_decode(model), model.config.n_layers
+    step, n_layers = functional_decode(model, fused_qkv), model.config.n_layers
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
@@ -124,9 +129,9 @@ def check_functional_floor(model, ids, steps: int = 8) -> None:
             token = expected[:, -1:].argmax(-1)
 
 
-def functional_steps_per_second(model, ids, new_tokens: int) -> float:
+def functional_steps_per_second(model, ids, new_tokens: int, fused_qkv: bool = True) -> float:
     """``decode_steps_per_second`` for ``functional_decode`` (the model's own prefill fills the cache it reads)."""
-    step, n_layers = functional_decode(model), model.config.n_layers
+    step, n_layers = functional_decode(model, fused_qkv), model.config.n_layers
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
@@ -240,7 +245,8 @@ def main(argv=None) -> None:
                            ours.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)):
             raise RuntimeError("GPT-2 and the converted model generate different tokens")
     if "forward" in args.only:
-        check_functional_floor(ours, ids)
+        for fused_qkv in (True, False):
+            check_functional_floor(ours, ids, fused_qkv=fused_qkv)
     gpt2, ours = gpt2.to(dtype), ours.to(dtype)
     generate_kwargs = {}
     if args.compile:
@@ -259,6 +265,8 @@ def main(argv=None) -> None:
         runs = {name: (lambda m=model: decode_steps_per_second(m, ids, args.new_tokens))
                 for name, model in (("GPT2LMHeadModel", gpt2), ("ScratchTransformer", ours))}
         runs["functional floor (no modules; fused QKV)"] = lambda: functional_steps_per_second(ours, ids, args.new_tokens)
+        runs["the same, Q, K and V apart (as the model)"] = (
+            lambda: functional_steps_per_second(ours, ids, args.new_tokens, fused_qkv=False))
         runs["its matrix products alone"] = lambda: matrix_products_per_second(ours, args.new_tokens)
         runs["the same, weights stored (in, out) as GPT-2's"] = (
             lambda: matrix_products_per_second(ours, args.new_tokens, stored_as="(in, out)"))

@@ -19,11 +19,12 @@ SMALL = ScratchTransformerConfig(vocab_size=97, d_model=32, n_heads=4, n_layers=
                                  activation="gelu", norm_first=True)
 
 
-def test_the_functional_floor_computes_the_models_own_logits_step_by_step():
+@pytest.mark.parametrize("fused_qkv", [True, False])
+def test_the_functional_floor_computes_the_models_own_logits_step_by_step(fused_qkv):
     torch.manual_seed(0)
     model = causal_lm_from_gpt2(gpt2_like(SMALL, positions=32)).eval()
     ids = torch.randint(1, SMALL.vocab_size, (1, 5))
-    step = functional_decode(model)
+    step = functional_decode(model, fused_qkv)
     with torch.inference_mode():
         cache = DynamicCache(config=model.config)
         token = model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
@@ -32,8 +33,8 @@ def test_the_functional_floor_computes_the_models_own_logits_step_by_step():
             expected, got = model(token, past_key_values=cache, use_cache=True).logits, step(token, position, mine)
             torch.testing.assert_close(got, expected, atol=1e-5, rtol=0)
             token = expected[:, -1:].argmax(-1)
-    check_functional_floor(model, ids)
-    assert functional_steps_per_second(model, ids, new_tokens=4) > 0
+    check_functional_floor(model, ids, fused_qkv=fused_qkv)
+    assert functional_steps_per_second(model, ids, new_tokens=4, fused_qkv=fused_qkv) > 0
 
 
 def test_the_functional_floor_refuses_a_model_it_does_not_describe():
@@ -170,7 +171,7 @@ def test_generation_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys):
     cache = "static cache compiled by generate (eager)" if "--compile" in flags else "dynamic cache"
     assert titles == [f"greedy, batch 1, {cache}", f"greedy, batch 8, left-padded prompts of 4..32 tokens, {cache}",
                       "the decode step's forward pass alone (no generate), batch 1, dynamic cache, eager"]
-    assert len(re.findall(r"tokens/s", out)) == 2 + 2 + 5
+    assert len(re.findall(r"tokens/s", out)) == 2 + 2 + 6
 
 
 def test_benchmarks_refuse_cuda_where_there_is_none(tiny_checkpoint, monkeypatch):
