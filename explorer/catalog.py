@@ -148,8 +148,10 @@ def encoding_family(catalog: dict[str, CheckpointInfo]) -> EncodingFamily:
 class Results:
     """``results.json`` as the app uses it. ``extrapolation[name]`` maps context length -> bits/char (None
     where the model cannot run that long); ``position_loss[name]`` is the mean loss (nats) at positions
-    1..window-1 of the longest windows; ``seq2seq[name]`` holds cer and identity_cer; ``experiment`` and
-    ``published`` are the encoding experiment over every seed and the published figures, as written."""
+    1..window-1 of the longest windows; ``seq2seq[name]`` holds cer and identity_cer; ``induction[name]`` is a
+    language model's best induction head (score, layer, head) and the score a head needs to be labelled one
+    (threshold), from its ``in_context``; ``experiment`` and ``published`` are the encoding experiment over every
+    seed and the published figures, as written."""
 
     main_model: str | None = None
     metrics: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -157,6 +159,7 @@ class Results:
     extrapolation: dict[str, dict[int, float | None]] = field(default_factory=dict)
     position_loss: dict[str, list[float]] = field(default_factory=dict)
     seq2seq: dict[str, dict[str, float]] = field(default_factory=dict)
+    induction: dict[str, dict[str, float]] = field(default_factory=dict)
     experiment: dict = field(default_factory=dict)
     published: dict = field(default_factory=dict)
     notice: str = ""
@@ -183,6 +186,10 @@ def read_results(root: Path | None = None) -> Results:
                 results.training_context[name] = int(entry["training_context"])
             curve = {int(n): (None if bpc is None else float(bpc)) for n, bpc in (entry.get("extrapolation") or {}).items()}
             results.extrapolation[name] = dict(sorted(curve.items()))
+            in_context = entry.get("in_context") or {}
+            if in_context.get("induction") and in_context.get("threshold") is not None:
+                results.induction[name] = {**{k: float(v) for k, v in in_context["induction"].items()},
+                                           "threshold": float(in_context["threshold"])}
             if (entry.get("position_loss") or {}).get("loss"):
                 results.position_loss[name] = [float(v) for v in entry["position_loss"]["loss"]]
         return results
@@ -225,6 +232,9 @@ def menu_line(info: CheckpointInfo, results: Results, family: dict[str, str]) ->
             else "encoding experiment" if info.name in family.values()
             else "a recorded training run (Watch it learn)" if is_timeline(info.path) else "language model")
     score = f", {bpc:.2f} bits/char" if bpc is not None else ""
+    head = results.induction.get(info.name)
+    if head is not None and head["score"] >= head["threshold"]:
+        score += f", copies from its context (induction head L{head['layer']:.0f}.H{head['head']:.0f})"
     return (f"{info.name} · {c.position_encoding} positions · {_size(info.n_parameters)} · context {c.context_length}"
             f" · {role}{score}")
 

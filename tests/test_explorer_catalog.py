@@ -13,6 +13,7 @@ from explorer import catalog
 from explorer.inputs import InputProblem
 from fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME, TIMELINE_RUNS
 from modeling import ScratchTransformerConfig, ScratchTransformerForSeq2SeqLM
+from shipped import SHIPPED_ROOT
 
 WEIGHTS = "model.safetensors"
 
@@ -146,6 +147,35 @@ def test_menus_have_one_line_per_model_saying_what_it_is(tiny_checkpoints):
     for name in TIMELINE_RUNS:
         assert lines[name] == (f"{name} · rope positions · {found[name].n_parameters / 1e3:.0f}k parameters · context 128 · "
                                "a recorded training run (Watch it learn)")
+
+
+def in_context(score: float, layer: int = 1, head: int = 3) -> dict:
+    """results.json's in_context entry (training.evaluate.in_context_scores) with the best induction head given."""
+    return {"passages": 32, "passage_tokens": 32, "first_copy_loss": 4.0, "second_copy_loss": 2.0,
+            "repeated_passage_ratio": 0.5, "induction": {"score": score, "layer": layer, "head": head},
+            "previous_token": {"score": 0.9, "layer": 0, "head": 0}, "threshold": 0.4}
+
+
+def test_a_model_with_an_induction_head_says_it_copies_from_its_context(tiny_checkpoints, tmp_path):
+    """The menu line names the head when it reaches the threshold the Attention heads tab labels with, not below."""
+    results = json.loads((tiny_checkpoints / "results.json").read_text())
+    results["models"]["shakespeare-rope"]["in_context"] = in_context(0.4, layer=1, head=3)
+    results["models"]["shakespeare-alibi"]["in_context"] = in_context(0.399)
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    read = catalog.read_results(tmp_path)
+    assert read.induction["shakespeare-rope"] == {"score": 0.4, "layer": 1, "head": 3, "threshold": 0.4}
+    lines = {name: label for label, name in catalog.menu_choices(catalog.discover_checkpoints(tiny_checkpoints), read)}
+    assert lines["shakespeare-rope"].endswith(" bits/char, copies from its context (induction head L1.H3)")
+    assert [name for name, line in lines.items() if "copies" in line] == ["shakespeare-rope"]
+
+
+def test_of_the_shipped_models_the_main_one_and_the_repeats_run_say_they_copy():
+    found, results = catalog.discover_checkpoints(SHIPPED_ROOT), catalog.read_results(SHIPPED_ROOT)
+    lines = {name: label for label, name in catalog.menu_choices(found, results)}
+    assert {name for name, line in lines.items() if "copies from its context" in line} == {"shakespeare-main",
+                                                                                          "timeline-repeats"}
+    assert lines["shakespeare-main"].endswith("the main model, 1.90 bits/char, copies from its context "
+                                              "(induction head L4.H7)")
 
 
 def test_the_architecture_line_counts_encoder_and_decoder_layers_apart():
