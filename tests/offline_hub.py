@@ -35,6 +35,9 @@ def run_isolated(code: str, cwd, env_extra: dict, python: str | None = None) -> 
     instead of waiting). The code prints one JSON object on its last line; it comes back with the process's stderr
     under "stderr"."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # remote code is cached by repository and revision, and every test hub serves the same REVISION: a modules cache
+    # shared between runs would hand today's weights yesterday's model code
+    env["HF_MODULES_CACHE"] = str(Path(cwd) / "hf_modules")
     env.update(env_extra)
     python = python or python_without_our_package(cwd)
     result = subprocess.run([python, "-c", textwrap.dedent(code)], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
