@@ -13,7 +13,7 @@ Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens toke
 - forward: the decode step alone, without generate (a 16-token prefill, then each step one token through the
   cache), so the model's own cost is told apart from generate's per-step bookkeeping; with it, the same step
   written as bare torch functions (``functional_decode``), the floor any eager implementation of these weights
-  stands on, with Q, K and V in one product and apart as the model keeps them. Always eager.
+  stands on, with Q, K and V in one product as the model projects them, and apart. Always eager.
 --dtype casts both models' weights (after checking in float32 that they generate the same tokens). Each figure is
 the best of --repeats runs after a warm-up, the models alternating so that neither gets a quieter machine; on CUDA
 each run is timed between two synchronisations; the load average is printed with it (timings on a shared machine are
@@ -79,7 +79,7 @@ def functional_decode(model, fused_qkv: bool = True):
     positions, pre-norm, final LayerNorm, GELU, tied head): the same arithmetic as torch functions on plain
     tensors, Q, K and V in one product, no modules, no cache object, no output classes. What is left is the
     matrix products and about 75 tensor operations a step: a floor for any eager implementation of this model.
-    ``fused_qkv=False`` projects Q, K and V apart, as the model does: the two floors' gap is what fusing them buys.
+    ``fused_qkv=False`` projects Q, K and V apart (three products): the two floors' gap is what fusing them buys.
     Returns step(token (1, 1), position, cache list) -> logits (1, 1, vocab)."""
     c = model.config
     if (c.position_encoding, c.norm_first, c.final_layer_norm, c.scale_embeddings) != ("learned", True, True, False):
@@ -88,9 +88,7 @@ def functional_decode(model, fused_qkv: bool = True):
     decoder = model.model.decoder
     token_table, position_table = decoder.embed.token.weight, decoder.embed.position.weight
     act = ACTIVATION_FUNCTIONS[c.activation]
-    layers = [(layer.self_attn_norm.norm, torch.cat([layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight,
-                                                     layer.self_attn.v_proj.weight]),
-               torch.cat([layer.self_attn.q_proj.bias, layer.self_attn.k_proj.bias, layer.self_attn.v_proj.bias]),
+    layers = [(layer.self_attn_norm.norm, layer.self_attn.qkv_proj.weight, layer.self_attn.qkv_proj.bias,
                layer.self_attn.out_proj, layer.feed_forward_norm.norm, layer.feed_forward.linear1,
                layer.feed_forward.linear2) for layer in decoder.stack.layers]
     final = decoder.stack.norm
@@ -265,7 +263,7 @@ def main(argv=None) -> None:
         runs = {name: (lambda m=model: decode_steps_per_second(m, ids, args.new_tokens))
                 for name, model in (("GPT2LMHeadModel", gpt2), ("ScratchTransformer", ours))}
         runs["functional floor (no modules; fused QKV)"] = lambda: functional_steps_per_second(ours, ids, args.new_tokens)
-        runs["the same, Q, K and V apart (as the model)"] = (
+        runs["the same, Q, K and V in three products"] = (
             lambda: functional_steps_per_second(ours, ids, args.new_tokens, fused_qkv=False))
         runs["its matrix products alone"] = lambda: matrix_products_per_second(ours, args.new_tokens)
         runs["the same, weights stored (in, out) as GPT-2's"] = (

@@ -92,6 +92,10 @@ def checkpoint_problems(folder: Path) -> list[str]:
             if unexpected:
                 problems.append(f"{WEIGHTS_FILE} has {len(unexpected)} tensor(s) this model does not use: "
                                 f"{', '.join(unexpected[:5])}" + (" ..." if len(unexpected) > 5 else ""))
+            if any(name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight")) for name in unexpected):
+                problems.append(f"it stores Q, K and V apart (q_proj, k_proj, v_proj), as checkpoints did before "
+                                f"they were stacked into qkv_proj: `python -m training.checkpoints --upgrade {folder}` "
+                                "rewrites it")
             for name in wrong[:5]:
                 problems.append(f"{WEIGHTS_FILE}: {name} has shape {list(found[name])}, the config needs {list(expected[name])}")
     tokenizer = folder / "tokenizer.json"

@@ -122,15 +122,15 @@ def _top(tokenizer, log_probs: torch.Tensor, k: int = TOP_TOKENS) -> list[tuple[
     return list(zip(token_labels(tokenizer, ids), [float(p) for p in probs]))
 
 
-def head_slices(model) -> list[dict[str, list[torch.nn.Parameter]]]:
-    """Per layer, the attention parameters whose slices belong to heads: q, k, v (weight rows and bias) and o
-    (weight columns)."""
-    layers = []
+def head_gradients(model) -> list[dict[str, list[torch.Tensor]]]:
+    """Per layer, the gradients whose rows belong to heads in blocks of d_head: q, k, v (their thirds of qkv_proj's
+    weight and bias) and o (out_proj's weight, transposed: a head's output is a block of its input columns)."""
+    d, layers = model.config.d_model, []
     for layer in model.model.decoder.stack.layers:
         attention = layer.self_attn
-        parts = {name: [p for p in (proj.weight, proj.bias) if p is not None]
-                 for name, proj in zip("qkv", (attention.q_proj, attention.k_proj, attention.v_proj))}
-        parts["o"] = [attention.out_proj.weight]
+        qkv = [p.grad for p in (attention.qkv_proj.weight, attention.qkv_proj.bias) if p is not None]
+        parts = {part: [g[i * d:(i + 1) * d] for g in qkv] for i, part in enumerate("qkv")}
+        parts["o"] = [attention.out_proj.weight.grad.T]
         layers.append(parts)
     return layers
 
@@ -140,13 +140,11 @@ def head_grad_norms(model) -> dict[str, np.ndarray]:
     their biases), the same columns of W_O; "all" is the norm of the four slices together."""
     heads, d_head = model.config.n_heads, model.config.d_head
     squares = {part: [] for part in HEAD_PARTS}
-    for layer in head_slices(model):
-        for part, params in layer.items():
+    for layer in head_gradients(model):
+        for part, grads in layer.items():
             per_head = torch.zeros(heads)
-            for p in params:
-                g = p.grad.float()
-                g = g.T if part == "o" else g  # W_O: a head's output is a block of input columns
-                per_head += g.reshape(heads, d_head, -1).pow(2).sum(dim=(1, 2))
+            for g in grads:
+                per_head += g.float().reshape(heads, d_head, -1).pow(2).sum(dim=(1, 2))
             squares[part].append(per_head)
     grids = {part: torch.stack(rows).numpy() for part, rows in squares.items()}
     grids = {part: np.sqrt(grid) for part, grid in grids.items()} | {"all": np.sqrt(sum(grids.values()))}

@@ -19,7 +19,7 @@ from .live_training import Snapshot
 from .teach_figures import AFTER, BEFORE, _unique
 from .timeline import CIRCUIT, TimelineView
 
-LAYER_NAME = re.compile(r"^(?P<stack>.*\.layers)\.(?P<layer>\d+)\.(?P<tensor>.+)$")  # model.….layers.3.self_attn.q_proj.weight
+LAYER_NAME = re.compile(r"^(?P<stack>.*\.layers)\.(?P<layer>\d+)\.(?P<tensor>.+)$")  # model.….layers.3.self_attn.qkv_proj.weight
 
 
 def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, uniform: float | None = None) -> go.Figure:

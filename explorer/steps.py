@@ -64,10 +64,10 @@ def layer_norm(x: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
     return normed if norm.bias is None else normed + norm.bias
 
 
-def linear(x: torch.Tensor, layer: torch.nn.Linear) -> torch.Tensor:
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     """x W^T + b (torch stores W as (out, in))."""
-    y = x @ layer.weight.T
-    return y if layer.bias is None else y + layer.bias
+    y = x @ weight.T
+    return y if bias is None else y + bias
 
 
 @dataclass
@@ -105,7 +105,7 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
     def split(y: torch.Tensor) -> torch.Tensor:  # (1, T, D) -> (1, H, T, Dh)
         return y.view(1, y.shape[1], n_heads, d_head).transpose(1, 2)
 
-    q, k, v = split(linear(sub, attention.q_proj)), split(linear(source, attention.k_proj)), split(linear(source, attention.v_proj))
+    q, k, v = (split(linear(x_in, *attention.projection(part))) for x_in, part in ((sub, "q"), (source, "k"), (source, "v")))
     q_rot = k_rot = position_bias = None
     positions = torch.arange(length)[None]
     if config.position_encoding == "rope" and not site.is_cross:  # positions act in self-attention only
@@ -116,7 +116,7 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
     bias = score_bias(None, position_bias, site.causal, length, keys, x.dtype, x.device)
     scores, weights, heads = attend(q if q_rot is None else q_rot, k if k_rot is None else k_rot, v, bias)
     concatenated = heads.transpose(1, 2).reshape(1, length, -1)
-    output = linear(concatenated, attention.out_proj)
+    output = linear(concatenated, attention.out_proj.weight, attention.out_proj.bias)
     residual_out = x + output if config.norm_first else layer_norm(x + output, add_norm.norm)
     return Recomputed(x, sub, q, k, v, q_rot, k_rot, bias, scores, weights, heads, concatenated, output, residual_out)
 
@@ -207,8 +207,8 @@ def _steps(model, site: AttentionSite, layer, h, t, r: Recomputed, own, own_out,
     steps.append(one(f"Query of head {h}", ("q = LN(x_t) W_Q^h + b_Q^h" if config.norm_first else "q = x_t W_Q^h + b_Q^h"),
                      r.q[0, h, t], own.query[0, h, t],
                      f"W_Q^h is columns {sl.start}–{sl.stop - 1} of W_Q (d_model × d_model; in torch, rows {sl.start}–"
-                      f"{sl.stop - 1} of q_proj.weight): each head works in d_k = d_model / heads = {d} / {config.n_heads} "
-                     f"= {dh} dimensions."))
+                     f"{sl.stop - 1} of qkv_proj.weight, whose rows {d}–{3 * d - 1} hold W_K and W_V): each head works "
+                     f"in d_k = d_model / heads = {d} / {config.n_heads} = {dh} dimensions."))
     source = "the encoder's output (memory)" if site.is_cross else "every token's LN(x)"
     steps.append(per_key(f"Keys of head {h}", "k_j = source_j W_K^h + b_K^h", r.k[0, h], own.key[0, h],
                          f"One key per token it may attend to, from {source}."))

@@ -3,8 +3,8 @@
 - ``transformer_from_torch``: ``torch.nn.Transformer(batch_first=True)`` -> ``modeling.Transformer``.
 - ``causal_lm_from_gpt2``: ``transformers.GPT2LMHeadModel`` -> ``ScratchTransformerForCausalLM``.
 
-Both references fuse the Q, K, V projections into one matrix; we keep three, so the fused weight is
-split in thirds. GPT-2's ``Conv1D`` stores weights as (in, out), the transpose of ``nn.Linear``.
+Both references stack the Q, K, V projections into one (3D, D) matrix, as our ``qkv_proj`` does, so it is copied
+as it is. GPT-2's ``Conv1D`` stores weights as (in, out), the transpose of ``nn.Linear``.
 """
 
 import torch
@@ -16,15 +16,9 @@ from .configuration_scratch_transformer import ScratchTransformerConfig
 from .modeling_scratch_transformer import ScratchTransformerForCausalLM, Transformer
 
 
-def _split_qkv(prefix: str, weight: torch.Tensor, bias: torch.Tensor | None) -> dict[str, torch.Tensor]:
-    """Fused (3D, D) in-projection -> q_proj / k_proj / v_proj weights (and biases)."""
-    out = {}
-    for name, w in zip(("q_proj", "k_proj", "v_proj"), weight.chunk(3, dim=0)):
-        out[f"{prefix}.{name}.weight"] = w
-    if bias is not None:
-        for name, b in zip(("q_proj", "k_proj", "v_proj"), bias.chunk(3, dim=0)):
-            out[f"{prefix}.{name}.bias"] = b
-    return out
+def _qkv(prefix: str, weight: torch.Tensor, bias: torch.Tensor | None) -> dict[str, torch.Tensor]:
+    """A stacked (3D, D) in-projection (rows W^Q, W^K, W^V) -> our qkv_proj weight (and bias)."""
+    return {f"{prefix}.qkv_proj.weight": weight} | ({} if bias is None else {f"{prefix}.qkv_proj.bias": bias})
 
 
 def _copy_linear(out: dict, target: str, source: dict, name: str) -> None:
@@ -34,7 +28,7 @@ def _copy_linear(out: dict, target: str, source: dict, name: str) -> None:
 
 
 def _torch_attention(out: dict, target: str, source: dict, name: str) -> None:
-    out.update(_split_qkv(target, source[f"{name}.in_proj_weight"], source.get(f"{name}.in_proj_bias")))
+    out.update(_qkv(target, source[f"{name}.in_proj_weight"], source.get(f"{name}.in_proj_bias")))
     _copy_linear(out, f"{target}.out_proj", source, f"{name}.out_proj")
 
 
@@ -126,7 +120,7 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     }
     for i in range(c.n_layer):
         s, t = f"transformer.h.{i}", f"model.decoder.stack.layers.{i}"
-        out.update(_split_qkv(f"{t}.self_attn", src[f"{s}.attn.c_attn.weight"].T, src[f"{s}.attn.c_attn.bias"]))
+        out.update(_qkv(f"{t}.self_attn", src[f"{s}.attn.c_attn.weight"].T, src[f"{s}.attn.c_attn.bias"]))
         for theirs, mine in (("attn.c_proj", "self_attn.out_proj"), ("mlp.c_fc", "feed_forward.linear1"),
                              ("mlp.c_proj", "feed_forward.linear2")):
             out[f"{t}.{mine}.weight"] = src[f"{s}.{theirs}.weight"].T  # Conv1D (in, out) -> Linear (out, in)

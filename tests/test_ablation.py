@@ -52,13 +52,14 @@ def reference_without_head(model, record, kind: str, layer: int, head: int) -> t
     d_head = model.config.d_head
     concatenated = attention.concatenated.clone()
     concatenated[..., head * d_head:(head + 1) * d_head] = 0.0
-    out = linear(concatenated, (modules.cross_attn if kind == "cross" else modules.self_attn).out_proj)
+    out_proj = (modules.cross_attn if kind == "cross" else modules.self_attn).out_proj
+    out = linear(concatenated, out_proj.weight, out_proj.bias)
     if kind == "cross" or block.cross_attention is not None:
         return out, None
     x = block.input + out
     ffn = modules.feed_forward
-    hidden = F.gelu(linear(layer_norm(x, modules.feed_forward_norm.norm), ffn.linear1))
-    return out, x + linear(hidden, ffn.linear2)
+    hidden = F.gelu(linear(layer_norm(x, modules.feed_forward_norm.norm), ffn.linear1.weight, ffn.linear1.bias))
+    return out, x + linear(hidden, ffn.linear2.weight, ffn.linear2.bias)
 
 
 @pytest.mark.parametrize("name, kind, layer, head", [("shakespeare-main", "self", 2, 5), ("shakespeare-main", "self", 5, 1),

@@ -105,3 +105,24 @@ def test_seq2seq_fused_and_explicit_paths_agree_and_return_every_attention():
     assert [w.shape for w in explicit.decoder_attentions] == [(2, 4, 5, 5)] * 2
     assert [w.shape for w in explicit.cross_attentions] == [(2, 4, 5, 7)] * 2
     assert len(explicit.encoder_hidden_states) == 3 and len(explicit.decoder_hidden_states) == 3
+
+
+def test_the_stacked_projection_hands_out_the_rows_of_q_k_and_v():
+    """qkv_proj's rows are W^Q, then W^K, then W^V; projection() returns views of them (a gradient or an edit reaches
+    the parameter), project() splits the one product into heads exactly as three separate products would."""
+    attention = tiny_causal_lm("rope").model.decoder.stack.layers[0].self_attn
+    d, weight, bias = attention.qkv_proj.in_features, attention.qkv_proj.weight, attention.qkv_proj.bias
+    for i, part in enumerate("qkv"):
+        w, b = attention.projection(part)
+        assert w.shape == (d, d) and w.data_ptr() == weight[i * d].data_ptr() and torch.equal(b, bias[i * d:(i + 1) * d])
+    w, b = attention.projection("kv")
+    assert torch.equal(w, weight[d:]) and torch.equal(b, bias[d:])
+    x = torch.randn(2, 5, d, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        for together, part in zip(attention.project(x, "qkv"), "qkv"):
+            alone = torch.nn.functional.linear(x, *attention.projection(part))
+            expected = alone.view(2, 5, attention.n_heads, attention.d_head).transpose(1, 2)
+            torch.testing.assert_close(together, expected, atol=1e-6, rtol=0)  # one product against three
+    for wrong in ("", "qv", "x", "vq"):
+        with pytest.raises(ValueError, match="parts must be q, k, v or adjacent ones"):
+            attention.projection(wrong)

@@ -63,7 +63,7 @@ def test_from_pretrained_takes_attn_implementation(tmp_path, backend):
     tiny_causal_lm("alibi").save_pretrained(tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tmp_path, attn_implementation=backend)
     assert model.config._attn_implementation == backend
-    assert all(m.config._attn_implementation == backend for m in model.modules() if hasattr(m, "q_proj"))
+    assert all(m.config._attn_implementation == backend for m in model.modules() if hasattr(m, "qkv_proj"))
 
 
 def test_a_registered_backend_gets_the_queries_and_the_alibi_bias():

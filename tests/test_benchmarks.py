@@ -47,7 +47,7 @@ def test_the_matrix_products_are_the_models_own_in_either_memory_order():
     torch.manual_seed(0)
     model = causal_lm_from_gpt2(gpt2_like(SMALL, positions=32)).eval()
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    assert len(linears) == 6 * SMALL.n_layers + 1  # Q, K, V, out, two feed-forward layers a layer; the head
+    assert len(linears) == 4 * SMALL.n_layers + 1  # Q, K and V stacked, out, two feed-forward layers a layer; the head
     with torch.inference_mode():
         as_linear, transposed = matrix_products(model, "(out, in)")(), matrix_products(model, "(in, out)")()
         assert len(as_linear) == len(transposed) == len(linears)
@@ -82,7 +82,7 @@ def test_the_minimal_gpt_computes_gpt2s_logits_and_loss_from_gpt2s_weights():
 
 
 def test_site_names_put_a_star_for_layer_indices():
-    assert site_name("model.decoder.stack.layers.3.self_attn.q_proj") == "model.decoder.stack.layers.*.self_attn.q_proj"
+    assert site_name("model.decoder.stack.layers.3.self_attn.qkv_proj") == "model.decoder.stack.layers.*.self_attn.qkv_proj"
     assert site_name("blocks.11.mlp.0") == "blocks.*.mlp.*"
     assert site_name("0.weight_norm") == "*.weight_norm"
     assert site_name("") == "(root)"

@@ -94,3 +94,60 @@ def test_ship_model_code_copies_the_package_code_into_every_checkpoint(copy):
     assert checkpoints.ship_model_code(folder.parent) == []
     assert checkpoints.MODEL_CODE_FILES == ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py",
                                             "recording.py")  # the model module and every module it imports
+
+
+def as_before_stacking(path):
+    """Rewrite a weights file as checkpoints stored it before W^Q, W^K, W^V were stacked: qkv_proj split by hand
+    into its three d_model-row blocks, named q_proj, k_proj, v_proj."""
+    old = {}
+    for name, tensor in load_file(path).items():
+        if ".qkv_proj." in name:
+            for part, block in zip("qkv", tensor.chunk(3)):
+                old[name.replace(".qkv_proj.", f".{part}_proj.")] = block.clone()
+        else:
+            old[name] = tensor
+    save_file(old, path, {"format": "pt"})
+
+
+@pytest.mark.parametrize("name", ["shakespeare-rope", SEQ2SEQ_NAME])  # self-attention only; and cross-attention
+def test_an_old_checkpoint_is_named_as_such_and_the_upgrade_restores_it_exactly(copy, name):
+    folder = copy(name)
+    original = load_file(folder / "model.safetensors")
+    as_before_stacking(folder / "model.safetensors")
+    (folder / "modeling_scratch_transformer.py").write_text("# the model code of the day it was written\n")
+    assert any(".q_proj." in n for n in load_file(folder / "model.safetensors"))
+    problems = loading.checkpoint_problems(folder)
+    assert f"`python -m training.checkpoints --upgrade {folder}` rewrites it" in problems[-1]
+    with pytest.raises(loading.CheckpointError, match="stores Q, K and V apart"):
+        loading.load_checkpoint(folder)
+
+    changed = checkpoints.upgrade_checkpoint(folder)
+    assert changed == [folder / "model.safetensors", folder / "modeling_scratch_transformer.py"]
+    upgraded = load_file(folder / "model.safetensors")
+    assert sorted(upgraded) == sorted(original)
+    for key, tensor in original.items():  # the stacked matrix, bit for bit, dtype kept
+        assert upgraded[key].dtype == tensor.dtype and torch.equal(upgraded[key], tensor), key
+    assert loading.checkpoint_problems(folder) == []
+    assert not list(folder.glob("*.upgrading"))
+    assert checkpoints.upgrade_checkpoint(folder) == []  # nothing left to do
+
+
+def test_the_upgrade_rewrites_a_timelines_snapshots_and_refuses_an_incomplete_attention(copy, tmp_path):
+    folder = copy()
+    (folder / "snapshots").mkdir()
+    snapshot = folder / "snapshots" / "step-000010.safetensors"
+    shutil.copyfile(folder / "model.safetensors", snapshot)
+    as_before_stacking(snapshot)
+    assert checkpoints.upgrade_weights(folder) == [snapshot]
+    assert load_file(snapshot).keys() == load_file(folder / "model.safetensors").keys()
+
+    as_before_stacking(snapshot)
+    broken = load_file(snapshot)
+    del broken["model.decoder.stack.layers.0.self_attn.v_proj.bias"]
+    save_file(broken, snapshot, {"format": "pt"})
+    before = snapshot.read_bytes()
+    with pytest.raises(ValueError, match=r"layers\.0\.self_attn stores k_proj\.bias, q_proj\.bias but not all three"):
+        checkpoints.upgrade_weights(folder)
+    assert snapshot.read_bytes() == before and not list(folder.glob("snapshots/*.upgrading"))
+    with pytest.raises(FileNotFoundError, match="not a checkpoint folder"):
+        checkpoints.upgrade_checkpoint(tmp_path / "nowhere")

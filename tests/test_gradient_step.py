@@ -48,18 +48,16 @@ def reference(model, ids, position, target_id, rate):
 
 
 def per_head(grads, config, layer):
-    """(heads,) squared norms of each part's head slice, reshaped by hand: q/k/v rows, o columns."""
+    """(heads,) squared norms of each part's head slice, by hand: q/k/v rows of qkv_proj (W_Q, then W_K, then W_V,
+    d_model rows each), o columns of out_proj."""
     prefix = f"model.decoder.stack.layers.{layer}.self_attn."
-    H, dh = config.n_heads, config.d_head
-    out = {}
-    for part, proj in zip("qkvo", ("q_proj", "k_proj", "v_proj", "out_proj")):
-        w = grads[prefix + proj + ".weight"]
-        if part == "o":
-            out[part] = torch.stack([w[:, h * dh:(h + 1) * dh].pow(2).sum() for h in range(H)])
-        else:
-            b = grads[prefix + proj + ".bias"]
-            out[part] = torch.stack([w[h * dh:(h + 1) * dh].pow(2).sum() + b[h * dh:(h + 1) * dh].pow(2).sum()
-                                     for h in range(H)])
+    H, dh, d = config.n_heads, config.d_head, config.d_model
+    w, b = grads[prefix + "qkv_proj.weight"], grads[prefix + "qkv_proj.bias"]
+    out = {part: torch.stack([w[i * d + h * dh:i * d + (h + 1) * dh].pow(2).sum()
+                              + b[i * d + h * dh:i * d + (h + 1) * dh].pow(2).sum() for h in range(H)])
+           for i, part in enumerate("qkv")}
+    o = grads[prefix + "out_proj.weight"]
+    out["o"] = torch.stack([o[:, h * dh:(h + 1) * dh].pow(2).sum() for h in range(H)])
     return out
 
 

@@ -273,14 +273,25 @@ class MultiHeadAttention(nn.Module):
         self.site = (stack, layer_idx, "cross" if is_cross_attention else "self")
         self.dropout = config.attention_dropout
         d = config.d_model
-        self.q_proj = nn.Linear(d, d, bias=config.bias)
-        self.k_proj = nn.Linear(d, d, bias=config.bias)
-        self.v_proj = nn.Linear(d, d, bias=config.bias)
+        # W^Q, W^K, W^V stacked as the rows of one (3D, D) matrix (as GPT-2's c_attn and torch's in_proj_weight):
+        # rows [0, D) are W^Q, [D, 2D) W^K, [2D, 3D) W^V. Self-attention projects all three in one product.
+        self.qkv_proj = nn.Linear(d, 3 * d, bias=config.bias)
         self.out_proj = nn.Linear(d, d, bias=config.bias)
 
-    def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, D) -> (B, H, T, Dh)."""
-        return x.view(*x.shape[:2], self.n_heads, self.d_head).transpose(1, 2)
+    def projection(self, parts: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The weight (len(parts)·D, D) and bias of ``parts``, "q", "k", "v" or adjacent ones ("kv", "qkv"):
+        their rows of ``qkv_proj`` (views, not copies)."""
+        start = "qkv".find(parts)
+        if not parts or start < 0:
+            raise ValueError(f"parts must be q, k, v or adjacent ones (qk, kv, qkv), got {parts!r}")
+        rows = slice(start * self.qkv_proj.in_features, (start + len(parts)) * self.qkv_proj.in_features)
+        bias = self.qkv_proj.bias
+        return self.qkv_proj.weight[rows], None if bias is None else bias[rows]
+
+    def project(self, x: torch.Tensor, parts: str) -> tuple[torch.Tensor, ...]:
+        """x (B, T, D) -> x W^P + b^P for each P in ``parts``, split into heads (B, H, T, Dh); one product."""
+        y = self.qkv_proj(x) if parts == "qkv" else F.linear(x, *self.projection(parts))
+        return y.view(*x.shape[:2], len(parts), self.n_heads, self.d_head).transpose(1, 3).unbind(2)
 
     def forward(self, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | BlockMask | None = None, position_bias: torch.Tensor | None = None,
@@ -293,7 +304,11 @@ class MultiHeadAttention(nn.Module):
         recording = current_recording()
         note = note_for(recording)
         hidden_states = note(self.site, "input", hidden_states)
-        q = note(self.site, "query", self.split_heads(self.q_proj(hidden_states)))
+        if self.is_cross_attention:
+            (q,) = self.project(hidden_states, "q")
+        else:
+            q, k, v = self.project(hidden_states, "qkv")
+        q = note(self.site, "query", q)
         cache = past_key_values
         if isinstance(cache, EncoderDecoderCache):
             cache = cache.cross_attention_cache if self.is_cross_attention else cache.self_attention_cache
@@ -301,9 +316,9 @@ class MultiHeadAttention(nn.Module):
             # the memory does not change while decoding: reuse its projected keys and values
             k, v = cache.layers[self.layer_idx].keys, cache.layers[self.layer_idx].values
         else:
-            source = key_value_states if self.is_cross_attention else hidden_states
-            k = note(self.site, "key", self.split_heads(self.k_proj(source)))
-            v = note(self.site, "value", self.split_heads(self.v_proj(source)))
+            if self.is_cross_attention:  # keys and values from the encoder's memory
+                k, v = self.project(key_value_states, "kv")
+            k, v = note(self.site, "key", k), note(self.site, "value", v)
             if rotary is not None:  # RoPE's tables (rope_tables)
                 q = note(self.site, "query_rotated", rotate_pairs(q, *rotary))
                 k = note(self.site, "key_rotated", rotate_pairs(k, *rotary))
