@@ -319,9 +319,9 @@ class MultiHeadAttention(nn.Module):
             if self.is_cross_attention:  # keys and values from the encoder's memory
                 k, v = self.project(key_value_states, "kv")
             k, v = note(self.site, "key", k), note(self.site, "value", v)
-            if rotary is not None:  # RoPE's tables (rope_tables)
-                q = note(self.site, "query_rotated", rotate_pairs(q, *rotary))
-                k = note(self.site, "key_rotated", rotate_pairs(k, *rotary))
+            if rotary is not None:  # RoPE's tables (rope_tables); q and k turn by the same angles: one rotation
+                q, k = rotate_pairs(torch.stack((q, k)), *rotary).unbind(0)
+                q, k = note(self.site, "query_rotated", q), note(self.site, "key_rotated", k)
             if cache is not None:
                 k, v = cache.update(k, v, self.layer_idx)
                 if self.is_cross_attention:
