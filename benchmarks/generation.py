@@ -5,6 +5,7 @@
     python -m benchmarks.generation                       # all measures below, CPU, 256 new tokens, best of 3
     python -m benchmarks.generation --only greedy --repeats 5
     python -m benchmarks.generation --device cuda --dtype bfloat16 --compile
+    python -m benchmarks.generation --count-ops           # operators one decode step issues, no timing
 
 Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens tokens):
 - greedy: batch 1, a 16-token prompt, dynamic cache, both models eager; with --compile both models decode through
@@ -14,6 +15,8 @@ Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens toke
   cache), so the model's own cost is told apart from generate's per-step bookkeeping; with it, the same step
   written as bare torch functions (``functional_decode``), the floor any eager implementation of these weights
   stands on, with Q, K and V in one product as the model projects them, and apart. Always eager.
+--count-ops counts the aten operators one decode step of each model issues (one token through the cache after a
+16-token prompt, eager; ``benchmarks.op_count.count_issued``) instead of timing.
 --dtype casts both models' weights (after checking in float32 that they generate the same tokens). Each figure is
 the best of --repeats runs after a warm-up, the models alternating so that neither gets a quieter machine; on CUDA
 each run is timed between two synchronisations; the load average is printed with it (timings on a shared machine are
@@ -30,7 +33,7 @@ from transformers import CompileConfig, DynamicCache
 
 from benchmarks.device import DTYPES, add_device_arguments, describe, device_from, synchronize
 from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
-from modeling import ScratchTransformerConfig
+from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from modeling.convert import causal_lm_from_gpt2
 from modeling.modeling_scratch_transformer import ACTIVATION_FUNCTIONS
 
@@ -204,6 +207,29 @@ def report(title: str, best: dict[str, float], reference: str = "GPT2LMHeadModel
         print(f"  {name:<44} {speed:9.1f} tokens/s{ratio}")
 
 
+def decode_step(model, ids):
+    """A function that decodes one greedy token through ``model``'s cache (prefilled with ``ids``) per call."""
+    cache = DynamicCache(config=model.config)
+    with torch.inference_mode():
+        token = [model(ids, past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)]
+
+    def step():
+        with torch.inference_mode():
+            token[0] = model(token[0], past_key_values=cache, use_cache=True).logits[:, -1:].argmax(-1)
+    return step
+
+
+def report_decode_ops(models: dict, ids, top: int = 8) -> None:
+    """Print the aten operators one decode step of each model issues, in all and the most frequent kinds."""
+    from benchmarks.op_count import count_issued
+
+    counts = {name: count_issued(decode_step(model, ids)) for name, model in models.items()}
+    print(f"issued aten ops in one decode step (1 token through the cache after {ids.shape[1]}, eager)")
+    for name, count in counts.items():
+        kinds = ", ".join(f"{op.removeprefix('aten::')} {n}" for op, n in count.most_common(top))
+        print(f"  {name:<44} {sum(count.values()):5d}   ({kinds})")
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN), help="a folder whose config.json gives the sizes")
@@ -212,6 +238,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--new-tokens", type=int, default=256)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--count-ops", action="store_true")
     args = parser.parse_args(argv)
     for name in ("new_tokens", "repeats", "threads"):
         if getattr(args, name) < 1:
@@ -242,6 +269,11 @@ def main(argv=None) -> None:
         if not torch.equal(gpt2.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0),
                            ours.generate(ids, max_new_tokens=16, do_sample=False, pad_token_id=0)):
             raise RuntimeError("GPT-2 and the converted model generate different tokens")
+    if args.count_ops:
+        shipped = ScratchTransformerForCausalLM(config).eval().to(device, dtype)  # the sizes' own encoding; any weights
+        report_decode_ops({"GPT2LMHeadModel": gpt2.to(dtype), "ScratchTransformer": ours.to(dtype),
+                           f"ScratchTransformer ({config.position_encoding}, as shipped)": shipped}, ids)
+        return
     if "forward" in args.only:
         for fused_qkv in (True, False):
             check_functional_floor(ours, ids, fused_qkv=fused_qkv)

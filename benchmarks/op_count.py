@@ -141,6 +141,20 @@ def count_step(model: torch.nn.Module, loss_of: Callable[[], torch.Tensor], opti
     return count
 
 
+def count_issued(run: Callable[[], object]) -> Counter:
+    """{aten op: issued calls} of one call of ``run`` (after one warm-up call): the ``aten::`` calls with no
+    ``aten::`` caller, as for a training step's forward pass. For a decode step through a cache, each call decodes
+    one more token."""
+    run()
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        run()
+    issued = Counter()
+    for event in prof.events():
+        if event.name.startswith("aten::") and not any(a.name.startswith("aten::") for a in _ancestors(event)):
+            issued[event.name] += 1
+    return issued
+
+
 def report(counts: dict[str, OpCount], n_layers: int, lead: str, top: int = 15) -> None:
     """Print the totals per model and phase, the op kinds model ``lead`` issues most (beside the others'), and each
     model's sites, the layers' per layer."""

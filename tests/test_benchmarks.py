@@ -5,13 +5,14 @@ import re
 
 import pytest
 import torch
+import torch.nn.functional as F
 from transformers import DynamicCache
 
 from benchmarks import generation, training_step
 from benchmarks.generation import check_functional_floor, functional_decode, functional_steps_per_second, matrix_products
 from benchmarks.gpt2_reference import gpt2_like
 from benchmarks.minimal_gpt import MinimalGPT, MinimalGPTConfig
-from benchmarks.op_count import count_step, site_name
+from benchmarks.op_count import count_issued, count_step, site_name
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from modeling.convert import causal_lm_from_gpt2
 
@@ -172,6 +173,25 @@ def test_generation_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys):
     assert titles == [f"greedy, batch 1, {cache}", f"greedy, batch 8, left-padded prompts of 4..32 tokens, {cache}",
                       "the decode step's forward pass alone (no generate), batch 1, dynamic cache, eager"]
     assert len(re.findall(r"tokens/s", out)) == 2 + 2 + 6
+
+
+def test_count_issued_counts_the_ops_python_issues_not_the_ones_they_call():
+    x = torch.ones(4, 3)
+    weight = torch.ones(2, 3)
+    issued = count_issued(lambda: F.linear(x, weight).relu() + 1)
+    assert issued == {"aten::linear": 1, "aten::relu": 1, "aten::add": 1}  # linear's own t and mm are nested
+
+
+def test_generation_counts_the_operators_of_one_decode_step(tiny_checkpoint, capsys):
+    generation.main(["--checkpoint", tiny_checkpoint, "--threads", "1", "--count-ops"])
+    out = capsys.readouterr().out
+    rows = dict(re.findall(r"^  (\S.*?)\s+(\d+)   \(", out, re.M))
+    assert list(rows) == ["GPT2LMHeadModel", "ScratchTransformer", "ScratchTransformer (rope, as shipped)"]
+    ops = {name: int(n) for name, n in rows.items()}
+    # per layer (2 here): one stacked Q/K/V product, out, two feed-forward products; and the head
+    assert re.search(r"ScratchTransformer\s+\d+\s+\(linear 9,", out)
+    assert ops["ScratchTransformer"] < ops["GPT2LMHeadModel"] and ops["ScratchTransformer"] < ops["ScratchTransformer (rope, as shipped)"]
+    assert "tokens/s" not in out
 
 
 def test_benchmarks_refuse_cuda_where_there_is_none(tiny_checkpoint, monkeypatch):
