@@ -2,12 +2,15 @@
 
 A tiny model is bound by the cost of issuing operators (Python, the dispatcher, a kernel launch each on a GPU), not
 by arithmetic, so the number of operators a step issues is a speed measure that does not depend on the machine's
-load. Two counts:
+load. Three counts:
 
 - aten calls: every ``aten::`` operator the profiler records, nested ones included (``aten::linear`` calls
   ``aten::t`` and ``aten::addmm``): the dispatcher's work;
 - issued ops: the ``aten::`` calls with no ``aten::`` caller, each one issued from Python in the forward pass, by
-  the autograd engine in the backward pass, or by the optimizer.
+  the autograd engine in the backward pass, or by the optimizer;
+- computing ops: the issued ops that are not views (``VIEW_OPS`` that copied nothing: a view only relabels
+  memory and launches no kernel), a device-independent stand-in for a GPU's kernel launches (on CUDA the
+  launches themselves are counted too).
 
 Each issued op is charged to a site: in the forward pass the innermost module running it (its path, layer indices
 as ``*``); in the backward pass the module whose forward op created the autograd node (matched by the node's
@@ -23,6 +26,11 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 PHASES = ("forward", "backward", "optimizer")
+# ops that return a view of their input (or nothing but metadata): no arithmetic, no kernel on a GPU
+VIEW_OPS = frozenset(f"aten::{op}" for op in (
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "view_as", "transpose", "t", "permute", "expand", "expand_as",
+    "unsqueeze", "squeeze", "unbind", "unflatten", "flatten", "split", "split_with_sizes", "chunk", "select", "slice",
+    "narrow", "as_strided", "alias", "detach"))
 _SITE = "site: "
 
 
@@ -34,7 +42,13 @@ class OpCount:
     calls: Counter = field(default_factory=Counter)
     issued: Counter = field(default_factory=Counter)
     issued_ops: Counter = field(default_factory=Counter)
+    views: Counter = field(default_factory=Counter)  # {phase: issued ops that only made a view}
     kernels: int | None = None
+
+    def computing(self, phase: str | None = None) -> int:
+        """Issued ops that are not views (``VIEW_OPS`` that did not copy), in ``phase`` or in all."""
+        phases = PHASES if phase is None else (phase,)
+        return sum(self.phase_total(p) - self.views[p] for p in phases)
 
     def phase_total(self, phase: str) -> int:
         return sum(n for (p, _), n in self.issued.items() if p == phase)
@@ -62,6 +76,13 @@ def _label_modules(model: torch.nn.Module) -> list:
             lambda m, a, label=label: stack.append(record_function(label).__enter__())))
         handles.append(module.register_forward_hook(lambda m, a, o: stack.pop().__exit__(None, None, None)))
     return handles
+
+
+def is_view(event) -> bool:
+    """A profiler event of a view op that made no copy (``reshape`` of a non-contiguous tensor clones)."""
+    def copies(e):
+        return any(c.name in ("aten::clone", "aten::copy_", "aten::contiguous") or copies(c) for c in e.cpu_children)
+    return event.name in VIEW_OPS and not copies(event)
 
 
 def _ancestors(event):
@@ -132,6 +153,7 @@ def count_step(model: torch.nn.Module, loss_of: Callable[[], torch.Tensor], opti
             site = "(optimizer)"
         count.issued[(phase, site)] += 1
         count.issued_ops[event.name] += 1
+        count.views[phase] += is_view(event)
     for (phase, site), n in list(count.issued.items()):
         if isinstance(site, int):
             del count.issued[(phase, site)]
@@ -162,12 +184,13 @@ def report(counts: dict[str, OpCount], n_layers: int, lead: str, top: int = 15) 
     kernels = any(c.kernels is not None for c in counts.values())
     width = max(len(n) for n in names) + 2
     print(f"{'issued aten ops in one training step':<{width}} {'forward':>8} {'backward':>9} {'optimizer':>9} "
-          f"{'total':>7} {'per layer':>9} {'aten calls':>10}" + ("  kernels" if kernels else ""))
+          f"{'total':>7} {'per layer':>9} {'computing':>9} {'aten calls':>10}" + ("  kernels" if kernels else ""))
     for name, c in counts.items():
         layers = sum(n for site, n in c.per_site().items() if "*" in site)
         total = sum(c.issued.values())
         print(f"{name:<{width}} {c.phase_total('forward'):>8} {c.phase_total('backward'):>9} "
-              f"{c.phase_total('optimizer'):>9} {total:>7} {layers / n_layers:>9.1f} {sum(c.calls.values()):>10}"
+              f"{c.phase_total('optimizer'):>9} {total:>7} {layers / n_layers:>9.1f} {c.computing():>9} "
+              f"{sum(c.calls.values()):>10}"
               + (f"  {c.kernels:>7}" if kernels else ""))
     print(f"\nop kinds {lead} issues most (issued per step; all aten calls, nested included, in brackets)")
     print(f"  {'op':<36}" + "".join(f"{n[:22]:>24}" for n in names))

@@ -6,13 +6,14 @@ import re
 import pytest
 import torch
 import torch.nn.functional as F
+from torch.profiler import ProfilerActivity, profile
 from transformers import DynamicCache
 
 from benchmarks import generation, training_step
 from benchmarks.generation import check_functional_floor, functional_decode, functional_steps_per_second, matrix_products
 from benchmarks.gpt2_reference import gpt2_like
 from benchmarks.minimal_gpt import MinimalGPT, MinimalGPTConfig
-from benchmarks.op_count import count_issued, count_step, site_name
+from benchmarks.op_count import count_issued, count_step, is_view, site_name
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from modeling.convert import causal_lm_from_gpt2
 
@@ -102,6 +103,12 @@ def test_operator_counts_are_charged_to_modules_and_grow_with_the_layers():
     # forward of one block, by hand: the attention's own view, transpose, unbind, SDPA, transpose, reshape (its qkv,
     # out and dropout are modules of their own); one op in each of the MLP's four modules (linear, gelu, linear, dropout)
     assert two.issued[("forward", "blocks.*.attn")] == 2 * 6
+    # ops that compute (not views), forward, per block by hand: LayerNorm, qkv, SDPA, out, dropout, add; LayerNorm,
+    # linear, GELU, linear, dropout, add: 12 (SDPA's CPU kernel writes its output as (B, T, H, Dh): the reshape of the
+    # transposed heads is a view)
+    assert four.computing("forward") - two.computing("forward") == 2 * 12
+    assert two.computing() == sum(two.computing(phase) for phase in ("forward", "backward", "optimizer"))
+    assert 0 < two.computing("backward") < two.phase_total("backward")
     assert two.issued[("forward", "blocks.*.attn.qkv")] == 2 * 1
     assert two.issued[("forward", "blocks.*.mlp.*")] == 2 * 4
     assert not [site for (_, site) in two.issued if "unmatched" in site or site == "(outside modules)"]
@@ -154,11 +161,13 @@ def test_training_step_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys)
 def test_training_step_counts_operators(tiny_checkpoint, capsys):
     training_step.main(["--checkpoint", tiny_checkpoint, "--batch", "2", "--length", "8", "--threads", "1", "--count-ops"])
     out = capsys.readouterr().out
-    totals = dict((name.strip(), [int(n) for n in numbers.split()[:4]]) for name, numbers in re.findall(
-        r"^(GPT2LMHeadModel|ScratchTransformer \(.+?\)|minimal GPT \(.+?\))\s+(\d+\s+\d+\s+\d+\s+\d+)", out, re.M))
+    totals = dict((name.strip(), [float(n) for n in numbers.split()]) for name, numbers in re.findall(
+        r"^(GPT2LMHeadModel|ScratchTransformer \(.+?\)|minimal GPT \(.+?\))\s+(\d+\s+\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+\d+)$",
+        out, re.M))
     assert list(totals) == MODELS
-    for forward, backward, optimizer, total in totals.values():
+    for forward, backward, optimizer, total, per_layer, computing, calls in totals.values():
         assert forward + backward + optimizer == total and forward > 0 and backward > 0
+        assert 0 < computing < total < calls  # views left out; nested calls counted in
     assert "ms/step" not in out and "sites of minimal GPT" in out
 
 
@@ -173,6 +182,18 @@ def test_generation_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys):
     assert titles == [f"greedy, batch 1, {cache}", f"greedy, batch 8, left-padded prompts of 4..32 tokens, {cache}",
                       "the decode step's forward pass alone (no generate), batch 1, dynamic cache, eager"]
     assert len(re.findall(r"tokens/s", out)) == 2 + 2 + 6
+
+
+def test_a_view_is_told_from_a_reshape_that_copies():
+    x = torch.ones(4, 3)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        x.reshape(12)
+        x.t().reshape(12)  # a transposed tensor cannot be flattened in place: reshape clones
+        x.relu()
+    issued = [e for e in prof.events() if e.name.startswith("aten::")
+              and not (e.cpu_parent is not None and e.cpu_parent.name.startswith("aten::"))]
+    assert [(e.name, is_view(e)) for e in issued] == [("aten::reshape", True), ("aten::t", True),
+                                                      ("aten::reshape", False), ("aten::relu", False)]
 
 
 def test_count_issued_counts_the_ops_python_issues_not_the_ones_they_call():
