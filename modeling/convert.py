@@ -2,6 +2,7 @@
 
 - ``transformer_from_torch``: ``torch.nn.Transformer(batch_first=True)`` -> ``modeling.Transformer``.
 - ``causal_lm_from_gpt2``: ``transformers.GPT2LMHeadModel`` -> ``ScratchTransformerForCausalLM``.
+- ``from_transformers``: any causal LM of a family above, chosen by ``config.model_type``.
 
 Both references stack the Q, K, V projections into one (3D, D) matrix, as our ``qkv_proj`` does, so it is copied
 as it is. GPT-2's ``Conv1D`` stores weights as (in, out), the transpose of ``nn.Linear``.
@@ -131,3 +132,16 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     ours = ScratchTransformerForCausalLM(config)
     ours.load_state_dict({k: v.contiguous() for k, v in out.items()}, strict=True)
     return ours.to(m.dtype)
+
+
+CONVERTERS = {"gpt2": causal_lm_from_gpt2}  # model_type -> converter; the families we can hold
+
+
+def from_transformers(model) -> ScratchTransformerForCausalLM:
+    """A transformers causal LM as our Transformer, the converter chosen by ``model.config.model_type``; a family we
+    cannot hold is refused with the list of those we can."""
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type not in CONVERTERS:
+        raise ValueError(f"cannot convert a {model_type or type(model).__name__!r} model: the families we can hold "
+                         f"are {', '.join(sorted(CONVERTERS))}")
+    return CONVERTERS[model_type](model)
