@@ -21,8 +21,10 @@ def extrapolation_lengths(model) -> list[int]:
     return [factor * model.config.context_length for factor in EXTRAPOLATION_FACTORS]
 
 
-def window_losses(model, tokenizer, text: str, context_length: int, batch_size: int = 8, progress=None) -> dict:
-    """Per-token losses of ``text`` read in windows of ``context_length`` tokens (see the module docstring).
+def window_losses(model, tokenizer, text: str, context_length: int, batch_size: int = 8, progress=None,
+                  max_windows: int | None = None) -> dict:
+    """Per-token losses of ``text`` read in windows of ``context_length`` tokens (see the module docstring);
+    ``max_windows``: only the first that many windows.
 
     Returns {"nll": (windows, L-1) tensor of nats (0 where a short last window has no token),
     "scored": bool mask of the same shape, "chars": characters scored}."""
@@ -36,7 +38,7 @@ def window_losses(model, tokenizer, text: str, context_length: int, batch_size: 
     if len(ids) < 2:
         raise ValueError("the text is too short to score: it needs at least two tokens")
     stride = context_length - 1
-    starts = list(range(0, len(ids) - 1, stride))
+    starts = list(range(0, len(ids) - 1, stride))[:max_windows]
     nll = torch.zeros(len(starts), stride)
     scored = torch.zeros(len(starts), stride, dtype=torch.bool)
     chars = 0

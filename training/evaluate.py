@@ -39,6 +39,7 @@ from .corpus import read_pairs, read_split
 from .presets import ENCODING_SEEDS
 
 SLICE_CHARS = 4000  # the fixed slice the tests reproduce
+CURVE_SLICE_WINDOWS = 4  # the per-position curve's slice the tests reproduce: its first windows
 REPEATED_PASSAGES = 32  # test passages each read twice (the in-context figures)
 REPEATED_PASSAGE_TOKENS = 100  # their length in tokens, at most half the context
 SEQ2SEQ_TEST_PAIRS = 1000  # the first N test pairs (in file order)
@@ -77,9 +78,18 @@ PUBLISHED = {
 
 
 def position_losses(window: dict) -> list[float]:
-    """Mean loss at each position p = 1..L-1 of the windows (p tokens of context): the per-position curve."""
+    """Mean loss at each position p = 1..L-1 of the windows (p tokens of context): the per-position curve, unrounded."""
     counts = window["scored"].sum(0).clamp(min=1)
-    return [round(float(v), 4) for v in window["nll"].sum(0) / counts]
+    return [float(v) for v in window["nll"].sum(0) / counts]
+
+
+def position_curve(model, tokenizer, text: str, window: int, window_losses_of_text: dict | None = None) -> dict:
+    """results.json's ``position_loss``: the per-position curve over every window of ``text`` (what the app draws),
+    and the same curve over the first ``CURVE_SLICE_WINDOWS`` windows alone, which a test re-measures in seconds."""
+    full = window_losses(model, tokenizer, text, window) if window_losses_of_text is None else window_losses_of_text
+    first = window_losses(model, tokenizer, text, window, max_windows=CURVE_SLICE_WINDOWS)
+    return {"window": window, "loss": position_losses(full),
+            "slice": {"windows": CURVE_SLICE_WINDOWS, "loss": position_losses(first)}}
 
 
 def character_error_rate(hypotheses: list[str], references: list[str]) -> float:
@@ -145,7 +155,7 @@ def evaluate_causal_lm(model, tokenizer, text: str) -> dict:
         extrapolation_loss[str(length)] = nats / tokens
         if length == context:
             main = {"loss": nats / tokens, "bits_per_char": extrapolation[str(length)], "tokens": tokens, "chars": window["chars"]}
-        curve = position_losses(window)  # the longest window the model can read
+        curve = position_curve(model, tokenizer, text, length, window)  # the longest window the model can read
     slice_result = bits_per_character(model, tokenizer, text[:SLICE_CHARS], context)
     return {
         "test_loss": main["loss"],
@@ -157,7 +167,7 @@ def evaluate_causal_lm(model, tokenizer, text: str) -> dict:
         "chars_scored": main["chars"],
         "extrapolation": extrapolation,
         "extrapolation_loss": extrapolation_loss,
-        "position_loss": {"window": len(curve) + 1, "loss": curve},
+        "position_loss": curve,
         "slice": {"chars": SLICE_CHARS, "bits_per_char": slice_result["bits_per_char"], "loss": slice_result["loss"]},
         "in_context": in_context_scores(model, tokenizer, text),
     }
