@@ -6,7 +6,8 @@
 Language models: test loss (nats per token), perplexity, and bits per character, the text read in windows of
 L tokens as ``checkpointing.scoring`` describes. Extrapolation repeats this on the whole test split at L = 1x, 2x,
 4x and 8x the training context, and records the mean loss at each position of the 8x windows (the per-position
-curve); a learned table has no positions past its end, so its entries past 1x are null and its curve stops at L.
+curve), unrounded, over every window and over the first CURVE_SLICE_WINDOWS alone (the slice the tests re-measure);
+a learned table has no positions past its end, so its entries past 1x are null and its curve stops at L.
 
 Copying from the context (``in_context``), for every language model: the test text cut into REPEATED_PASSAGES
 passages of REPEATED_PASSAGE_TOKENS tokens (half the context where that is less), evenly spaced, each read twice;
