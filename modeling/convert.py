@@ -2,18 +2,29 @@
 
 - ``transformer_from_torch``: ``torch.nn.Transformer(batch_first=True)`` -> ``modeling.Transformer``.
 - ``causal_lm_from_gpt2``: ``transformers.GPT2LMHeadModel`` -> ``ScratchTransformerForCausalLM``.
+- ``causal_lm_from_llama``: ``LlamaForCausalLM`` (and ``Qwen2ForCausalLM``, ``MistralForCausalLM``: the same block).
+- ``causal_lm_from_gpt_neox``: ``GPTNeoXForCausalLM`` (Pythia).
 - ``from_transformers``: any causal LM of a family above, chosen by ``config.model_type``.
 
-Both references stack the Q, K, V projections into one (3D, D) matrix, as our ``qkv_proj`` does, so it is copied
-as it is. GPT-2's ``Conv1D`` stores weights as (in, out), the transpose of ``nn.Linear``.
+GPT-2 and torch stack the Q, K, V projections into one (3D, D) matrix, as our ``qkv_proj`` does, so it is copied
+as it is. GPT-2's ``Conv1D`` stores weights as (in, out), the transpose of ``nn.Linear``. GPT-NeoX stacks them per
+head (q_h, k_h, v_h for each head h): its rows are reordered into ours.
+
+RoPE conventions. Our RoPE turns adjacent pairs (x_2i, x_2i+1) of a head (the RoFormer paper's, and the one the
+model file teaches). Llama and GPT-NeoX turn the halves (x_i, x_i+d/2) by the same angle theta_i
+(``rotate_half``). A score q . k is a sum over a head's dimensions, so it is unchanged when the same permutation
+reorders the dimensions of q and of k: the converter reorders the rows of W^Q and W^K (and their biases) so that
+their dimension i + d/2 sits next to dimension i (``_half_to_pairs``). The model file keeps one RoPE, the scores
+and the attention weights equal the reference's, and only the recorded q and k list a head's dimensions in
+pair order. (The alternative, a second RoPE convention in the model, is a switch every reader would meet.)
 """
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import GPT2LMHeadModel
+from transformers import GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
 
-from .configuration_scratch_transformer import ScratchTransformerConfig
+from .configuration_scratch_transformer import ACTIVATIONS, ScratchTransformerConfig
 from .modeling_scratch_transformer import ScratchTransformerForCausalLM, Transformer
 
 
@@ -134,7 +145,152 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     return ours.to(m.dtype)
 
 
-CONVERTERS = {"gpt2": causal_lm_from_gpt2}  # model_type -> converter; the families we can hold
+def _refuse(family: str, problems: list[str]) -> None:
+    """Raise ValueError naming every setting of the reference that our model cannot hold exactly."""
+    if problems:
+        raise ValueError(f"cannot convert this {family} model exactly: " + "; ".join(problems))
+
+
+def _rope_settings(c, problems: list[str]) -> tuple[float, float]:
+    """(rope_theta, rotary_fraction) from transformers' ``rope_parameters``; a RoPE scaling type is refused."""
+    rope = dict(getattr(c, "rope_parameters", None) or {})
+    if rope.get("rope_type", "default") != "default":
+        problems.append(f"rope_parameters rope_type {rope['rope_type']!r} (only the default, unscaled RoPE maps)")
+    return float(rope.get("rope_theta", 10000.0)), float(rope.get("partial_rotary_factor", 1.0))
+
+
+def _activation(c, problems: list[str]) -> str:
+    if c.hidden_act not in ACTIVATIONS:
+        problems.append(f"hidden_act {c.hidden_act!r} (ours: {', '.join(ACTIVATIONS)})")
+    return c.hidden_act
+
+
+def _half_to_pairs(weight: torch.Tensor, n_heads: int, d_rotary: int) -> torch.Tensor:
+    """Rows of W^Q or W^K (or their bias), head by head, from the halves convention to ours (see the module
+    docstring): within each head, our dimension 2i is their i and 2i+1 is their i + d_rotary/2, for i < d_rotary/2;
+    dimensions past d_rotary (not rotated) keep their place."""
+    d_head = weight.shape[0] // n_heads
+    half = torch.arange(d_rotary // 2)
+    order = torch.cat((torch.stack((half, half + d_rotary // 2), dim=1).flatten(), torch.arange(d_rotary, d_head)))
+    return weight.unflatten(0, (n_heads, d_head))[:, order].flatten(0, 1)
+
+
+def causal_lm_from_llama(m) -> ScratchTransformerForCausalLM:
+    """Build a ``ScratchTransformerForCausalLM`` holding the weights of a ``LlamaForCausalLM`` (or a Qwen2 or
+    Mistral one: the same block, with other biases).
+
+    Llama is our decoder-only model with: RoPE in every layer (no position table), unscaled embeddings, pre-norm
+    with RMSNorm and a final one, a gated feed-forward with silu (SwiGLU), grouped-query attention, biases as the
+    checkpoint has them (Llama: none, or ``attention_bias`` / ``mlp_bias``; Qwen2: q, k, v only), no dropout but on
+    the attention weights, and an LM head of its own unless ``tie_word_embeddings``.
+    """
+    if not isinstance(m, (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)):
+        raise ValueError(f"m must be a transformers LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM, "
+                         f"got {type(m).__name__}")
+    c, family, problems = m.config, type(m).__name__, []
+    d_head = c.hidden_size // c.num_attention_heads
+    if getattr(c, "head_dim", None) not in (None, d_head):
+        problems.append(f"head_dim {c.head_dim} != hidden_size / num_attention_heads = {d_head}")
+    if getattr(c, "sliding_window", None) is not None:
+        problems.append(f"sliding_window {c.sliding_window} (ours attends to every earlier token)")
+    if any(kind != "full_attention" for kind in getattr(c, "layer_types", None) or ()):
+        problems.append(f"layer_types {sorted(set(c.layer_types))} (ours: full_attention in every layer)")
+    rope_theta, rotary_fraction = _rope_settings(c, problems)
+    activation = _activation(c, problems)
+    attention = m.model.layers[0].self_attn
+    qkv_bias = attention.q_proj.bias is not None
+    if {attention.k_proj.bias is not None, attention.v_proj.bias is not None} != {qkv_bias}:
+        problems.append("a bias on some of q_proj, k_proj, v_proj but not all")
+    _refuse(family, problems)
+    config = ScratchTransformerConfig(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads,
+        n_kv_heads=c.num_key_value_heads, n_layers=c.num_hidden_layers, d_ff=c.intermediate_size,
+        max_position_embeddings=c.max_position_embeddings, position_encoding="rope", rope_theta=rope_theta,
+        rotary_fraction=rotary_fraction, norm="rmsnorm", norm_first=True, final_layer_norm=True,
+        activation=activation, feed_forward="gated", scale_embeddings=False, dropout=0.0, activation_dropout=0.0,
+        attention_dropout=c.attention_dropout, bias=False, qkv_bias=qkv_bias,
+        attention_bias=attention.o_proj.bias is not None,
+        feed_forward_bias=m.model.layers[0].mlp.gate_proj.bias is not None, layer_norm_eps=c.rms_norm_eps,
+        tie_word_embeddings=c.tie_word_embeddings, bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id,
+        pad_token_id=c.pad_token_id,
+    )
+    ours = ScratchTransformerForCausalLM(config)
+    d_rotary = config.d_rotary
+    src = m.state_dict()
+    out = {"model.decoder.embed.token.weight": src["model.embed_tokens.weight"],
+           "model.decoder.stack.norm.weight": src["model.norm.weight"],
+           "lm_head.weight": m.get_output_embeddings().weight}
+    for i in range(c.num_hidden_layers):
+        s, t = f"model.layers.{i}", f"model.decoder.stack.layers.{i}"
+        for kind in ("weight", "bias") if qkv_bias else ("weight",):
+            q = _half_to_pairs(src[f"{s}.self_attn.q_proj.{kind}"], c.num_attention_heads, d_rotary)
+            k = _half_to_pairs(src[f"{s}.self_attn.k_proj.{kind}"], c.num_key_value_heads, d_rotary)
+            out[f"{t}.self_attn.qkv_proj.{kind}"] = torch.cat((q, k, src[f"{s}.self_attn.v_proj.{kind}"]))
+        _copy_linear(out, f"{t}.self_attn.out_proj", src, f"{s}.self_attn.o_proj")
+        for kind in ("weight", "bias"):
+            if f"{s}.mlp.gate_proj.{kind}" in src:  # W_gate and W_up stacked, as our linear1 holds them
+                out[f"{t}.feed_forward.linear1.{kind}"] = torch.cat(
+                    (src[f"{s}.mlp.gate_proj.{kind}"], src[f"{s}.mlp.up_proj.{kind}"]))
+        _copy_linear(out, f"{t}.feed_forward.linear2", src, f"{s}.mlp.down_proj")
+        out[f"{t}.self_attn_norm.norm.weight"] = src[f"{s}.input_layernorm.weight"]
+        out[f"{t}.feed_forward_norm.norm.weight"] = src[f"{s}.post_attention_layernorm.weight"]
+    ours.load_state_dict({k: v.contiguous() for k, v in out.items()}, strict=True)
+    return ours.to(m.dtype)
+
+
+def causal_lm_from_gpt_neox(m) -> ScratchTransformerForCausalLM:
+    """Build a ``ScratchTransformerForCausalLM`` holding the weights of a ``GPTNeoXForCausalLM`` (Pythia).
+
+    GPT-NeoX is our decoder-only model with: RoPE on the first ``partial_rotary_factor`` of each head (Pythia: a
+    quarter), unscaled embeddings, pre-norm LayerNorms and a final one, a parallel residual when
+    ``use_parallel_residual`` (x + Attn(LN_1(x)) + FFN(LN_2(x))), the paper's feed-forward (gelu), biases in
+    attention as ``attention_bias`` says and always in the feed-forward, and an LM head of its own unless ``tie_word_embeddings``.
+    """
+    if not isinstance(m, GPTNeoXForCausalLM):
+        raise ValueError(f"m must be a transformers GPTNeoXForCausalLM, got {type(m).__name__}")
+    c, problems = m.config, []
+    rope_theta, rotary_fraction = _rope_settings(c, problems)
+    activation = _activation(c, problems)
+    _refuse("GPT-NeoX", problems)
+    config = ScratchTransformerConfig(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads, n_layers=c.num_hidden_layers,
+        d_ff=c.intermediate_size, max_position_embeddings=c.max_position_embeddings, position_encoding="rope",
+        rope_theta=rope_theta, rotary_fraction=rotary_fraction, norm="layernorm", norm_first=True,
+        final_layer_norm=True, parallel_residual=c.use_parallel_residual, activation=activation,
+        scale_embeddings=False, dropout=c.hidden_dropout, activation_dropout=0.0,
+        attention_dropout=c.attention_dropout, bias=True, attention_bias=c.attention_bias, feed_forward_bias=True,
+        layer_norm_eps=c.layer_norm_eps, tie_word_embeddings=c.tie_word_embeddings, bos_token_id=c.bos_token_id,
+        eos_token_id=c.eos_token_id, pad_token_id=c.pad_token_id,
+    )
+    ours = ScratchTransformerForCausalLM(config)
+    heads, d_head, d_rotary = config.n_heads, config.d_head, config.d_rotary
+    src = m.state_dict()
+    out = {"model.decoder.embed.token.weight": src["gpt_neox.embed_in.weight"],
+           "lm_head.weight": m.get_output_embeddings().weight}
+    _copy_linear(out, "model.decoder.stack.norm", src, "gpt_neox.final_layer_norm")
+    for i in range(c.num_hidden_layers):
+        s, t = f"gpt_neox.layers.{i}", f"model.decoder.stack.layers.{i}"
+        for kind in ("weight", "bias") if c.attention_bias else ("weight",):
+            # their rows: head by head, (q_h, k_h, v_h) each d_head rows -> ours: all q heads, all k, all v
+            q, k, v = src[f"{s}.attention.query_key_value.{kind}"].unflatten(0, (heads, 3, d_head)).unbind(1)
+            q, k = (_half_to_pairs(x.flatten(0, 1), heads, d_rotary) for x in (q, k))
+            out[f"{t}.self_attn.qkv_proj.{kind}"] = torch.cat((q, k, v.flatten(0, 1)))
+        for theirs, mine in (("attention.dense", "self_attn.out_proj"), ("mlp.dense_h_to_4h", "feed_forward.linear1"),
+                             ("mlp.dense_4h_to_h", "feed_forward.linear2"), ("input_layernorm", "self_attn_norm.norm"),
+                             ("post_attention_layernorm", "feed_forward_norm.norm")):
+            _copy_linear(out, f"{t}.{mine}", src, f"{s}.{theirs}")
+    ours.load_state_dict({k: v.contiguous() for k, v in out.items()}, strict=True)
+    return ours.to(m.dtype)
+
+
+# model_type -> converter: the families we can hold
+CONVERTERS = {
+    "gpt2": causal_lm_from_gpt2,
+    "llama": causal_lm_from_llama,
+    "qwen2": causal_lm_from_llama,
+    "mistral": causal_lm_from_llama,
+    "gpt_neox": causal_lm_from_gpt_neox,
+}
 
 
 def from_transformers(model) -> ScratchTransformerForCausalLM:

@@ -128,7 +128,8 @@ class InputEmbedding(nn.Module):
 
 def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
     """RoPE: pair i of a head at position m turns by m * theta_i, theta_i = theta^(-2i/d_head).
-    (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over heads."""
+    (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over heads. With a rotary fraction
+    ``d_head`` is the rotated width d_rotary (GPT-NeoX: a quarter of the head)."""
     inv_freq = theta ** (-torch.arange(0, d_head, 2, device=position_ids.device, dtype=torch.float32) / d_head)
     angles = position_ids.to(torch.float32)[:, None, :, None] * inv_freq
     return angles.cos(), angles.sin()
@@ -145,6 +146,14 @@ def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0) in each pair
     rotated = x * cos + swapped * sin  # float32 like the tables
     return rotated if rotated.dtype == x.dtype else rotated.to(x.dtype)
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """``rotate_pairs`` on the first d_rotary = cos.shape[-1] dimensions of each head; the rest pass unturned."""
+    width = cos.shape[-1]
+    if width == x.shape[-1]:
+        return rotate_pairs(x, cos, sin)
+    return torch.cat((rotate_pairs(x[..., :width], cos, sin), x[..., width:]), dim=-1)
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -245,6 +254,9 @@ def eager_attention_forward(module: nn.Module, query: torch.Tensor, key: torch.T
     (B, H, T, Dh) q, (B, H, S, Dh) k, v -> (output (B, T, H, Dh), weights (B, H, T, S)).
     The bias, scores and weights are sites of ``module`` (a recording keeps them here)."""
     note = note_for(current_recording())
+    if module.num_key_value_groups > 1:  # grouped-query attention: query head h reads key/value head h // groups
+        key = key.repeat_interleave(module.num_key_value_groups, dim=1)
+        value = value.repeat_interleave(module.num_key_value_groups, dim=1)
     bias = score_bias(attention_mask, position_bias, is_causal, query.shape[-2], key.shape[-2], query.dtype, query.device)
     if bias is not None:
         bias = note(module.site, "bias", bias)
@@ -259,7 +271,8 @@ class MultiHeadAttention(nn.Module):
     head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k) + bias) V W_i^V,  d_k = d_model / h.
 
     Self-attention reads Q, K, V from the same sequence; cross-attention reads K, V from the encoder
-    memory. The softmax itself is the configured backend (``config._attn_implementation``); when the
+    memory. Grouped-query attention (``n_kv_heads`` < h) projects fewer key/value heads, each shared by
+    h / n_kv_heads query heads: a smaller KV cache, the same scores formula. The softmax itself is the configured backend (``config._attn_implementation``); when the
     weights are asked for (``output_attentions``, or a recording that keeps them), it is the eager one.
     """
 
@@ -267,31 +280,37 @@ class MultiHeadAttention(nn.Module):
                  is_causal: bool = False, stack: str = "decoder"):
         super().__init__()
         self.config = config
-        self.n_heads, self.d_head = config.n_heads, config.d_head
+        self.n_heads, self.n_kv_heads, self.d_head = config.n_heads, config.n_kv_heads, config.d_head
+        self.num_key_value_groups = config.n_heads // config.n_kv_heads  # the name transformers' backends read
         self.scaling = config.d_head**-0.5
         self.layer_idx, self.is_cross_attention, self.is_causal = layer_idx, is_cross_attention, is_causal
         self.site = (stack, layer_idx, "cross" if is_cross_attention else "self")
         self.dropout = config.attention_dropout
-        d = config.d_model
-        # W^Q, W^K, W^V stacked as the rows of one (3D, D) matrix (as GPT-2's c_attn and torch's in_proj_weight):
-        # rows [0, D) are W^Q, [D, 2D) W^K, [2D, 3D) W^V. Self-attention projects all three in one product.
-        self.qkv_proj = nn.Linear(d, 3 * d, bias=config.bias)
-        self.out_proj = nn.Linear(d, d, bias=config.bias)
+        d, q_rows, kv_rows = config.d_model, config.n_heads * config.d_head, config.n_kv_heads * config.d_head
+        # W^Q, W^K, W^V stacked as the rows of one matrix (as GPT-2's c_attn and torch's in_proj_weight): rows
+        # [0, D) are W^Q, then n_kv_heads * d_head rows of W^K, as many of W^V. One product projects all three.
+        self.rows = {"q": q_rows, "k": kv_rows, "v": kv_rows}
+        self.qkv_proj = nn.Linear(d, q_rows + 2 * kv_rows, bias=config.qkv_bias)
+        self.out_proj = nn.Linear(q_rows, d, bias=config.attention_bias)
 
     def projection(self, parts: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The weight (len(parts)·D, D) and bias of ``parts``, "q", "k", "v" or adjacent ones ("kv", "qkv"):
-        their rows of ``qkv_proj`` (views, not copies)."""
+        """The weight and bias of ``parts``, "q", "k", "v" or adjacent ones ("kv", "qkv"): their rows of
+        ``qkv_proj`` (views, not copies)."""
         start = "qkv".find(parts)
         if not parts or start < 0:
             raise ValueError(f"parts must be q, k, v or adjacent ones (qk, kv, qkv), got {parts!r}")
-        rows = slice(start * self.qkv_proj.in_features, (start + len(parts)) * self.qkv_proj.in_features)
+        first = sum(self.rows[p] for p in "qkv"[:start])
+        rows = slice(first, first + sum(self.rows[p] for p in parts))
         bias = self.qkv_proj.bias
         return self.qkv_proj.weight[rows], None if bias is None else bias[rows]
 
     def project(self, x: torch.Tensor, parts: str) -> tuple[torch.Tensor, ...]:
-        """x (B, T, D) -> x W^P + b^P for each P in ``parts``, split into heads (B, H, T, Dh); one product."""
+        """x (B, T, D) -> x W^P + b^P for each P in ``parts``, split into heads (B, heads, T, Dh); one product."""
         y = self.qkv_proj(x) if parts == "qkv" else F.linear(x, *self.projection(parts))
-        return y.view(*x.shape[:2], len(parts), self.n_heads, self.d_head).transpose(1, 3).unbind(2)
+        if self.n_kv_heads == self.n_heads:  # every part has H heads: one view splits them all
+            return y.view(*x.shape[:2], len(parts), self.n_heads, self.d_head).transpose(1, 3).unbind(2)
+        return tuple(part.unflatten(-1, (-1, self.d_head)).transpose(1, 2)
+                     for part in y.split([self.rows[p] for p in parts], dim=-1))
 
     def forward(self, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | BlockMask | None = None, position_bias: torch.Tensor | None = None,
@@ -320,7 +339,10 @@ class MultiHeadAttention(nn.Module):
                 k, v = self.project(key_value_states, "kv")
             k, v = note(self.site, "key", k), note(self.site, "value", v)
             if rotary is not None:  # RoPE's tables (rope_tables); q and k turn by the same angles: one rotation
-                q, k = rotate_pairs(torch.stack((q, k)), *rotary).unbind(0)
+                if q.shape == k.shape:
+                    q, k = rotate(torch.stack((q, k)), *rotary).unbind(0)
+                else:  # grouped-query attention: fewer key heads
+                    q, k = rotate(q, *rotary), rotate(k, *rotary)
                 q, k = note(self.site, "query_rotated", q), note(self.site, "key_rotated", k)
             if cache is not None:
                 k, v = cache.update(k, v, self.layer_idx)
@@ -347,24 +369,57 @@ ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     "relu": F.relu,
     "gelu": F.gelu,
     "gelu_new": lambda x: F.gelu(x, approximate="tanh"),
+    "silu": F.silu,
 }
 
 
 class FeedForward(nn.Module):
-    """Position-wise FFN(x) = act(x W1 + b1) W2 + b2, the same two layers applied at every position."""
+    """Position-wise FFN(x) = act(x W1 + b1) W2 + b2, the same two layers applied at every position.
+
+    Gated (``feed_forward="gated"``; SwiGLU with silu, Llama's): FFN(x) = (act(x W_gate) * x W_up) W2. The gate
+    decides, per hidden unit, how much of x W_up passes. W_gate and W_up are stacked in ``linear1`` (rows
+    [0, d_ff) W_gate, [d_ff, 2 d_ff) W_up): one product, as ``qkv_proj`` stacks W^Q, W^K, W^V."""
 
     def __init__(self, config: ScratchTransformerConfig, site: tuple = ("decoder", 0, "ffn")):
         super().__init__()
-        self.linear1 = nn.Linear(config.d_model, config.d_ff, bias=config.bias)
-        self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.bias)
+        self.gated = config.feed_forward == "gated"
+        width = 2 * config.d_ff if self.gated else config.d_ff
+        self.linear1 = nn.Linear(config.d_model, width, bias=config.feed_forward_bias)
+        self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.feed_forward_bias)
         self.activation = ACTIVATION_FUNCTIONS[config.activation]
         self.dropout = config.activation_dropout
         self.site = site
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         note = note_for(current_recording())
-        hidden = note(self.site, "hidden", self.activation(self.linear1(x)))  # width d_ff
+        if self.gated:
+            gate, up = self.linear1(x).chunk(2, dim=-1)
+            gate, up = note(self.site, "gate", self.activation(gate)), note(self.site, "up", up)
+            hidden = note(self.site, "hidden", gate * up)  # width d_ff
+        else:
+            hidden = note(self.site, "hidden", self.activation(self.linear1(x)))  # width d_ff
         return note(self.site, "output", self.linear2(dropout(hidden, self.dropout, self.training)))
+
+
+class RMSNorm(nn.Module):
+    """RMSNorm(x) = x / sqrt(mean(x^2) + eps) * g (Zhang & Sennrich 2019; Llama): LayerNorm without the centring
+    and the bias. Computed in float32, then cast back before the gain, as Llama does."""
+
+    def __init__(self, d_model: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        return self.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+
+
+def make_norm(config: ScratchTransformerConfig) -> nn.Module:
+    """The configured normalisation over d_model: ``nn.LayerNorm`` (bias as ``config.bias``) or ``RMSNorm``."""
+    if config.norm == "rmsnorm":
+        return RMSNorm(config.d_model, eps=config.layer_norm_eps)
+    return nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
 
 
 class AddAndNorm(nn.Module):
@@ -377,7 +432,7 @@ class AddAndNorm(nn.Module):
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__()
         self.norm_first = config.norm_first
-        self.norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias)
+        self.norm = make_norm(config)
         self.dropout = config.dropout
 
     def sublayer_input(self, x: torch.Tensor) -> torch.Tensor:
@@ -393,6 +448,8 @@ class TransformerLayer(GradientCheckpointingLayer):
 
     With ``cross_attention`` a decoder layer: masked self-attention, then cross-attention over the
     encoder memory, then feed-forward. Each sublayer sits inside its own Add & Norm.
+    Parallel residual (GPT-NeoX, GPT-J): x + Attn(LN_1(x)) + FFN(LN_2(x)); both read the layer input x, and the
+    stream between them (``after_self_attention``) is x + Attn(LN_1(x)), to which FFN(LN_2(x)) is then added.
     """
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int, cross_attention: bool = False,
@@ -408,6 +465,7 @@ class TransformerLayer(GradientCheckpointingLayer):
             self.cross_attn = self.cross_attn_norm = None
         self.feed_forward = FeedForward(config, (stack, layer_idx, "ffn"))
         self.feed_forward_norm = AddAndNorm(config)
+        self.parallel_residual = config.parallel_residual
 
     def forward(
         self,
@@ -422,7 +480,7 @@ class TransformerLayer(GradientCheckpointingLayer):
     ) -> torch.Tensor:
         """The residual stream (B, T, D) in, the residual stream out."""
         note = note_for(current_recording())
-        x = note(self.site, "input", x)
+        x = layer_input = note(self.site, "input", x)
         h, _ = self.self_attn(self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask,
                               position_bias=position_bias, rotary=rotary, past_key_values=past_key_values, **kwargs)
         x = note(self.site, "after_self_attention", self.self_attn_norm(x, h))
@@ -432,7 +490,8 @@ class TransformerLayer(GradientCheckpointingLayer):
             h, _ = self.cross_attn(self.cross_attn_norm.sublayer_input(x), key_value_states=memory,
                                    attention_mask=memory_mask, past_key_values=past_key_values, **kwargs)
             x = note(self.site, "after_cross_attention", self.cross_attn_norm(x, h))
-        x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(x)))
+        ffn_reads = layer_input if self.parallel_residual else x
+        x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(ffn_reads)))
         return note(self.site, "output", x)
 
 
@@ -448,11 +507,9 @@ class TransformerStack(nn.Module):
                  causal: bool = False, name: str = "decoder"):
         super().__init__()
         self.n_heads, self.d_head = config.n_heads, config.d_head
-        self.position_encoding, self.rope_theta = config.position_encoding, config.rope_theta
+        self.position_encoding, self.rope_theta, self.d_rotary = config.position_encoding, config.rope_theta, config.d_rotary
         self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal, name) for i in range(n_layers))
-        self.norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps, bias=config.bias) if config.final_layer_norm else None
-        )
+        self.norm = make_norm(config) if config.final_layer_norm else None
         self.name = name
 
     def forward(
@@ -477,7 +534,7 @@ class TransformerStack(nn.Module):
         batch, length = x.shape[:2]
         rotary = None
         if self.position_encoding == "rope":
-            cos, sin = rope_angles(position_ids, self.d_head, self.rope_theta)
+            cos, sin = rope_angles(position_ids, self.d_rotary, self.rope_theta)
             rotary = rope_tables(note((self.name, None, "rope"), "cos", cos), note((self.name, None, "rope"), "sin", sin))
         position_bias = None
         if self.position_encoding == "alibi":
@@ -832,7 +889,7 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
 
 class ScratchTransformerLanguageModel(ScratchTransformerPreTrainedModel):
     """What both language models share: the bare model, and the LM head logits = h W_E^T, whose
-    weight is the token embedding's (``_tied_weights_keys``)."""
+    weight is the token embedding's (``_tied_weights_keys``) when ``config.tie_word_embeddings``, else its own."""
 
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__(config)

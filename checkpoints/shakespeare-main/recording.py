@@ -41,10 +41,10 @@ class AttentionRecord:
 
     input: torch.Tensor  # (B, T, D) the sublayer input: LayerNorm(x) in a pre-norm model, x in post-norm
     query: torch.Tensor  # (B, H, T, Dh) x W_Q, split into heads (before RoPE)
-    key: torch.Tensor  # (B, H, S, Dh) source W_K (the encoder memory for cross-attention)
-    value: torch.Tensor  # (B, H, S, Dh) source W_V
+    key: torch.Tensor  # (B, H_kv, S, Dh) source W_K (the encoder memory for cross-attention); H_kv = n_kv_heads
+    value: torch.Tensor  # (B, H_kv, S, Dh) source W_V; query head h reads key/value head h // (H / H_kv)
     query_rotated: torch.Tensor | None  # RoPE: R(m) q, what the scores use; None without RoPE
-    key_rotated: torch.Tensor | None  # RoPE: R(n) k
+    key_rotated: torch.Tensor | None  # RoPE: R(n) k (only the first d_rotary dims of a head turn)
     bias: torch.Tensor | None  # added to the scores, broadcastable to (B, H, T, S): masks, ALiBi's penalty
     scores: torch.Tensor  # (B, H, T, S) q . k / sqrt(d_k) + bias
     weights: torch.Tensor  # (B, H, T, S) softmax over keys
@@ -62,9 +62,11 @@ class LayerRecord:
     after_self_attention: torch.Tensor
     cross_attention: AttentionRecord | None
     after_cross_attention: torch.Tensor | None
-    feed_forward_hidden: torch.Tensor  # (B, T, d_ff) act(x W_1 + b_1)
-    feed_forward_output: torch.Tensor  # act(x W_1 + b_1) W_2 + b_2
+    feed_forward_hidden: torch.Tensor  # (B, T, d_ff) act(x W_1 + b_1); gated: act(x W_gate) * x W_up
+    feed_forward_output: torch.Tensor  # hidden W_2 + b_2
     output: torch.Tensor  # the residual stream going out (before any final LayerNorm)
+    feed_forward_gate: torch.Tensor | None = None  # gated feed-forward: (B, T, d_ff) act(x W_gate); else None
+    feed_forward_up: torch.Tensor | None = None  # gated feed-forward: (B, T, d_ff) x W_up; else None
 
 
 @dataclass
@@ -121,7 +123,9 @@ class Recording:
         return LayerRecord(self_attention=self.attention(stack, layer, "self"),
                            cross_attention=self.attention(stack, layer, "cross"),
                            feed_forward_hidden=self.get(stack, layer, "ffn", "hidden"),
-                           feed_forward_output=self.get(stack, layer, "ffn", "output"), **stream)
+                           feed_forward_output=self.get(stack, layer, "ffn", "output"),
+                           feed_forward_gate=self.get(stack, layer, "ffn", "gate"),
+                           feed_forward_up=self.get(stack, layer, "ffn", "up"), **stream)
 
     def stack(self, stack: str) -> StackRecord | None:
         if Site(stack, None, None, "output") not in self.values:

@@ -1,0 +1,147 @@
+"""The block options (norm, gated feed-forward, grouped-query attention, biases, tied head, partial RoPE, parallel
+residual), each checked against its formula computed by hand from the module's own weights (float32, 1e-5 unless
+stated); and the shipped checkpoints, which predate the options, load and compute exactly as before."""
+
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from checkpointing.loading import checkpoint_folders, load_checkpoint
+from modeling import record
+from modeling.modeling_scratch_transformer import RMSNorm
+from tiny_models import random_ids, tiny_causal_lm, tiny_config
+
+ROOT = Path(__file__).resolve().parent.parent
+# logits at the last position of a fixed input, saved from every shipped checkpoint by the model code before
+# the block options existed (commit d75657b), for the ids below
+SAVED_LOGITS = ROOT / "tests" / "data" / "shipped_last_logits.safetensors"
+IDS = torch.tensor([[5, 17, 200, 41, 8, 120, 77, 9, 250, 12, 64, 99]])
+
+
+@pytest.mark.parametrize("folder", checkpoint_folders(ROOT / "checkpoints"), ids=lambda folder: folder.name)
+def test_shipped_checkpoints_load_their_weights_unchanged_and_compute_as_before(folder):
+    model, _ = load_checkpoint(folder)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    with safe_open(folder / "model.safetensors", "pt") as stored:
+        for name in stored.keys():
+            assert torch.equal(params[name], stored.get_tensor(name)), name  # to the bit
+    with torch.no_grad():
+        if model.config.is_encoder_decoder:
+            logits = model(input_ids=IDS, decoder_input_ids=IDS[:, :7]).logits
+        else:
+            logits = model(IDS).logits
+    saved = load_file(SAVED_LOGITS)[folder.name]
+    # bit for bit on the machine that saved them; another CPU's kernels may round differently
+    torch.testing.assert_close(logits[0, -1], saved, rtol=0, atol=1e-5)
+
+
+def test_rmsnorm_is_x_over_its_root_mean_square_times_the_gain():
+    norm = RMSNorm(6, eps=1e-6)
+    with torch.no_grad():
+        norm.weight.normal_()
+    x = torch.randn(2, 3, 6)
+    expected = x / torch.sqrt((x**2).mean(-1, keepdim=True) + 1e-6) * norm.weight
+    assert (norm(x) - expected).abs().max().item() <= 1e-5
+    model = tiny_causal_lm(norm="rmsnorm")
+    assert isinstance(model.model.decoder.stack.norm, RMSNorm)
+    assert not any("norm.bias" in name for name, _ in model.named_parameters())
+
+
+def test_gated_feed_forward_is_swiglu():
+    model = tiny_causal_lm(feed_forward="gated", activation="silu", feed_forward_bias=False)
+    ffn = model.model.decoder.stack.layers[0].feed_forward
+    w_gate, w_up = ffn.linear1.weight.chunk(2)
+    x = torch.randn(2, 5, 32)
+    expected = (F.silu(x @ w_gate.T) * (x @ w_up.T)) @ ffn.linear2.weight.T
+    with record() as recording:
+        out = ffn(x)
+    assert (out - expected).abs().max().item() <= 1e-5
+    assert (recording["decoder", 0, "ffn", "hidden"] - F.silu(x @ w_gate.T) * (x @ w_up.T)).abs().max().item() <= 1e-5
+    assert recording["decoder", 0, "ffn", "gate"].shape == recording["decoder", 0, "ffn", "up"].shape == (2, 5, 64)
+    assert ffn.linear1.bias is None and ffn.linear2.bias is None
+
+
+def test_grouped_query_attention_equals_multi_head_attention_with_each_key_head_copied():
+    """n_kv_heads=2 of 4: query heads 0, 1 read key/value head 0, heads 2, 3 head 1. A multi-head model whose W^K and
+    W^V repeat those rows gives the same logits, and the cache holds 2 heads."""
+    gqa = tiny_causal_lm(n_kv_heads=2)
+    mha = tiny_causal_lm()
+    state = gqa.state_dict()
+    for i in range(2):
+        q, k, v = state[f"model.decoder.stack.layers.{i}.self_attn.qkv_proj.weight"].split([32, 16, 16])
+        repeat = lambda w: w.unflatten(0, (2, 8)).repeat_interleave(2, dim=0).flatten(0, 1)  # noqa: E731
+        state[f"model.decoder.stack.layers.{i}.self_attn.qkv_proj.weight"] = torch.cat((q, repeat(k), repeat(v)))
+        b = state[f"model.decoder.stack.layers.{i}.self_attn.qkv_proj.bias"].split([32, 16, 16])
+        state[f"model.decoder.stack.layers.{i}.self_attn.qkv_proj.bias"] = torch.cat(
+            (b[0], *(x.unflatten(0, (2, 8)).repeat_interleave(2, dim=0).flatten() for x in b[1:])))
+    mha.load_state_dict(state)
+    x = random_ids(2, 9)
+    with torch.no_grad():
+        out = gqa(x, use_cache=True)
+        assert (out.logits - mha(x).logits).abs().max().item() <= 1e-5
+        eager = gqa(x, output_attentions=True)
+    assert (eager.logits - out.logits).abs().max().item() <= 1e-5  # eager softmax and sdpa agree
+    assert out.past_key_values.layers[0].keys.shape == (2, 2, 9, 8)
+    assert gqa.model.decoder.stack.layers[0].self_attn.qkv_proj.weight.shape == (32 + 2 * 16, 32)
+
+
+def test_qkv_bias_alone_as_qwen2():
+    attention = tiny_causal_lm(bias=False, qkv_bias=True).model.decoder.stack.layers[0].self_attn
+    assert attention.qkv_proj.bias is not None and attention.out_proj.bias is None
+    attention = tiny_causal_lm(attention_bias=False).model.decoder.stack.layers[0]
+    assert attention.self_attn.qkv_proj.bias is None and attention.feed_forward.linear1.bias is not None
+
+
+def test_untied_lm_head_is_its_own_matrix_and_survives_save_and_load(tmp_path):
+    model = tiny_causal_lm(tie_word_embeddings=False)
+    assert model.lm_head.weight.data_ptr() != model.model.decoder.embed.token.weight.data_ptr()
+    model.save_pretrained(tmp_path)
+    loaded = type(model).from_pretrained(tmp_path).eval()
+    assert torch.equal(loaded.lm_head.weight, model.lm_head.weight)
+    assert not torch.equal(loaded.lm_head.weight, loaded.model.decoder.embed.token.weight)
+
+
+def test_partial_rotary_turns_only_the_first_dimensions_of_each_head():
+    """rotary_fraction 0.5 of an 8-wide head: dimensions 0..3 turn (two pairs), 4..7 are the unrotated query."""
+    model = tiny_causal_lm(rotary_fraction=0.5, rope_theta=100.0)
+    x = random_ids(1, 6)
+    with record() as recording:
+        model(x)
+    attention = recording.attention("decoder", 0)
+    q, rotated = attention.query, attention.query_rotated
+    assert torch.equal(rotated[..., 4:], q[..., 4:])
+    positions = torch.arange(6, dtype=torch.float32)
+    for pair in range(2):
+        angle = positions * 100.0 ** (-2 * pair / 4)
+        x0, x1 = q[..., 2 * pair], q[..., 2 * pair + 1]
+        expected = torch.stack((x0 * angle.cos() - x1 * angle.sin(), x0 * angle.sin() + x1 * angle.cos()), -1)
+        assert (rotated[..., 2 * pair: 2 * pair + 2] - expected).abs().max().item() <= 1e-5
+    assert recording.decoder.rotary[0].shape == (1, 1, 6, 2)
+
+
+def test_parallel_residual_adds_attention_and_feed_forward_of_the_same_input():
+    model = tiny_causal_lm(parallel_residual=True)
+    layer = model.model.decoder.stack.layers[0]
+    with record() as recording:
+        model(random_ids(2, 7))
+    x = recording["decoder", 0, None, "input"]
+    attention = recording["decoder", 0, "self", "output"]
+    with torch.no_grad():
+        ffn = layer.feed_forward(layer.feed_forward_norm.norm(x))
+    assert (recording["decoder", 0, "self", "input"] - layer.self_attn_norm.norm(x)).abs().max().item() <= 1e-6
+    assert (recording["decoder", 0, None, "after_self_attention"] - (x + attention)).abs().max().item() <= 1e-6
+    assert (recording["decoder", 0, None, "output"] - (x + attention + ffn)).abs().max().item() <= 1e-5
+
+
+def test_config_round_trips_every_option(tmp_path):
+    config = tiny_config(norm="rmsnorm", feed_forward="gated", activation="silu", n_kv_heads=1, bias=False,
+                         qkv_bias=True, rotary_fraction=0.5, position_encoding="rope", parallel_residual=True,
+                         tie_word_embeddings=False, rope_theta=500.0)
+    config.save_pretrained(tmp_path)
+    loaded = type(config).from_pretrained(tmp_path)
+    assert loaded.to_dict() == config.to_dict()
+    assert (loaded.num_key_value_heads, loaded.d_rotary, loaded.attention_bias, loaded.qkv_bias) == (1, 4, False, True)
