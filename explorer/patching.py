@@ -150,7 +150,8 @@ def _length(tokenizer, text: str) -> int:
 def change_one_word(tokenizer, text, word=None) -> tuple[str, str]:
     """(the text with one word changed, what was done). The word: ``word`` (its first occurrence), or else the
     earlier copy of the text's last word (what an induction head would copy from), or else the first word. It
-    becomes the first of ``REPLACEMENTS`` (capitalised like it) not in the text that keeps the token count."""
+    becomes the first of ``REPLACEMENTS`` not in the text, else the first other word of the text, that keeps the
+    token count (capitalised like it)."""
     text, _ = require_text(text, "a clean text")
     found = list(WORD.finditer(text))
     if not found:
@@ -163,9 +164,11 @@ def change_one_word(tokenizer, text, word=None) -> tuple[str, str]:
         earlier = [m for m in found[:-1] if m.group() == found[-1].group()]
         chosen = earlier[0] if earlier else found[0]
     original, length = chosen.group(), _length(tokenizer, text)
-    for candidate in REPLACEMENTS:
+    others = [m.group() for m in found if m.group().lower() != original.lower()]
+    fresh = [w for w in REPLACEMENTS if w.lower() not in text.lower()]
+    for candidate in dict.fromkeys([*fresh, *others]):  # new words first, then the text's own
         candidate = candidate.capitalize() if original[0].isupper() else candidate.lower()
-        if candidate.lower() in text.lower():
+        if candidate == original:
             continue
         changed = text[:chosen.start()] + candidate + text[chosen.end():]
         if _length(tokenizer, changed) == length:
