@@ -42,6 +42,7 @@ WORKERS = 2  # chunks run side by side: torch releases the GIL in its kernels, a
 # then " send"); the corrupted copy changes the name where it first appears (``change_one_word``). SPREAD_TEXTS are
 # texts of the same kind beside it, so a learner sees whether the default is typical.
 DEFAULT_CLEAN = "My lord, the duke of Norfolk sends word, and the earl of Warwick waits. Tell the duke of Norfolk"
+DEFAULT_CORRUPTED = "My lord, the duke of Portia sends word, and the earl of Warwick waits. Tell the duke of Norfolk"
 SPREAD_TEXTS = (
     "Enter Mistress Overdone and Pompey. Then enter Mistress Overdone",
     "The porter Quibble kept the gate; the cook kept the fire. At dawn the porter Quibble",
@@ -122,7 +123,7 @@ def one_token(tokenizer, value, what: str) -> int:
 
 def text_ids(tokenizer, text, what: str, limit: int) -> tuple[str, torch.Tensor]:
     """(the cleaned text, its (T,) ids as the app feeds them); empty or over ``limit`` tokens is an InputProblem."""
-    cleaned, _ = require_text(text, what)
+    cleaned, _ = require_text(text, f"a {what}")
     ids = tokenizer(cleaned, return_tensors="pt").input_ids[0]
     if ids.shape[0] > limit:
         raise InputProblem(f"The {what} is {ids.shape[0]} tokens; activation patching reads at most {limit} tokens "
@@ -239,6 +240,18 @@ def patch_edits(batch: list[list[Patch]], clean, start: int = 0) -> dict[Site, C
     return {site: _overwrite(clean[site], *entries, start) for site, entries in by_site.items()}
 
 
+def patched_part(value: torch.Tensor, patch: Patch) -> torch.Tensor:
+    """The entries of a (1, ...) site value that ``patch`` overwrites."""
+    positions = list(patch.positions)
+    return value[0, positions] if patch.head is None else value[0, patch.head, positions]
+
+
+def changes_nothing(patches: list[Patch], clean, corrupted) -> bool:
+    """Whether every patch writes exactly the value the corrupted run has there (a causal model's two runs agree
+    before the first changed token, and the embeddings agree wherever the tokens do): its run IS the corrupted run."""
+    return all(torch.equal(patched_part(clean[p.site], p), patched_part(corrupted[p.site], p)) for p in patches)
+
+
 def _keep_nothing(site: Site) -> bool:
     return False
 
@@ -331,6 +344,7 @@ class Patching:
     clean_top: list[tuple[str, float]]
     corrupted_top: list[tuple[str, float]]
     grids: dict[str, PatchGrid]
+    n_heads: int
     labels: Callable[[list[int]], list[str]] = field(repr=False)
     notices: list[str] = field(default_factory=list)
 
@@ -417,8 +431,8 @@ def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=Non
                            "change how the model weighs the answer against the wrong answer, so there is nothing to "
                            "restore. Corrupt a token the answer depends on, or pick other answers.")
     if clean_ld < corrupted_ld:
-        notices.append("The corrupted run prefers the answer more than the clean run does: 1 still means 'as in the "
-                       "clean run', but the grid measures how much a patch lowers the preference.")
+        notices.append("The corrupted run gives the answer a larger lead over the wrong answer than the clean run does; "
+                       "restored still runs from 0 (the corrupted run) to 1 (the clean run).")
 
     n_layers, n_heads, length = model.config.n_layers, model.config.n_heads, clean_ids.shape[0]
     kinds = [GRIDS[name] for name in names]
@@ -426,9 +440,13 @@ def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=Non
     needed = {patch.site for rows in cells for patch_list in rows for patch in patch_list}
     values = {site: clean.recording[site] for site in needed}
     every = [patch for rows in cells for patch in rows]
+    same = [changes_nothing(row, values, corrupted.recording) for row in every]
+    to_run = [row for row, unchanged in zip(every, same) if not unchanged]
     report = None if progress is None else (
-        lambda done, total: progress(done / total, f"{len(every)} patched runs: {done} of {total} batches"))
-    logits = run_batched(model, corrupted.read.target_ids, every, values, report, chunk_tokens, workers)
+        lambda done, total: progress(done / total, f"{len(to_run)} patched runs: {done} of {total} batches"))
+    logits = corrupted_last.expand(len(every), -1).clone()  # a patch that writes what is there: the corrupted run
+    logits[[i for i, unchanged in enumerate(same) if not unchanged]] = run_batched(
+        model, corrupted.read.target_ids, to_run, values, report, chunk_tokens, workers)
     scores = (logit_difference(logits, answer_id, wrong_id) - corrupted_ld) / (clean_ld - corrupted_ld)
     top = logits.softmax(-1).topk(TOP_K)
 
@@ -448,4 +466,47 @@ def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=Non
         answer=token_labels(tokenizer, [answer_id])[0], wrong_answer=token_labels(tokenizer, [wrong_id])[0],
         answer_id=answer_id, wrong_id=wrong_id, clean_metric=clean_ld, corrupted_metric=corrupted_ld,
         clean_top=top_tokens(tokenizer, clean_last), corrupted_top=top_tokens(tokenizer, corrupted_last), grids=grids,
+        n_heads=n_heads,
         labels=lambda ids: token_labels(tokenizer, ids), notices=notices + list(clean.read.notices))
+
+
+# ----------------------------------------------------------------------------------------------
+# What the tab says beside the grids
+# ----------------------------------------------------------------------------------------------
+
+TEACHING = """**What patching asks.** Run the *corrupted* text, but at one place inside the model write in the value that
+place had on the *clean* text. If the clean answer comes back, what the clean run carried **there** was enough to
+decide it. Each cell of a grid is one such patched run.
+
+**How it differs from ablation.** Ablation (the Head ablation tab) removes a head and asks what breaks: is the head
+*needed*? Patching starts from a broken run and puts back one clean value: is that place *enough* to carry what
+the changed tokens told the model? Two texts that differ in a few tokens isolate that one piece of information.
+
+**The metric.** LD = logit(answer) − logit(wrong answer) at the last position; restored =
+(LD patched − LD corrupted) / (LD clean − LD corrupted): 0 is the corrupted run (white), 1 the clean run (blue).
+A patch can overshoot (above 1) or hurt (below 0, red).
+
+**How to read a grid.** *Residual stream*: row L is the stream entering layer L (row 0: the embeddings), a column
+one position. Row 0 lights up only where the texts differ (their embeddings); where the bright cell jumps to a later
+position between two rows, an attention layer moved the information there. *Attention* and *feed-forward*: what that
+sublayer writes into the stream at that position (our layers are pre-norm: x + Sublayer(LayerNorm(x))).
+*Heads*: one head's output (before W_O) patched alone, at every position and at the last position only."""
+
+
+def explanation(result: Patching) -> str:
+    """What this result's grids show, in numbers computed from it."""
+    lines = [f"**This run.** Answer {echo(result.answer)} against {echo(result.wrong_answer)}: LD clean "
+             f"{result.clean_metric:.3f}, corrupted {result.corrupted_metric:.3f}."]
+    residual = result.grids.get("residual")
+    if residual is not None:
+        best = residual.values.argmax(axis=1)
+        path = ", ".join(f"{row} at {echo(residual.columns[p], 24)} ({residual.values[i, p]:.2f})"
+                         for i, (row, p) in enumerate(zip(residual.rows, best)))
+        lines.append(f"Residual stream, the position that restores most in each layer: {path}.")
+    heads = result.grids.get("heads")
+    if heads is not None:
+        for column, where in enumerate(HEAD_COLUMNS):
+            order = np.argsort(-heads.values[:, column])[:3]
+            tops = ", ".join(f"{heads.rows[i]} ({heads.values[i, column]:.2f})" for i in order)
+            lines.append(f"Heads patched at {where}, the three that restore most: {tops}.")
+    return "\n\n".join(lines)

@@ -327,9 +327,9 @@ def test_an_encoder_decoder_is_refused_with_the_reason(tiny_checkpoints):
 
 @pytest.mark.parametrize("clean, corrupted, answer, wrong, sites, message", [
     (patching.DEFAULT_CLEAN, "Tell the duke of Norfolk", "", "", None, "same number of tokens.*clean text is 30 tokens, the corrupted text 7"),
-    ("", "anything", "", "", None, "clean text first: the box is empty"),
-    (patching.DEFAULT_CLEAN, "   ", "", "", None, "corrupted text first"),
-    (patching.DEFAULT_CLEAN, None, "", "", None, "corrupted text first"),
+    ("", "anything", "", "", None, "Type a clean text first: the box is empty"),
+    (patching.DEFAULT_CLEAN, "   ", "", "", None, "Type a corrupted text first"),
+    (patching.DEFAULT_CLEAN, None, "", "", None, "Type a corrupted text first"),
     (patching.DEFAULT_CLEAN, "CORRUPT", " Norfolk", "", None, "answer must be exactly one token.*is 3 tokens"),
     (patching.DEFAULT_CLEAN, "CORRUPT", " send", " send", None, "same token"),
     (patching.DEFAULT_CLEAN, patching.DEFAULT_CLEAN, "", "", None, "same tokens: there is nothing to patch"),
