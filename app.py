@@ -19,33 +19,34 @@ import os
 import gradio as gr
 
 from explorer import catalog, figures
-from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, sampling, steps, timeline, \
-    train_live
+from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, patching, sampling, steps, \
+    timeline, train_live
 
 logger = logging.getLogger("app")
 
 INTRO = """# A Transformer from scratch
 The same models, seen from every side: **generate** text, **compare** positional encodings (sinusoidal, learned,
 RoPE, ALiBi, none), look at **attention heads**, follow the tensors **through one forward pass**, then take it
-apart with the model's own numbers: **attention step by step**, the **logit lens**, **head ablation** and
-**sampling**. Then watch learning itself: take **one gradient step**, **train one yourself** from scratch, or
+apart with the model's own numbers: **attention step by step**, the **logit lens**, **head ablation**,
+**sampling** and **activation patching**. Then watch learning itself: take **one gradient step**, **train one yourself** from scratch, or
 **watch it learn**: an induction head forming in a recorded training run."""
 
 
 def build_demo() -> gr.Blocks:
-    """The page: the intro, the catalog's status line, and the eleven tabs, each with its own model menu (the
-    page load refreshes them all; One gradient step's lists the decoder-only models)."""
+    """The page: the intro, the catalog's status line, and the twelve tabs, each with its own model menu (the
+    page load refreshes them all; Activation patching's and One gradient step's list the decoder-only models)."""
     choices, value, note = common.menus_now()
     # files served (the trained models' zips) are copied into gradio's cache: every hour, those over 2 hours old go
     with gr.Blocks(title="Transformer from scratch", delete_cache=(3600, 7200)) as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
-        with gr.Tabs(overflow_behavior="wrap"):  # eleven tabs: on a narrow page they wrap, none hides behind a menu
+        with gr.Tabs(overflow_behavior="wrap"):  # twelve tabs: on a narrow page they wrap, none hides behind a menu
             generate_menu, decoding = generate.tab(choices, value)
             encodings.tab()
             menus = [generate_menu, *(view.tab(choices, value, decoding) for view in (attention, forward, steps, lens, ablation)),
                      sampling.tab(choices, value)]
-            decoder_menus = [gradient_step.tab(choices, value)]
+            patching_menu = patching.tab(choices, value)
+            decoder_menus = [gradient_step.tab(choices, value), patching_menu]
             train_live.tab()
             timeline.tab()
         demo.load(common.catalog_event(len(menus), len(decoder_menus)), None, [*menus, *decoder_menus, catalog_status],

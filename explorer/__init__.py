@@ -17,6 +17,8 @@ The teaching views (every number the model's own, each proven equal to it in a t
 - ``steps``: one attention sublayer recomputed from its input and the layer's weights, step by step for one head
   and query, each step compared with the run's recording; ``worked_example``: the notes' example, done right;
 - ``lens``: the logit lens; ``ablation``: heads removed by an edit in a new recording, and ranked;
+- ``patching``: activation patching, the clean run's values written into the corrupted run's recording, batched
+  (``patching_figures``: its heat maps);
 - ``sampling``: the next-token distribution exactly as ``generate`` samples from it; ``heads``: head types;
 - ``teaching``: the explanations beside the views; ``teach_figures`` and ``teach_html``: their plots and HTML.
 

@@ -59,7 +59,8 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                 "/attention_kind", "/forward_trace", "/worked_example", "/attention_steps", "/attention_steps_query",
                 "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution",
                 "/attention_token", "/attention_token_layer", "/attention_token_kind", "/attention_token_query",
-                "/attention_grid_head", "/gradient_step", "/train_live", "/stop_training", "/training_timeline"}
+                "/attention_grid_head", "/gradient_step", "/train_live", "/stop_training", "/training_timeline",
+                "/activation_patching"}
     private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note",  # UI only
                "steps_model_note", "lens_model_note", "ablation_model_note", "sampling_model_note",
                "steps_kinds", "ablation_kinds", "steps_fold_example", "steps_pick_query", "lens_pick_position",
@@ -67,7 +68,8 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "generate_stop_on", "generate_stop_off", "generate_submit_stop_on", "generate_submit_stop_off",
                "ablation_clear_rank", "ablation_clear_removal", "grad_model_note", "train_live_stop_on", "train_live_stop_off",
                "training_timeline_snapshot", "training_timeline_step", "training_timeline_open", "training_timeline_run_range",
-               "training_timeline_run"}
+               "training_timeline_run", "patching_model_note", "patching_cell", "patching_change_word",
+               "patching_swap_half"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -84,11 +86,12 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
 
 
 def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model(client, tiny_checkpoints):
-    *menus, gradient_menu, note = client.predict(api_name="/catalog")
+    *menus, gradient_menu, patching_menu, note = client.predict(api_name="/catalog")
     assert len(menus) == 7  # generate, attention, forward pass, steps, lens, ablation, sampling
-    # one gradient step: the decoder-only models alone
-    assert [value for _, value in gradient_menu["choices"]] == [m for m in MODELS if m != SEQ2SEQ_NAME]
-    assert gradient_menu["value"] == "shakespeare-rope"
+    # one gradient step and activation patching: the decoder-only models alone
+    for decoder_menu in (gradient_menu, patching_menu):
+        assert [value for _, value in decoder_menu["choices"]] == [m for m in MODELS if m != SEQ2SEQ_NAME]
+        assert decoder_menu["value"] == "shakespeare-rope"
     for menu in menus:
         assert [value for _, value in menu["choices"]] == MODELS and menu["value"] == "shakespeare-rope"
         labels = dict((value, label) for label, value in menu["choices"])

@@ -1,0 +1,78 @@
+"""How long activation patching takes: each grid of shakespeare-main on a text of --tokens tokens.
+
+    python -m benchmarks.patching --threads 1 --tokens 64     # as the app runs it: one torch thread per worker
+
+The clean text is the opening of the held-out passage below, cut to exactly --tokens tokens; the corrupted one
+changes one word (``explorer.patching.change_one_word``). Each grid is timed alone (``sites=[name]``), --repeat
+times after one warm-up; prints one JSON line with the median wall seconds of each, its median CPU seconds (all
+threads: on a shared machine the wall time depends on the other load, the CPU time much less; on an idle machine
+the wall time is about the CPU time over the cores used) and the patched runs it made.
+``--workers`` chunks run side by side (``explorer.patching.WORKERS`` in the app), ``--threads`` torch threads each.
+"""
+
+import argparse
+import json
+import statistics
+import os
+import time
+from pathlib import Path
+
+import torch
+
+from explorer import catalog
+from explorer.patching import CHUNK_TOKENS, GRIDS, WORKERS, activation_patching, change_one_word
+
+PASSAGE = ("My lord, the duke of Norfolk sends word, and the earl of Warwick waits without. Tell the duke of Norfolk "
+           "that the king will hear him at noon, and bid the earl of Warwick come with him; for the queen would see "
+           "them both before the night, and the prince would speak with Norfolk of the war in France, and of the "
+           "ships that wait at Dover for the wind.")
+
+
+def text_of_length(tokenizer, tokens: int) -> str:
+    """The passage's opening that the tokenizer reads as exactly ``tokens`` tokens."""
+    ids = tokenizer(PASSAGE).input_ids
+    if len(ids) < tokens:
+        raise SystemExit(f"--tokens: the passage is {len(ids)} tokens; ask for at most that")
+    for cut in range(tokens, len(ids) + 1):
+        text = tokenizer.decode(ids[:cut])
+        if len(tokenizer(text).input_ids) == tokens:
+            return text
+    raise SystemExit(f"no opening of the passage is exactly {tokens} tokens")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="checkpoints/shakespeare-main")
+    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=WORKERS)
+    parser.add_argument("--chunk-tokens", type=int, default=CHUNK_TOKENS)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    info = catalog.describe_folder(Path(args.model))
+    model, tokenizer = catalog.load_model(info)
+    clean = text_of_length(tokenizer, args.tokens)
+    corrupted, _ = change_one_word(tokenizer, clean)
+
+    options = dict(chunk_tokens=args.chunk_tokens, workers=args.workers)
+    result = {"model": info.name, "tokens": args.tokens, "threads": args.threads, "workers": args.workers,
+              "chunk_tokens": args.chunk_tokens, "cpus": os.cpu_count()}
+    layers, heads = model.config.n_layers, model.config.n_heads
+    runs = {"residual": layers * args.tokens, "heads": layers * heads * 2, "attention": layers * args.tokens,
+            "feed_forward": layers * args.tokens}
+    for name in GRIDS:
+        activation_patching(model, tokenizer, clean, corrupted, sites=[name], **options)  # warm-up (and the two runs, cached)
+        times, cpu = [], []
+        for _ in range(args.repeat):
+            started, started_cpu = time.perf_counter(), time.process_time()
+            activation_patching(model, tokenizer, clean, corrupted, sites=[name], **options)
+            times.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - started_cpu)
+        result[name] = {"seconds": round(statistics.median(times), 3), "cpu_seconds": round(statistics.median(cpu), 3),
+                        "patched_runs": runs[name], "all": [round(t, 3) for t in times]}
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

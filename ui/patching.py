@@ -1,0 +1,129 @@
+"""The Activation patching tab: a clean and a corrupted text, the grids of patched runs as heat maps (a click on a
+cell shows that run's top next tokens), the numbers as JSON, and what it all means beside them."""
+
+import time
+
+import gradio as gr
+
+from explorer import catalog, patching
+from explorer.inputs import echo
+from explorer.patching_figures import cell_figure, grid_figure
+
+from .common import INTERACTIVE, KEPT, NO_FIGURE, UNCHECKED, decoder_only, guarded, model_menu, status
+
+NO_JSON, NO_RESULT, NO_TEXT = None, None, ""
+SITE_CHOICES = [("Residual stream (layer × position)", "residual"), ("Each head (layer × head)", "heads"),
+                ("Attention output (layer × position)", "attention"), ("Feed-forward output (layer × position)", "feed_forward")]
+PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in patching.GRIDS}
+
+# A click on a cell of a grid's plotly heat map: the gr.HTML beside the plots listens to every plot of this tab
+# (plotly's own 'plotly_click' event, attached again whenever a plot is drawn anew) and sends a 'click' event
+# with the grid's name, the heat map (curve) and the cell's row and column
+CLICK_BRIDGE_JS = """
+const attach = () => {
+  document.querySelectorAll('[id^="patching-plot-"] .js-plotly-plot').forEach((plot) => {
+    if (typeof plot.on !== 'function' || (plot._ev && plot.__patchingClick &&
+        plot._ev.listeners('plotly_click').includes(plot.__patchingClick))) return;
+    const grid = plot.closest('[id^="patching-plot-"]').id.slice('patching-plot-'.length).replace('-', '_');
+    plot.__patchingClick = (data) => {
+      const point = data && data.points && data.points[0];
+      if (!point || !Array.isArray(point.pointNumber)) return;
+      trigger('click', {grid: grid, curve: point.curveNumber, row: point.pointNumber[0], column: point.pointNumber[1]});
+    };
+    plot.on('plotly_click', plot.__patchingClick);
+  });
+};
+new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
+attach();
+"""
+CLICK_HINT = "<p class='patching-hint'>Click a cell of any grid: that patched run's five most likely next tokens appear here.</p>"
+
+
+def _figures(result, names, config):
+    return [grid_figure(result, name, config.n_layers, config.n_heads) if name in names else NO_FIGURE
+            for name in patching.GRIDS]
+
+
+@guarded(NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_JSON, NO_TEXT, NO_RESULT, NO_FIGURE)
+def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_answer, sites, progress=gr.Progress()):
+    """Every patched run of the chosen grids: one heat map per grid, the numbers as JSON, what they show."""
+    info, model, tokenizer = catalog.resolve(model_name)
+    started = time.perf_counter()
+    result = patching.activation_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites,
+                                          progress=lambda f, d: progress(f, desc=d))
+    seconds = time.perf_counter() - started
+    runs = sum(grid.values.size for grid in result.grids.values())
+    line = (f"**{info.name}**, {len(result.tokens)} tokens: answer {echo(result.answer)} against "
+            f"{echo(result.wrong_answer)}; logit difference clean {result.clean_metric:.3f}, corrupted "
+            f"{result.corrupted_metric:.3f}. {runs} patched runs in {seconds:.1f} s.")
+    defaults = "" if answer and wrong_answer else "Empty answer boxes take the clean run's two most likely next tokens."
+    return (*_figures(result, result.grids, model.config), result.to_json(), patching.explanation(result), result,
+            NO_FIGURE, status(line, defaults, *result.notices))
+
+
+@guarded(NO_FIGURE)
+def show_cell(result, evt: gr.EventData):
+    """The clicked cell's patched run: its top next tokens."""
+    if result is None:
+        return NO_FIGURE, status("Patch first: the grids are not computed yet.")
+    grid, row, column = str(evt.grid), int(evt.row), int(evt.column)
+    if grid not in result.grids:
+        return NO_FIGURE, status("That grid was not computed in this run.")
+    if grid == "heads":  # two maps, every position and last position, each layer x head: (layer, head) -> row
+        row, column = row * result.n_heads + column, int(evt.curve)
+    return cell_figure(result, grid, row, column), status(f"Top next tokens of the run patched at {result.grids[grid].rows[row]}, "
+                                                          f"{result.grids[grid].columns[column]}.")
+
+
+@guarded(KEPT)
+def corrupted_copy(model_name, clean_text, how):
+    """The clean text made into a corrupted one: one word changed, or the first half's words swapped in pairs."""
+    _, _, tokenizer = catalog.resolve(model_name)
+    make = patching.change_one_word if how == "word" else patching.swap_repeated_half
+    corrupted, note = make(tokenizer, clean_text)
+    return corrupted, status(f"Corrupted copy: {note}.")
+
+
+def tab(choices, value) -> gr.Dropdown:
+    """The tab, and its model menu (decoder-only models)."""
+    decoders, value = decoder_only(choices, value)
+    with gr.Tab("Activation patching", id="patching"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                clean = gr.Textbox(label="Clean text (the model gets the answer right)", value=patching.DEFAULT_CLEAN,
+                                   lines=2, elem_id="patching-clean")
+                corrupted = gr.Textbox(label="Corrupted text (same number of tokens, a few changed)",
+                                       value=patching.DEFAULT_CORRUPTED, lines=2, elem_id="patching-corrupted")
+                with gr.Row():
+                    change_word = gr.Button("Corrupt: change one word", size="sm", elem_id="patching-change-word")
+                    swap_half = gr.Button("Corrupt: swap the words of the first half", size="sm", elem_id="patching-swap-half")
+            with gr.Column(scale=2):
+                menu = model_menu("patching-model", decoders, value)
+                with gr.Row():
+                    answer = gr.Textbox(label="Answer (one token)", placeholder="empty: the clean run's top token",
+                                        elem_id="patching-answer", min_width=120)
+                    wrong = gr.Textbox(label="Wrong answer (one token)", placeholder="empty: its second", elem_id="patching-wrong",
+                                       min_width=120)
+                sites = gr.CheckboxGroup(SITE_CHOICES, value=list(patching.GRIDS), label="Grids", elem_id="patching-sites")
+                button = gr.Button("Patch", variant="primary", elem_id="patching-button")
+        status_line = gr.Markdown(elem_id="patching-status", elem_classes="status-line")
+        with gr.Row():
+            with gr.Column(scale=3, min_width=480):
+                plots = {name: gr.Plot(label=patching.GRIDS[name].title, elem_id=PLOT_IDS[name]) for name in patching.GRIDS}
+            with gr.Column(scale=2, min_width=320):
+                bridge = gr.HTML(CLICK_HINT, elem_id="patching-click", js_on_load=CLICK_BRIDGE_JS)
+                cell_plot = gr.Plot(label="The clicked cell's patched run", elem_id="patching-plot-cell")
+                explained = gr.Markdown(elem_id="patching-explanation")
+                gr.Markdown(patching.TEACHING, elem_id="patching-teaching")
+        numbers = gr.JSON(label="The numbers (clean_metric, corrupted_metric, one grid per site: [row][position], normalised)",
+                          open=False, max_height=320, elem_id="patching-json")
+        result = gr.State(NO_RESULT)
+    button.click(activation_patching, [menu, clean, corrupted, answer, wrong, sites],
+                 [*plots.values(), numbers, explained, result, cell_plot, status_line], api_name="activation_patching",
+                 **INTERACTIVE, **UNCHECKED)
+    bridge.click(show_cell, result, [cell_plot, status_line], api_name="patching_cell", api_visibility="private")
+    change_word.click(lambda m, t: corrupted_copy(m, t, "word"), [menu, clean], [corrupted, status_line],
+                      api_name="patching_change_word", api_visibility="private", **UNCHECKED)
+    swap_half.click(lambda m, t: corrupted_copy(m, t, "swap"), [menu, clean], [corrupted, status_line],
+                    api_name="patching_swap_half", api_visibility="private", **UNCHECKED)
+    return menu
