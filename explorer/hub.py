@@ -36,6 +36,7 @@ import torch
 from huggingface_hub import HfApi, constants, hf_hub_download, snapshot_download
 from huggingface_hub import errors as hub_errors
 from huggingface_hub.utils import tqdm as hub_tqdm
+from huggingface_hub.file_download import repo_folder_name
 from huggingface_hub.utils import validate_repo_id
 
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
@@ -493,6 +494,8 @@ def hub_error_message(error: Exception) -> str:
         return "The repo has no such revision: give a branch, tag or commit it has, or leave it empty for the default branch."
     if isinstance(error, hub_errors.GatedRepoError):
         return "This repo is gated: it needs an access request on the Hub."
+    if isinstance(error, hub_errors.LocalEntryNotFoundError):
+        return "This model is not in the local cache, and the app is offline (HF_HUB_OFFLINE): open it once online."
     if isinstance(error, hub_errors.EntryNotFoundError):
         return f"A file the repo lists is missing on the Hub ({error_text(error)})."
     name = type(error).__name__
@@ -549,7 +552,18 @@ def _fetch(job: Job, repo_id: str, revision: str | None) -> tuple[Path, str, Pla
             shards = set(json.loads(path.read_text()).get("weight_map", {}).values())
             if not shards <= set(plan_.files):
                 raise InputProblem(f"{where}'s {name} names shards the repo lacks: {echo(sorted(shards - set(plan_.files)))}.")
+    _remember_ref(repo_id, revision or "main", info.sha)
     return config_path.parent, info.sha, plan_
+
+
+def _remember_ref(repo_id: str, revision: str, commit: str) -> None:
+    """Write the cache's refs/<revision> -> commit (files were fetched by commit, which writes no ref), so the repo
+    opens by name offline too (the cache layout: models--owner--name/refs/<revision>)."""
+    if revision == commit:
+        return
+    ref = Path(cache_dir()) / repo_folder_name(repo_id=repo_id, repo_type="model") / "refs" / revision
+    ref.parent.mkdir(parents=True, exist_ok=True)
+    ref.write_text(commit)
 
 
 def start_open(repo_id, revision=None) -> Job:
