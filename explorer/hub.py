@@ -1,5 +1,5 @@
 """Models from outside the shipped folders, opened as OUR Transformer: a Hub repo (``start_open`` / ``open_repo``),
-a zip of a ``save_pretrained`` folder (``open_upload``), a model trained in the app (``open_trained``).
+a zip of a ``save_pretrained`` folder (``open_upload``; Train one yourself's download is one).
 
 Nothing a repository holds ever runs. Only data files are fetched (config.json, tokenizer files, weights): a repo's
 ``.py`` files are never downloaded and its ``auto_map`` is dropped from the config before any class is chosen; the
@@ -247,11 +247,11 @@ class Opened:
 
     @property
     def label(self) -> str:
-        where = {"hub": f"the Hub, {self.repo_id}" + (f"@{self.revision}" if self.revision else ""),
-                 "upload": "your upload", "trained": "trained by you"}[self.source]
+        where = {"hub": "the Hub", "upload": "your upload", "trained": "trained by you"}[self.source]
         commit = f" · commit {self.commit[:7]}" if self.commit else ""
         parity = "" if self.parity is None else f" · parity {self.parity:.1e}"
-        return f"{self.name} · {self.family} · {_size(self.n_parameters)} · from {where}{commit}{parity}"
+        source = f"from {where}" if self.source == "hub" else where
+        return f"{self.name} · {self.family} · {_size(self.n_parameters)} · {source}{commit}{parity}"
 
     def to_json(self) -> dict:
         return {"name": self.name, "family": self.family, "model_type": self.model_type,
@@ -632,6 +632,9 @@ def open_folder(folder: Path, title: str, source: str, session: str | None) -> O
     sizes = {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file()}
     if "config.json" not in sizes:
         raise InputProblem(f"{where} lacks config.json: give the zip of a save_pretrained folder.")
+    if source == "trained" and "tokenizer.json" not in sizes:
+        raise InputProblem("This model was trained on random tokens: it has no tokenizer, and every view reads text. "
+                           "Train one on text to open it in every tab.")
     plan_ = plan(where, sizes, (folder / "config.json").read_bytes())
     name = _session_name(title)
     model, parity, tokenizer = load_folder(folder, plan_, where)
@@ -671,28 +674,20 @@ def unpack_zip(archive: Path, target: Path) -> Path:
     return target
 
 
-def open_upload(path, session: str | None = None) -> Opened:
-    """Open an uploaded zip of a save_pretrained folder for this browser session."""
+def open_upload(path, session: str | None = None, source: str = "upload") -> Opened:
+    """Open an uploaded zip of a save_pretrained folder for this browser session (``source`` "trained": the zip
+    Train one yourself made)."""
     if not path or not Path(str(path)).is_file():
+        if source == "trained":
+            raise InputProblem("Train a model first: this opens the model the tab just trained.")
         raise InputProblem("Upload a zip of a save_pretrained folder (config.json, model.safetensors, tokenizer.json).")
     folder = unpack_zip(Path(str(path)), _root / secrets.token_hex(8))
+    title = "trained" if source == "trained" else re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(str(path)).stem)[:40] or "upload"
     try:
-        return open_folder(folder, re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(str(path)).stem)[:40] or "upload", "upload", session)
+        return open_folder(folder, title, source, session)
     except Exception:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-
-
-def open_trained(model, tokenizer, session: str | None, title: str = "trained") -> Opened:
-    """A model trained in the app, saved and opened for this browser session (random-token models have no
-    tokenizer, and every view reads text: they cannot be opened)."""
-    if tokenizer is None:
-        raise InputProblem("This model was trained on random tokens: it has no tokenizer, so the views, which read "
-                           "text, cannot show it. Train it on text to open it in every tab.")
-    folder = _root / secrets.token_hex(8)
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return open_folder(folder, title, "trained", session)
 
 
 def session_models(session: str | None) -> list[str]:
@@ -710,5 +705,5 @@ def forget_all() -> None:
         _sessions.clear()
 
 
-__all__ = ["Opened", "open_repo", "start_open", "open_upload", "open_trained", "check_repo_id", "check_revision",
+__all__ = ["Opened", "open_repo", "start_open", "open_upload", "check_repo_id", "check_revision",
            "families", "HELD"]

@@ -1,6 +1,6 @@
 """A small Hugging Face Hub on 127.0.0.1, speaking the parts of the HTTP API that huggingface_hub 2.4 uses:
 
-- reading: model info (``/api/models/{repo}`` and ``/revision/{rev}``, with ``files_metadata``: sizes, blob ids, LFS
+- reading: model info, refs (``list_repo_refs``), (``/api/models/{repo}`` and ``/revision/{rev}``, with ``files_metadata``: sizes, blob ids, LFS
   sha256), HEAD/GET on resolve URLs by branch, tag or commit (ETag, X-Repo-Commit, Content-Length), so
   ``from_pretrained``, ``hf_hub_download`` and ``HfApi.model_info`` run their real code;
 - writing (``push_to_hub``, ``upload_folder``, ``ModelCard.push_to_hub``): whoami, create_repo, validate-yaml, preupload,
@@ -85,6 +85,14 @@ class FakeHub:
                         return self._send(401, b'{"error": "Invalid credentials"}', {"Content-Type": "application/json"})
                     return self._json(200, {"type": "user", "name": user, "fullname": user, "orgs": [],
                                             "auth": {"type": "access_token", "accessToken": {"role": "write"}}})
+                match = re.fullmatch(r"/api/models/([^/]+/[^/]+)/refs", url.path)
+                if match:  # branches: every named revision (tags are not told apart here)
+                    repo = hub.repos.get(match.group(1))
+                    if repo is None:
+                        return self._send(404, b"{}", {"X-Error-Code": "RepoNotFound"})
+                    named = {"main": repo["sha"], **{n: r["sha"] for n, r in repo["revisions"].items() if n != r["sha"]}}
+                    return self._json(200, {"branches": [{"name": n, "ref": f"refs/heads/{n}", "targetCommit": sha}
+                                                         for n, sha in named.items()], "tags": [], "converts": []})
                 match = re.fullmatch(r"/api/models/([^/]+/[^/]+|[^/]+)(?:/revision/(.+))?", url.path)
                 if match:
                     repo = hub.repos.get(match.group(1))
