@@ -18,9 +18,9 @@ import os
 
 import gradio as gr
 
-from explorer import catalog, figures
-from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, patching, sampling, steps, \
-    timeline, train_live
+from explorer import catalog, figures, hub
+from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, open_model, patching, \
+    sampling, steps, timeline, train_live
 
 logger = logging.getLogger("app")
 
@@ -33,13 +33,15 @@ apart with the model's own numbers: **attention step by step**, the **logit lens
 
 
 def build_demo() -> gr.Blocks:
-    """The page: the intro, the catalog's status line, and the twelve tabs, each with its own model menu (the
-    page load refreshes them all; Activation patching's and One gradient step's list the decoder-only models)."""
+    """The page: the intro, the catalog's status line, Open a model, and the twelve tabs, each with its own model
+    menu (the page load and every opened model refresh them all; Activation patching's and One gradient step's list
+    the decoder-only models)."""
     choices, value, note = common.menus_now()
     # files served (the trained models' zips) are copied into gradio's cache: every hour, those over 2 hours old go
     with gr.Blocks(title="Transformer from scratch", delete_cache=(3600, 7200)) as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
+        opening = open_model.panel()
         with gr.Tabs(overflow_behavior="wrap"):  # twelve tabs: on a narrow page they wrap, none hides behind a menu
             generate_menu, decoding = generate.tab(choices, value)
             encodings.tab()
@@ -51,14 +53,15 @@ def build_demo() -> gr.Blocks:
             timeline.tab()
         demo.load(common.catalog_event(len(menus), len(decoder_menus)), None, [*menus, *decoder_menus, catalog_status],
                   api_name="catalog")
+        open_model.wire(opening, menus, decoder_menus, catalog_status)
     demo.queue(default_concurrency_limit=4)
     return demo
 
 
 demo = build_demo()
-# launch() options: no upload component, so no uploads (0 bytes); Gradio's own errors (e.g. too few
-# arguments in an API call) reach the client with their message
-LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=0, show_error=True)
+# launch() options: uploads (Open a model's zip) up to the Hub's weight limit and room for the rest; Gradio's own
+# errors (e.g. too few arguments in an API call) reach the client with their message
+LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=hub.max_upload_bytes(), show_error=True)
 
 
 def launch(**overrides):

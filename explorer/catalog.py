@@ -12,6 +12,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import torch
 from safetensors import safe_open
@@ -255,7 +256,11 @@ def config_summary(name: str, config: ScratchTransformerConfig) -> str:
 
 
 _models: dict[tuple, tuple[torch.nn.Module, object]] = {}
-_models_lock = threading.Lock()
+# THE load lock: every from_pretrained in the app runs behind it (shipped checkpoints here, opened models in
+# explorer.hub). transformers 5.23 loading in two threads at once can leave a tied lm_head uninitialised or
+# parameters on the meta device.
+LOAD_LOCK = threading.RLock()
+_models_lock = threading.Lock()  # the dict only: a request for a loaded model never waits on a load
 
 
 def load_model(info: CheckpointInfo) -> tuple[torch.nn.Module, object]:
@@ -263,22 +268,71 @@ def load_model(info: CheckpointInfo) -> tuple[torch.nn.Module, object]:
     every request; ``checkpointing.loading.load_checkpoint`` refuses damaged ones (``CheckpointError``)."""
     key = (str(info.path.resolve()), _signature(info.path))
     with _models_lock:
-        if key not in _models:
+        if key in _models:
+            return _models[key]
+    with LOAD_LOCK:
+        with _models_lock:
+            if key in _models:
+                return _models[key]
+        model, tokenizer = load_checkpoint(info.path)
+        with _models_lock:
             for stale in [k for k in _models if k[0] == key[0]]:
                 del _models[stale]
-            model, tokenizer = load_checkpoint(info.path)
             _models[key] = (model.requires_grad_(False), tokenizer)
-        return _models[key]
+            return _models[key]
 
 
 def no_checkpoints_message() -> str:
     return (f"No checkpoints found: train them (see the README), or set {CHECKPOINTS_ENV} to a folder of checkpoints.")
 
 
+@dataclass(frozen=True)
+class OpenedEntry:
+    """A model opened in the app (``explorer.hub``: the Hub, an upload, one trained in the app), listed in the menus
+    by name beside the shipped checkpoints: its menu line, how to get (info, model, tokenizer), and the browser
+    session whose menus list it (None: every visitor's)."""
+
+    label: str
+    load: Callable[[], tuple]
+    session: str | None = None
+
+
+_opened: dict[str, OpenedEntry] = {}
+_opened_lock = threading.Lock()
+
+
+def open_model(name: str, entry: OpenedEntry) -> None:
+    with _opened_lock:
+        _opened[name] = entry
+
+
+def close_model(name: str) -> None:
+    with _opened_lock:
+        _opened.pop(name, None)
+
+
+def opened_choices(session: str | None = None) -> list[tuple[str, str]]:
+    """(label, name) of the opened models a browser session sees: everyone's, then its own."""
+    with _opened_lock:
+        entries = list(_opened.items())
+    return ([(e.label, name) for name, e in entries if e.session is None]
+            + [(e.label, name) for name, e in entries if e.session is not None and e.session == session])
+
+
+def is_opened(name) -> bool:
+    with _opened_lock:
+        return isinstance(name, str) and name.strip() in _opened
+
+
 def resolve(name, root: Path | None = None) -> tuple[CheckpointInfo, torch.nn.Module, object]:
-    """(info, model, tokenizer) for a model name from a menu or an API call; InputProblem when the name is
-    not text, names no checkpoint, or names a damaged one (with the reasons)."""
+    """(info, model, tokenizer) for a model name from a menu or an API call (a shipped checkpoint, or a model
+    opened in the app); InputProblem when the name is not text, names no model, or names a damaged one (with the
+    reasons)."""
     name = model_name(name)
+    with _opened_lock:
+        entry = _opened.get(name)
+    if entry is not None:
+        return entry.load()
     catalog = discover_checkpoints(root)
     if not catalog:
         raise InputProblem(no_checkpoints_message())

@@ -30,6 +30,8 @@ GENERATION = dict(concurrency_id="generation", concurrency_limit=batching.MAX_BA
 EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
 TRAINING = dict(concurrency_id="training", concurrency_limit=1)  # one live training job at a time; the rest queue
+# opening models: downloads wait on the network, not the cores; their loads queue on catalog.LOAD_LOCK
+OPENING = dict(concurrency_id="opening", concurrency_limit=4)
 UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
 
 PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
@@ -111,8 +113,14 @@ def decoder_read(rewrite: str, decoded_with: str) -> str:
 # ----------------------------------------------------------------------------------------------
 
 
-def menus_now():
-    """(choices, default value, status line) of the model menus, from the checkpoints on disk now."""
+def session_of(request) -> str | None:
+    """The browser session of a request (None outside one): whose own opened models a menu lists."""
+    return getattr(request, "session_hash", None)
+
+
+def menus_now(session: str | None = None):
+    """(choices, default value, status line) of the model menus: the checkpoints on disk now, then the models opened
+    in the app that this browser session sees (everyone's from the Hub, and its own)."""
     found, results = catalog.discover_checkpoints(), catalog.read_results()
     notes = [] if found else [catalog.no_checkpoints_message()]
     damaged = [f"⚠ {info.name} cannot be used: {'; '.join(info.problems)}"
@@ -124,35 +132,48 @@ def menus_now():
         notes.append(results.notice)
     usable = [name for name, info in found.items() if info.usable]
     summary = f"{len(usable)} model(s) ready: {', '.join(usable)}." if usable else ""
-    return catalog.menu_choices(found, results), catalog.default_model(found, results), status(summary, *damaged, *notes)
+    opened = catalog.opened_choices(session)
+    if opened:
+        summary += f" Opened in the app: {', '.join(inputs.echo(name, 60) for _, name in opened)}."
+    return (catalog.menu_choices(found, results) + opened, catalog.default_model(found, results),
+            status(summary, *damaged, *notes))
 
 
 def decoder_only(choices, value) -> tuple[list[tuple[str, str]], str | None]:
     """A menu's choices and value kept to the decoder-only models (what reads one text and predicts its next
-    token); the value None when it names an encoder-decoder."""
+    token: every model opened in the app is one); the value None when it names an encoder-decoder."""
     found = catalog.discover_checkpoints()
-    kept = [(label, name) for label, name in choices if name in found and not found[name].is_encoder_decoder]
+    kept = [(label, name) for label, name in choices
+            if (name in found and not found[name].is_encoder_decoder) or catalog.is_opened(name)]
     return kept, value if value in [name for _, name in kept] else None
+
+
+def menu_updates(n_menus: int, n_decoder_menus: int, session: str | None, value=None):
+    """Updates for ``n_menus`` model menus and ``n_decoder_menus`` decoder-only ones, listing what ``session`` sees,
+    set to ``value`` (None: the default model), and the status line."""
+    choices, default, note = menus_now(session)
+    value = value if value in [name for _, name in choices] else default
+    decoders, decoder_value = decoder_only(choices, value)
+    return (*(gr.update(choices=choices, value=value) for _ in range(n_menus)),
+            *(gr.update(choices=decoders, value=decoder_value) for _ in range(n_decoder_menus)), note)
 
 
 def catalog_event(n_menus: int, n_decoder_menus: int = 0):
     """The page-load event: refresh ``n_menus`` model menus, then ``n_decoder_menus`` of decoder-only models,
-    from the checkpoints on disk and say what is missing or damaged (the page was built with them filled; this
-    picks up checkpoints added since)."""
+    from the checkpoints on disk and the models opened in the app, and say what is missing or damaged (the page
+    was built with them filled; this picks up checkpoints added since)."""
 
     @guarded(*[KEPT] * (n_menus + n_decoder_menus))
-    def load_catalog():
-        choices, value, note = menus_now()
-        decoders, decoder_value = decoder_only(choices, value)
-        return (*(gr.update(choices=choices, value=value) for _ in range(n_menus)),
-                *(gr.update(choices=decoders, value=decoder_value) for _ in range(n_decoder_menus)), note)
+    def load_catalog(request: gr.Request = None):
+        return menu_updates(n_menus, n_decoder_menus, session_of(request))
 
     return load_catalog
 
 
-def model_note(name) -> str:
+def model_note(name, request: gr.Request = None) -> str:
     """The chosen model's line in full, under its menu (a menu shows only the start of a long line)."""
-    lines = {value: label for label, value in catalog.menu_choices(catalog.discover_checkpoints(), catalog.read_results())}
+    choices = catalog.menu_choices(catalog.discover_checkpoints(), catalog.read_results())
+    lines = {value: label for label, value in choices + catalog.opened_choices(session_of(request))}
     return lines.get(name, "") if isinstance(name, str) else ""
 
 

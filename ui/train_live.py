@@ -16,6 +16,7 @@ from explorer.live_training import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RAT
 from modeling import POSITION_ENCODINGS
 
 from .common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
+from .open_model import trained_actions
 
 CHOICES = ("n_layers", "n_heads", "d_model", "steps", "learning_rate", "position_encoding", "data", "text",
            "batch_size", "context_length", "log_every", "seed")  # the endpoint's parameters, in order
@@ -137,6 +138,7 @@ def tab() -> None:
         with gr.Row():
             numbers = gr.JSON(label="The job (losses: one per logged step)", open=False, max_height=320, elem_id="live-json")
             download = gr.DownloadButton("Download the model (zip)", interactive=False, elem_id="live-download")
+        trained_actions(download, numbers)  # Open in every tab; Push to the Hub
     request = [layers, heads, width, steps, rate, encoding, data, text, batch, context, log_every, seed]
     start.click(lambda: (gr.update(interactive=True), gr.update(interactive=False)), None, [stop, download],
                 api_name="train_live_stop_on", api_visibility="private", queue=False)

@@ -1,0 +1,115 @@
+"""A real language model learning: the training checkpoints a Hub repo publishes as revisions (Pythia: ``step0`` …
+``step143000``), each opened as our Transformer (``explorer.hub``, cached) and seen as the recorded runs are seen
+(``explorer.timeline``): every head's induction and previous-token score on the standard probes
+(``checkpointing.in_context``), the attention of the best induction head on the learner's text, and a greedy sample.
+
+Induction score: on random tokens r_0..r_{L-1} followed by the same tokens again, the mean attention from each token
+of the second copy to the token after its first occurrence; a head spreading its weight evenly scores about 1/T.
+"""
+
+import re
+from dataclasses import replace
+from typing import Callable
+
+import numpy as np
+
+from checkpointing.in_context import head_scores, induction_baseline, INDUCTION_LENGTH
+
+from . import catalog, hub
+from .attention import attention_maps
+from .generation import generate_ids
+from .inputs import InputProblem, echo, kind_of
+from .timeline import GREEDY, check_text, guessed_tokens
+from .run import recorded_run
+
+MAX_REVISIONS = 12
+
+
+def step_of(revision: str) -> int | None:
+    """The training step a revision names (``step1000`` -> 1000), else None."""
+    match = re.fullmatch(r"step(\d+)", revision)
+    return int(match.group(1)) if match else None
+
+
+def spaced(names: list, n: int = MAX_REVISIONS) -> list:
+    """``n`` of ``names`` evenly spaced by position, the first and last among them."""
+    if len(names) <= n:
+        return list(names)
+    return [names[round(i * (len(names) - 1) / (n - 1))] for i in range(n)]
+
+
+def training_revisions(repo_id: str) -> list[str]:
+    """The repo's ``step<N>`` branches and tags, in step order (asked of the Hub, bounded by the stall limit)."""
+    def work(job):
+        job.report("listing the repo's revisions")
+        refs = hub.HfApi(endpoint=hub.endpoint(), token=hub.token()).list_repo_refs(repo_id)
+        return [ref.name for ref in [*refs.branches, *refs.tags]]
+
+    names = hub._job(("refs", repo_id), work).outcome()
+    steps = sorted((step_of(n), n) for n in names if step_of(n) is not None)
+    if not steps:
+        raise InputProblem(f"{echo(repo_id)} has no revisions named `step<N>` (as Pythia's training checkpoints are): "
+                           "name the revisions to compare.")
+    return [name for _, name in steps]
+
+
+def pick_revisions(repo_id: str, revisions) -> list[str]:
+    """The revisions asked for (a list, or a text with commas), at most ``MAX_REVISIONS``; none: the repo's
+    ``step<N>`` revisions, ``MAX_REVISIONS`` of them evenly spaced."""
+    if revisions is None or (isinstance(revisions, str) and not revisions.strip()) or revisions == []:
+        return spaced(training_revisions(repo_id))
+    if isinstance(revisions, str):
+        revisions = [r for r in revisions.replace("\n", ",").split(",") if r.strip()]
+    if not isinstance(revisions, list) or not all(isinstance(r, str) for r in revisions):
+        raise InputProblem(f"Give the revisions as a list of texts or one text with commas; got {kind_of(revisions)}.")
+    if len(revisions) > MAX_REVISIONS:
+        raise InputProblem(f"{len(revisions)} revisions asked for; at most {MAX_REVISIONS} (leave it empty for "
+                           f"{MAX_REVISIONS} evenly spaced ones).")
+    checked = [hub.check_revision(r) for r in revisions]
+    return list(dict.fromkeys(checked))
+
+
+def best(scores: np.ndarray) -> dict:
+    layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+    return {"layer": int(layer), "head": int(head), "score": round(float(scores[layer, head]), 6)}
+
+
+def revision_view(name: str, text: str) -> dict:
+    """One opened revision seen as a recorded run's snapshot is."""
+    opened = hub.opened(name)
+    _, model, tokenizer = catalog.resolve(name)
+    scores = head_scores(model)
+    induction, previous = scores["induction"], scores["previous token"]
+    top = best(induction)
+    maps = attention_maps(model, tokenizer, text, GREEDY)
+    read = recorded_run(model, tokenizer, text, GREEDY)
+    ids = read.read.source_ids[None]
+    out = generate_ids(model, ids, replace(GREEDY, max_new_tokens=min(GREEDY.max_new_tokens, 24)))
+    return {"revision": opened.revision, "commit": opened.commit, "step": step_of(opened.revision or ""),
+            "menu_name": name, "induction": induction.round(6).tolist(), "previous_token": previous.round(6).tolist(),
+            "best_induction": top, "best_previous_token": best(previous),
+            "attention_of_best_induction_head": maps.weights["self"][top["layer"], top["head"]].round(6).tolist(),
+            "sample": tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True),
+            "guessed": guessed_tokens(read.logits, ids[0], tokenizer)}
+
+
+def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | None = None) -> dict:
+    """Every revision asked for, opened (downloads cached) and measured; the JSON the Watch it learn views draw."""
+    repo_id = hub.check_repo_id(repo_id)
+    text, notices = check_text(text, 2048)
+    chosen = pick_revisions(repo_id, revisions)
+    views = []
+    for number, revision in enumerate(chosen, 1):
+        job = hub.start_open(repo_id, revision)
+        for line in job.follow():
+            if on_progress:
+                on_progress(f"revision {revision} ({number} of {len(chosen)}): {line}")
+        views.append(revision_view(job.outcome().name, text))
+    views.sort(key=lambda v: (v["step"] is None, v["step"] or 0))
+    return {"repo_id": repo_id, "revisions": views, "tokens": attention_tokens(views[0]["menu_name"], text),
+            "induction_baseline": induction_baseline(INDUCTION_LENGTH), "notices": notices}
+
+
+def attention_tokens(name: str, text: str) -> list[str]:
+    _, model, tokenizer = catalog.resolve(name)
+    return recorded_run(model, tokenizer, text, GREEDY).tokens("target")

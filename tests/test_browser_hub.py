@@ -1,0 +1,55 @@
+"""Open a model in headless Chromium at 1366 and 800 px: the panel above the tabs, a Hub repo typed and opened (the
+progress, then the opened line), the model picked in the tabs' menus, a view drawn on it; a bad repo's message.
+Screenshots go to artifacts/screenshots/hub-*.png (gitignored)."""
+
+import pytest
+
+import hub_repos
+from fake_hub import FakeHub
+from test_browser import SHOTS, WIDTHS, assert_no_error_shown, browser, open_page, open_tab, plot_drawn  # noqa: F401
+
+pytestmark = pytest.mark.browser
+REPO = "tiny/gpt2"
+
+
+@pytest.fixture(scope="module")
+def hub(app_server, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("browser-hub")
+    with FakeHub() as server, pytest.MonkeyPatch.context() as patch:
+        server.add_folder(REPO, hub_repos.save_transformers_repo(tmp / "gpt2", "gpt2"))
+        server.add_repo("bad/unknown-architecture", hub_repos.bad_repos(tmp)["bad/unknown-architecture"])
+        for key, value in dict(HF_ENDPOINT=server.url, HF_HOME=str(tmp / "home")).items():
+            patch.setenv(key, value)
+        patch.delenv("HF_HUB_OFFLINE", raising=False)
+        patch.delenv("HF_HUB_CACHE", raising=False)
+        yield server
+        from explorer import hub as module
+
+        module.forget_all()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_open_a_hub_model_and_see_it_in_every_tab(browser, app_server, hub, width):  # noqa: F811
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = open_page(browser, app_server, width)
+    page.wait_for_selector("#catalog-status >> text=model(s) ready")
+    page.get_by_text("Open a model:").first.click()
+    page.fill("#open-repo input, #open-repo textarea", "bad/unknown-architecture")
+    page.click("#open-button")
+    page.wait_for_selector("#open-status >> text=families we can open")
+    assert "GPT-2 (gpt2)" in page.inner_text("#open-status")
+    page.fill("#open-repo input, #open-repo textarea", REPO)
+    page.click("#open-button")
+    page.wait_for_selector("#open-status >> text=Opened")
+    assert "Parity with transformers" in page.inner_text("#open-status")
+    page.screenshot(path=SHOTS / f"hub-opened-{width}.png", full_page=True)
+    # every menu now shows the opened model, picked: the Generate tab's at once, the Attention heads tab's when shown
+    page.wait_for_function("(name) => document.querySelector('#gen-model input').value.startsWith(name)", arg=REPO)
+    open_tab(page, "Attention heads")
+    page.wait_for_function("(name) => document.querySelector('#att-model input').value.startsWith(name)", arg=REPO)
+    page.click("#att-button")
+    plot_drawn(page, "plot-head")
+    page.wait_for_selector(f"#att-status >> text={REPO}")
+    page.screenshot(path=SHOTS / f"hub-attention-{width}.png", full_page=True)
+    assert_no_error_shown(page)
+    page.close()

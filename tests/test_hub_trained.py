@@ -1,0 +1,135 @@
+"""A model trained in Train one yourself, in and out: pushed to the visitor's own account on a Hub at 127.0.0.1
+(tests/fake_hub.py, real huggingface_hub upload code), each visitor as themselves; the pushed repo opens again with
+open_model and gives the trained model's logits; "Open in every tab" opens it for its browser session only."""
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from fake_hub import FakeHub
+from fixtures_checkpoints import train_tokenizer
+
+USERS = {"hf_token_alice": "alice", "hf_token_bob": "bob"}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(zip, job JSON, the model) of a real Train one yourself job: 6 steps on the learner's own text."""
+    from explorer import live_training
+
+    tmp = tmp_path_factory.mktemp("trained")
+    settings = live_training.check_settings(n_layers=1, n_heads=2, d_model=16, steps=6, log_every=2, data="own-text",
+                                            text="Shall I compare thee to a summer's day? " * 40, batch_size=4,
+                                            context_length=16)
+    *_, result = live_training.train_live(settings, tokenizer=train_tokenizer())
+    return live_training.save_zip(result, tmp), result.to_json(), result.model.eval()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("push-hub")
+    with FakeHub(users=USERS) as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_ENDPOINT", server.url)
+        patch.setenv("HF_HOME", str(tmp / "home"))
+        patch.delenv("HF_TOKEN", raising=False)  # the push uses the visitor's token only
+        patch.delenv("HF_HUB_OFFLINE", raising=False)
+        patch.delenv("HF_HUB_CACHE", raising=False)
+        yield server
+        from explorer import hub as module
+
+        module.forget_all()
+
+
+def test_push_makes_a_repo_under_the_visitors_account_with_everything(hub, trained):
+    from explorer.hub_push import push_trained
+
+    archive, job, _ = trained
+    pushed = push_trained(archive, job, "hf_token_alice", "my-first-transformer")
+    assert pushed["repo_id"] == "alice/my-first-transformer" and pushed["url"].endswith("/alice/my-first-transformer")
+    repo = hub.repos["alice/my-first-transformer"]
+    assert pushed["commit"] == repo["sha"] and hub.authors["alice/my-first-transformer"] == ["alice"]
+    files = repo["files"]
+    assert {"model.safetensors", "config.json", "modeling_scratch_transformer.py", "configuration_scratch_transformer.py",
+            "tokenizer.json", "README.md", "loss_curve.png", "training_log.json"} <= set(files)
+    assert json.loads(files["config.json"])["auto_map"]["AutoModelForCausalLM"].startswith("modeling_scratch_transformer.")
+    card = files["README.md"].decode()
+    assert "trust_remote_code=True" in card and "![Training loss](loss_curve.png)" in card
+    for key, value in job["settings"].items():
+        assert f"| {key} |" in card
+    assert files["loss_curve.png"].startswith(b"\x89PNG")
+    assert json.loads(files["training_log.json"])["losses"] == job["losses"]
+
+
+def test_the_pushed_repo_opens_again_with_open_model(hub, trained):
+    from explorer import catalog, hub as opener
+    from explorer.hub_push import push_trained
+
+    archive, job, model = trained
+    pushed = push_trained(archive, job, "hf_token_alice", "reopened")
+    opened = opener.open_repo(pushed["repo_id"])
+    assert opened.model_type == "scratch_transformer" and opened.commit == pushed["commit"]
+    _, again, _ = catalog.resolve(pushed["repo_id"])
+    ids = torch.arange(3, 15)[None]
+    with torch.no_grad():
+        assert torch.equal(again(ids).logits, model(ids).logits)
+    assert not [r for r in hub.requests if r.startswith("GET") and r.endswith(".py")]  # its code is not fetched
+
+
+def test_two_visitors_pushing_at_once_each_push_as_themselves(hub, trained):
+    from explorer.hub_push import push_trained
+
+    archive, job, _ = trained
+    results = {}
+    threads = [threading.Thread(target=lambda t=t: results.update({t: push_trained(archive, job, t, "same-name")}))
+               for t in USERS]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert {results[t]["repo_id"] for t in USERS} == {"alice/same-name", "bob/same-name"}
+    assert hub.authors["alice/same-name"] == ["alice"] and hub.authors["bob/same-name"] == ["bob"]
+
+
+def test_a_push_without_sign_in_or_a_model_says_what_to_do(hub, trained, tmp_path):
+    from explorer.hub_push import push_trained
+    from explorer.inputs import InputProblem
+
+    archive, job, _ = trained
+    with pytest.raises(InputProblem, match="Sign in with Hugging Face"):
+        push_trained(archive, job, None)
+    with pytest.raises(InputProblem, match="did not accept your sign-in"):
+        push_trained(archive, job, "hf_not_a_token")
+    with pytest.raises(InputProblem, match="Train a model first"):
+        push_trained(None, job, "hf_token_alice")
+    with pytest.raises(InputProblem, match="name only"):
+        push_trained(archive, job, "hf_token_alice", "someone/else")
+
+
+def test_open_in_every_tab_is_for_this_session_only(hub, trained):
+    from explorer import catalog, hub as opener
+
+    archive, _, model = trained
+    opened = opener.open_upload(archive, session="trainer", source="trained")
+    assert opened.source == "trained" and "trained by you" in opened.label
+    assert opened.name in [n for _, n in catalog.opened_choices("trainer")]
+    assert opened.name not in [n for _, n in catalog.opened_choices("someone-else")]
+    _, again, _ = catalog.resolve(opened.name)
+    ids = torch.arange(3, 15)[None]
+    with torch.no_grad():
+        assert torch.equal(again(ids).logits, model(ids).logits)
+
+
+def test_a_random_token_model_is_refused_with_the_reason(tmp_path):
+    from explorer import hub as opener, live_training
+    from explorer.inputs import InputProblem
+
+    settings = live_training.check_settings(n_layers=1, n_heads=2, d_model=16, steps=2, log_every=1,
+                                            data="random-repeats", batch_size=2, context_length=16)
+    *_, result = live_training.train_live(settings)
+    archive = live_training.save_zip(result, tmp_path)
+    with pytest.raises(InputProblem, match="random tokens"):
+        opener.open_upload(archive, session="s", source="trained")
+    assert Path(archive).exists()

@@ -1,0 +1,139 @@
+"""Open a model: a Hub repo (``open_model``) or a zip of a save_pretrained folder (``open_upload``), converted into our
+Transformer (``explorer.hub``) and added to every tab's model menu: a Hub model to every visitor's menus, an upload
+to this browser session's only. Above the tabs, so it is at hand from whichever tab a visitor is on."""
+
+import gradio as gr
+
+from explorer import hub, hub_push, hub_timeline
+from explorer.inputs import InputProblem, echo
+from explorer.timeline import DEFAULT_TEXT
+
+from .common import OPENING, guarded, menu_updates, session_of, status
+
+NO_JSON = None
+
+
+def opened_line(opened: hub.Opened) -> str:
+    parity = ("loaded with our own classes, no conversion" if opened.parity is None else
+              f"parity with transformers' own {opened.family} class: max |logit difference| {opened.parity:.1e} on a fixed input")
+    where = "every visitor's menus" if opened.session is None else "this browser tab's menus (only you see it)"
+    return status(f"Opened **{echo(opened.name, 90)}**: {opened.family}, {opened.n_parameters:,} parameters"
+                  + (f", commit `{opened.commit[:12]}`" if opened.commit else "") + f", in {opened.seconds:.1f} s.",
+                  parity.capitalize() + ".", f"It is now in the model menu of every tab ({where}), and picked there.")
+
+
+@guarded(NO_JSON)
+def open_model(repo_id, revision=None):
+    """Open a Hub repo (``revision`` empty: its default branch) in every tab; streams the download's progress, then
+    the JSON: menu name, family, parameter count, resolved commit, parity."""
+    job = hub.start_open(repo_id, revision)
+    shown = echo(str(repo_id).strip(), 90)
+    for line in job.follow():
+        yield NO_JSON, status(f"⏳ Opening {shown}: {line}…")
+    opened = job.outcome()
+    yield opened.to_json(), opened_line(opened)
+
+
+@guarded(NO_JSON)
+def open_upload(file, request: gr.Request = None):
+    """Open an uploaded zip of a save_pretrained folder (Train one yourself's download is one) for this browser
+    session, with the Hub's checks and limits."""
+    path = file.get("path") if isinstance(file, dict) else file
+    opened = hub.open_upload(path, session_of(request))
+    return opened.to_json(), opened_line(opened)
+
+
+@guarded(NO_JSON)
+def open_trained(archive, request: gr.Request = None):
+    """Train one yourself's "Open in every tab": the zip the tab just made, opened for this browser session."""
+    opened = hub.open_upload(archive, session_of(request), source="trained")
+    return opened.to_json(), opened_line(opened)
+
+
+@guarded(NO_JSON)
+def push_to_hub(archive, job, repo_name, oauth_token: gr.OAuthToken | None = None):
+    """Train one yourself's "Push to the Hub": a new repo under the signed-in visitor's account (their token, this
+    request only) with the weights, tokenizer, model code, loss curve and a model card."""
+    token = hub_push.visitor_token(getattr(oauth_token, "token", None))
+    pushed = hub_push.push_trained(archive, job, token, repo_name)
+    return pushed, status(f"Pushed to [{echo(pushed['repo_id'], 90)}]({pushed['url']}), commit `{pushed['commit'][:12]}`.",
+                          f"Open it again any time: Open a model, repo id {echo(pushed['repo_id'], 90)}.")
+
+
+_trained_panels = []  # (open button, archive, result): wired to the menus by ``wire``
+
+
+def trained_actions(archive, job) -> None:
+    """Under Train one yourself's results: "Open in every tab" and, after signing in, "Push to the Hub", for the
+    model in ``archive`` (the tab's download) trained with ``job`` (the tab's JSON)."""
+    with gr.Row(equal_height=True, elem_id="trained-actions"):
+        open_button = gr.Button("Open in every tab", elem_id="trained-open")
+        if hub_push.on_space():  # Sign in with Hugging Face; elsewhere the push goes to the account logged in there
+            gr.LoginButton(elem_id="trained-login")
+        name = gr.Textbox(label="Repo name on your account (empty: one is made up)", scale=2, elem_id="trained-repo")
+        push = gr.Button("Push to the Hub", elem_id="trained-push")
+    line = gr.Markdown(elem_id="trained-status", elem_classes="status-line")
+    result = gr.JSON(visible=False)
+    push.click(push_to_hub, [archive, job, name], [result, line], api_name="push_to_hub", **OPENING)
+    _trained_panels.append((open_button, archive, result, line))
+
+
+def timeline_of_revisions(repo_id: str, revisions: str = "", text: str = DEFAULT_TEXT) -> dict:
+    """A Hub repo's training checkpoints (revisions, at most 12; empty: its ``step<N>`` revisions, 12 evenly spaced)
+    on ``text``: for each, every head's induction and previous-token score, the best induction head's attention on the
+    text, and a greedy sample (``explorer.hub_timeline``)."""
+    try:
+        return hub_timeline.hub_timeline(repo_id, revisions, text)
+    except InputProblem as problem:
+        raise gr.Error(str(problem)) from None
+
+
+def refresh(n_menus: int, n_decoder_menus: int):
+    """After an open: every menu lists what this session sees, set to the model just opened (else unchanged)."""
+
+    def refresh_menus(result, request: gr.Request = None):
+        name = result.get("name") if isinstance(result, dict) else None
+        if name is None:
+            return (*[gr.skip()] * (n_menus + n_decoder_menus), gr.skip())
+        return menu_updates(n_menus, n_decoder_menus, session_of(request), name)
+
+    return refresh_menus
+
+
+def panel():
+    """The "Open a model" accordion; returns (button, repo, revision, upload, result, status) for ``wire``."""
+    families = ", ".join(hub.family_name(t) for t in hub.families())
+    limits = hub.limits()
+    with gr.Accordion("Open a model: from the Hugging Face Hub, or your own", open=False, elem_id="open-model"):
+        gr.Markdown(f"Families: {families}; at most {limits['parameters'] / 1e6:,.0f}M parameters and "
+                    f"{limits['bytes'] / 1e9:g} GB of weights. The model is converted into this app's Transformer (no "
+                    "code from the repo runs), its parity with transformers' own class is measured, and it joins the "
+                    "model menu of every tab.", elem_classes="model-note")
+        with gr.Row(equal_height=True):
+            repo = gr.Textbox(label="Hub repo id", placeholder="openai-community/gpt2", scale=3, elem_id="open-repo")
+            revision = gr.Textbox(label="Revision (empty: the default branch)", placeholder="main, a tag, or step1000",
+                                  scale=2, elem_id="open-revision")
+            button = gr.Button("Open", variant="primary", scale=1, min_width=100, elem_id="open-button")
+        upload = gr.File(label="…or upload a zip of a save_pretrained folder (Train one yourself's download is one)",
+                         file_types=[".zip"], type="filepath", elem_id="open-upload")
+        line = gr.Markdown(elem_id="open-status", elem_classes="status-line")
+        with gr.Accordion("What was opened (JSON)", open=False):
+            result = gr.JSON(show_label=False, elem_id="open-json")
+    return button, repo, revision, upload, result, line
+
+
+def wire(parts, menus: list, decoder_menus: list, catalog_status) -> None:
+    """Wire the panel's events; after each, every tab's menu lists the opened model (``menus``, ``decoder_menus``)."""
+    button, repo, revision, upload, result, line = parts
+    after = dict(fn=refresh(len(menus), len(decoder_menus)), inputs=result,
+                 outputs=[*menus, *decoder_menus, catalog_status], api_visibility="private", queue=False)
+    gr.on([button.click, repo.submit, revision.submit], open_model, [repo, revision], [result, line],
+          api_name="open_model", show_progress="minimal", preprocess=False, **OPENING).then(
+        **after, api_name="open_model_menus")
+    upload.upload(open_upload, upload, [result, line], api_name="open_upload", show_progress="full",
+                  **OPENING).then(**after, api_name="open_upload_menus")
+    for number, (open_button, archive, trained, trained_line) in enumerate(_trained_panels):
+        open_button.click(open_trained, archive, [trained, trained_line], api_name=f"open_trained{number or ''}",
+                          **OPENING).then(**{**after, "inputs": trained}, api_name=f"open_trained_menus{number or ''}")
+    _trained_panels.clear()
+    gr.api(timeline_of_revisions, api_name="hub_timeline", **OPENING)  # Watch it learn's views of a Hub repo, as JSON
