@@ -495,14 +495,13 @@ sublayer writes into the stream at that position (our layers are pre-norm: x + S
 
 def explanation(result: Patching) -> str:
     """What this result's grids show, in numbers computed from it."""
-    lines = [f"**This run.** Answer {echo(result.answer)} against {echo(result.wrong_answer)}: LD clean "
-             f"{result.clean_metric:.3f}, corrupted {result.corrupted_metric:.3f}."]
+    lines = []
     residual = result.grids.get("residual")
     if residual is not None:
         best = residual.values.argmax(axis=1)
         path = ", ".join(f"{row} at {echo(residual.columns[p], 24)} ({residual.values[i, p]:.2f})"
                          for i, (row, p) in enumerate(zip(residual.rows, best)))
-        lines.append(f"Residual stream, the position that restores most in each layer: {path}.")
+        lines.append(f"**This run.** Residual stream, the position that restores most in each layer: {path}.")
     heads = result.grids.get("heads")
     if heads is not None:
         for column, where in enumerate(HEAD_COLUMNS):

@@ -16,7 +16,7 @@ from explorer.run import recorded_run
 from fixtures_checkpoints import checkpoint_config, train_tokenizer
 from modeling import Site
 from modeling.convert import causal_lm_from_gpt2
-from shipped import load, shipped
+from shipped import SHIPPED_ROOT, load, shipped
 
 TOLERANCE = 1e-5  # normalised metric, float32
 MAIN = "shakespeare-main"
@@ -397,3 +397,31 @@ def test_swap_repeated_half_keeps_every_word_but_not_their_order(main):
     assert len(tokenizer(corrupted).input_ids) == len(tokenizer(text).input_ids)
     with pytest.raises(InputProblem, match="at least four words"):
         swap_repeated_half(tokenizer, "Hello there")
+
+
+# ----------------------------------------------------------------------------------------------
+# The endpoint, through gradio_client
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shipped_client(client):
+    """The app's client, the app reading the shipped checkpoints for this module (it reads the folder per request)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCRATCH_CHECKPOINTS", str(SHIPPED_ROOT))
+        yield client
+
+
+def test_the_endpoint_answers_with_the_json_and_a_figure_per_grid_asked(shipped_client, default_result):
+    residual, heads, attention, feed_forward, numbers, explained, cell, cell_line, line = shipped_client.predict(
+        MAIN, patching.DEFAULT_CLEAN, patching.DEFAULT_CORRUPTED, "", "", ["residual", "heads"],
+        api_name="/activation_patching")
+    assert residual is not None and heads is not None and attention is None and feed_forward is None
+    assert numbers["clean_metric"] == pytest.approx(default_result.clean_metric, abs=1e-6)
+    assert numbers["corrupted_metric"] == pytest.approx(default_result.corrupted_metric, abs=1e-6)
+    assert np.allclose(numbers["residual"], default_result.grids["residual"].values, atol=1e-5)
+    assert np.array(numbers["heads"]).shape == (48, 2) and "attention" not in numbers
+    assert "patched runs in" in line and "L4.H7" in explained
+    *_, numbers, _, _, _, line = shipped_client.predict(
+        MAIN, patching.DEFAULT_CLEAN, "Tell the <b>duke</b>", "", "", None, api_name="/activation_patching")
+    assert numbers is None and line.startswith("⚠️ The clean and corrupted texts must have the same number of tokens")
