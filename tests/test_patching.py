@@ -246,14 +246,16 @@ def test_default_example_shows_the_induction_circuit(default_result):
 def test_the_default_is_typical_of_texts_of_its_kind(main):
     """On the spread texts too, L4.H7 leads at the last position and L3.H0 ranks in the top 3 at every position."""
     model, tokenizer = main
-    l3h0_ranks, l4h7_last = [], []
+    l3h0_ranks, l4h7_last, leaders = [], [], []
     for text in patching.SPREAD_TEXTS:
         corrupted, _ = change_one_word(tokenizer, text)
         r = activation_patching(model, tokenizer, text, corrupted, sites=["heads"])
         heads, rows = r.grids["heads"].values, r.grids["heads"].rows
         l3h0_ranks.append([rows[i] for i in np.argsort(-heads[:, 0])].index("L3.H0"))
         l4h7_last.append(heads[rows.index("L4.H7"), 1])
+        leaders.append(rows[int(np.argmax(heads[:, 1]))])
     assert max(l3h0_ranks) <= 2, l3h0_ranks
+    assert set(leaders) == {"L4.H7"}, leaders
     assert min(l4h7_last) > 0.6 and np.median(l4h7_last) > 0.9, l4h7_last
 
 
