@@ -267,35 +267,43 @@ def test_the_default_is_typical_of_texts_of_its_kind(main):
 TINY_TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate. Shall I compare"
 
 
-def last_word_changed(model, tokenizer) -> str:
-    """TINY_TEXT with its last word changed to another word of it, keeping the token count, where that moves the
-    random model's logit difference of its top two by at least 0.05 (so that normalising divides by enough)."""
+def two_words_changed(model, tokenizer) -> str:
+    """TINY_TEXT with a word in its middle and its last word changed to other words of it, keeping the token count,
+    where that moves the random model's logit difference of its top two by at least 0.05 (so that normalising divides
+    by enough; a random model reads little of its context, so the last word is changed too). The cells between
+    the two changes run from a cached prefix; those before the first write what is there."""
     length = len(tokenizer(TINY_TEXT).input_ids)
-    head, last = TINY_TEXT.rsplit(" ", 1)
+    words = TINY_TEXT.split(" ")
+    middle = len(words) // 2
     ids = tokenizer(TINY_TEXT, return_tensors="pt").input_ids
     with torch.inference_mode():
         logits = model(input_ids=ids).logits[0, -1]
     top = logits.topk(2).indices
-    for word in dict.fromkeys(TINY_TEXT.replace("?", " ").replace(".", " ").split()):
-        candidate = f"{head} {word}"
-        if word == last or len(tokenizer(candidate).input_ids) != length:
-            continue
-        with torch.inference_mode():
-            other = model(input_ids=tokenizer(candidate, return_tensors="pt").input_ids).logits[0, -1]
-        if abs(float((logits[top[0]] - logits[top[1]]) - (other[top[0]] - other[top[1]]))) > 0.05:
-            return candidate
-    raise AssertionError("no word of the text makes a usable corruption")
+    choices = list(dict.fromkeys(w.strip("?.") for w in words))
+    for first in choices:
+        for last in choices:
+            candidate = " ".join(words[:middle] + [first] + words[middle + 1:-1] + [last])
+            if first == words[middle] or last == words[-1] or len(tokenizer(candidate).input_ids) != length:
+                continue
+            with torch.inference_mode():
+                other = model(input_ids=tokenizer(candidate, return_tensors="pt").input_ids).logits[0, -1]
+            if abs(float((logits[top[0]] - logits[top[1]]) - (other[top[0]] - other[top[1]]))) > 0.05:
+                return candidate
+    raise AssertionError("no pair of words of the text makes a usable corruption")
 
 
 def check_model_end_to_end(model, tokenizer):
-    corrupted = last_word_changed(model, tokenizer)
+    corrupted = two_words_changed(model, tokenizer)
     result = activation_patching(model, tokenizer, TINY_TEXT, corrupted)
+    first = result.changed[0]
     for grid in GRIDS:
         values = result.grids[grid].values
         assert np.isfinite(values).all()
-        row, column = (values.shape[0] - 1, values.shape[1] - 1)
-        assert values[row, column] == pytest.approx(
-            cell_by_hook(model, tokenizer, result, grid, row, column, TINY_TEXT, corrupted), abs=1e-4)
+        last_row, last_column = values.shape[0] - 1, values.shape[1] - 1
+        cells = [(0, 0), (last_row, 1)] if grid == "heads" else [(0, first), (last_row, first + 1), (last_row, last_column)]
+        for row, column in cells:
+            assert values[row, column] == pytest.approx(
+                cell_by_hook(model, tokenizer, result, grid, row, column, TINY_TEXT, corrupted), abs=1e-4), (grid, row, column)
     clean, _, ids = runs(model, tokenizer, TINY_TEXT, corrupted)
     site = GRIDS["residual"].site(model.config.n_layers - 1)
     whole = [[Patch(site, tuple(range(ids.shape[0])))]]
@@ -304,7 +312,8 @@ def check_model_end_to_end(model, tokenizer):
 
 @pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "rope", "alibi", "none"])
 def test_every_tiny_checkpoint(tiny_checkpoints, encoding):
-    """Random tiny models: tolerance 1e-4 (their logit differences are about 0.1, so the normalised error is larger)."""
+    """Random tiny models: tolerance 1e-4 (their logit differences move by about 0.1, so the normalised error is
+    larger)."""
     check_model_end_to_end(*load(tiny_checkpoints, f"shakespeare-{encoding}"))
 
 
