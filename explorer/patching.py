@@ -43,6 +43,10 @@ WORKERS = 2  # chunks run side by side: torch releases the GIL in its kernels, a
 # texts of the same kind beside it, so a learner sees whether the default is typical.
 DEFAULT_CLEAN = "My lord, the duke of Norfolk sends word, and the earl of Warwick waits. Tell the duke of Norfolk"
 DEFAULT_CORRUPTED = "My lord, the duke of Portia sends word, and the earl of Warwick waits. Tell the duke of Norfolk"
+DEFAULT_NOTE = ("**The example.** The text ends by naming \"the duke of Norfolk\" a second time; the first time, "
+                "\" sends\" came next. Only copying that earlier passage predicts \" send\", and the corrupted text names "
+                "another duke where the first copy is. Press Patch and follow the information: from the earlier name, "
+                "to the token after it, to the last position.")
 SPREAD_TEXTS = (
     "Enter Mistress Overdone and Pompey. Then enter Mistress Overdone",
     "The porter Quibble kept the gate; the cook kept the fire. At dawn the porter Quibble",

@@ -53,6 +53,7 @@ def click_cell(page, plot_id: str, row: int, column: int, subplot: str = ""):
 def test_the_default_example_draws_its_grids_and_a_click_shows_that_runs_top_tokens(page):
     assert page.input_value("#patching-clean textarea") == patching.DEFAULT_CLEAN
     assert page.input_value("#patching-corrupted textarea") == patching.DEFAULT_CORRUPTED
+    assert "Only copying that earlier passage" in page.inner_text("#patching-example-note")
     page.click("#patching-button")
     page.wait_for_selector("#patching-status >> text=patched runs in")
     status = page.inner_text("#patching-status")

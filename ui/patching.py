@@ -107,6 +107,7 @@ def tab(choices, value) -> gr.Dropdown:
                 with gr.Row():
                     change_word = gr.Button("Corrupt: change one word", size="sm", elem_id="patching-change-word")
                     swap_half = gr.Button("Corrupt: swap the words of the first half", size="sm", elem_id="patching-swap-half")
+                gr.Markdown(patching.DEFAULT_NOTE, elem_id="patching-example-note")
             with gr.Column(scale=2):
                 menu = model_menu("patching-model", decoders, value)
                 with gr.Row():
