@@ -1,9 +1,11 @@
 """How long activation patching takes: each grid of shakespeare-main on a text of --tokens tokens.
 
-    python -m benchmarks.patching --threads 1 --tokens 64     # as the app runs it: one torch thread per worker
+    python -m benchmarks.patching --threads 1 --tokens 64             # as the app runs it: one torch thread per worker
+    python -m benchmarks.patching --threads 1 --tokens 64 --word My   # the first token changed: every patch is run
 
-The clean text is the opening of the held-out passage below, cut to exactly --tokens tokens; the corrupted one
-changes one word (``explorer.patching.change_one_word``). Each grid is timed alone (``sites=[name]``), --repeat
+The clean text is the opening of the passage below, cut to exactly --tokens tokens; the corrupted one changes one
+word (``explorer.patching.change_one_word``; the JSON says which, and the positions it changes: a patch before the
+first of them writes what is already there and is not run). Each grid is timed alone (``sites=[name]``), --repeat
 times after one warm-up; prints one JSON line with the median wall seconds of each, its median CPU seconds (all
 threads: on a shared machine the wall time depends on the other load, the CPU time much less; on an idle machine
 the wall time is about the CPU time over the cores used) and the patched runs it made.
@@ -48,16 +50,20 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=WORKERS)
     parser.add_argument("--chunk-tokens", type=int, default=CHUNK_TOKENS)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--word", default=None, help="the word to change (default: change_one_word's choice); 'My', "
+                        "the first, is the slowest case: no patch writes what is already there")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     info = catalog.describe_folder(Path(args.model))
     model, tokenizer = catalog.load_model(info)
     clean = text_of_length(tokenizer, args.tokens)
-    corrupted, _ = change_one_word(tokenizer, clean)
+    corrupted, change = change_one_word(tokenizer, clean, args.word)
+    changed = [i for i, (a, b) in enumerate(zip(tokenizer(clean).input_ids, tokenizer(corrupted).input_ids)) if a != b]
 
     options = dict(chunk_tokens=args.chunk_tokens, workers=args.workers)
     result = {"model": info.name, "tokens": args.tokens, "threads": args.threads, "workers": args.workers,
-              "chunk_tokens": args.chunk_tokens, "cpus": os.cpu_count()}
+              "chunk_tokens": args.chunk_tokens, "cpus": os.cpu_count(),
+              "corruption": change, "changed_positions": changed}
     layers, heads = model.config.n_layers, model.config.n_heads
     runs = {"residual": layers * args.tokens, "heads": layers * heads * 2, "attention": layers * args.tokens,
             "feed_forward": layers * args.tokens}

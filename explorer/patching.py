@@ -43,6 +43,10 @@ WORKERS = 2  # chunks run side by side: torch releases the GIL in its kernels, a
 # texts of the same kind beside it, so a learner sees whether the default is typical.
 DEFAULT_CLEAN = "My lord, the duke of Norfolk sends word, and the earl of Warwick waits. Tell the duke of Norfolk"
 DEFAULT_CORRUPTED = "My lord, the duke of Portia sends word, and the earl of Warwick waits. Tell the duke of Norfolk"
+DEFAULT_NOTE = ("**The example.** The text ends by naming \"the duke of Norfolk\" a second time; the first time, "
+                "\" sends\" came next. Only copying that earlier passage predicts \" send\", and the corrupted text names "
+                "another duke where the first copy is. Press Patch and follow the information: from the earlier name, "
+                "to the token after it, to the last position.")
 SPREAD_TEXTS = (
     "Enter Mistress Overdone and Pompey. Then enter Mistress Overdone",
     "The porter Quibble kept the gate; the cook kept the fire. At dawn the porter Quibble",
@@ -495,14 +499,13 @@ sublayer writes into the stream at that position (our layers are pre-norm: x + S
 
 def explanation(result: Patching) -> str:
     """What this result's grids show, in numbers computed from it."""
-    lines = [f"**This run.** Answer {echo(result.answer)} against {echo(result.wrong_answer)}: LD clean "
-             f"{result.clean_metric:.3f}, corrupted {result.corrupted_metric:.3f}."]
+    lines = []
     residual = result.grids.get("residual")
     if residual is not None:
         best = residual.values.argmax(axis=1)
         path = ", ".join(f"{row} at {echo(residual.columns[p], 24)} ({residual.values[i, p]:.2f})"
                          for i, (row, p) in enumerate(zip(residual.rows, best)))
-        lines.append(f"Residual stream, the position that restores most in each layer: {path}.")
+        lines.append(f"**This run.** Residual stream, the position that restores most in each layer: {path}.")
     heads = result.grids.get("heads")
     if heads is not None:
         for column, where in enumerate(HEAD_COLUMNS):

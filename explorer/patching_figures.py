@@ -78,6 +78,6 @@ def cell_figure(result: Patching, name: str, row: int, column: int) -> go.Figure
     grid = result.grids[name]
     where = f"{grid.rows[row]} at {grid.columns[column]}"
     fig = top_tokens_figure(result.cell_top(name, row, column), "the corrupted text")
-    fig.update_layout(title=dict(text=f"Patched: {plotly_text(grid.title.lower())}, {plotly_text(where)}<br><sup>restored "
-                                      f"{grid.values[row, column]:.3f}; the most likely next tokens of that run</sup>"))
+    fig.update_layout(title=dict(text=f"Patched {plotly_text(where)}: restored {grid.values[row, column]:.3f}<br><sup>"
+                                      f"{plotly_text(grid.title)}; that run's most likely next tokens</sup>"))
     return fig

@@ -53,6 +53,7 @@ def click_cell(page, plot_id: str, row: int, column: int, subplot: str = ""):
 def test_the_default_example_draws_its_grids_and_a_click_shows_that_runs_top_tokens(page):
     assert page.input_value("#patching-clean textarea") == patching.DEFAULT_CLEAN
     assert page.input_value("#patching-corrupted textarea") == patching.DEFAULT_CORRUPTED
+    assert "Only copying that earlier passage" in page.inner_text("#patching-example-note")
     page.click("#patching-button")
     page.wait_for_selector("#patching-status >> text=patched runs in")
     status = page.inner_text("#patching-status")
@@ -72,6 +73,14 @@ def test_the_default_example_draws_its_grids_and_a_click_shows_that_runs_top_tok
     labels = page.locator("#patching-plot-cell .ytick text").all_text_contents()
     assert "1. ␣send" in labels and len(labels) == 5
     click_cell(page, "patching-plot-heads", 4, 7, "2")  # L4.H7 at the last position only
+    page.wait_for_selector("#patching-plot-cell >> text=L4.H7 at last position")
+    assert "restored 0.9" in page.inner_text("#patching-cell-status")
+    click_cell(page, "patching-plot-feed-forward", 5, 29)  # the last grid: the answer is in sight (beside it, or scrolled to)
+    page.wait_for_selector("#patching-plot-cell >> text=L5 at 29:olk")
+    page.wait_for_function("""() => { const box = document.querySelector('#patching-plot-cell').getBoundingClientRect();
+                                      return box.top >= 0 && box.bottom <= window.innerHeight; }""")
+    assert "Feed-forward output, patched at L5, 29:olk" in page.inner_text("#patching-cell-status")
+    click_cell(page, "patching-plot-heads", 4, 7, "2")
     page.wait_for_selector("#patching-plot-cell >> text=L4.H7 at last position")
     assert "1. ␣send" in page.locator("#patching-plot-cell .ytick text").all_text_contents()
     page.locator("#patching-plot-cell").scroll_into_view_if_needed()

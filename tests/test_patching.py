@@ -16,7 +16,7 @@ from explorer.run import recorded_run
 from fixtures_checkpoints import checkpoint_config, train_tokenizer
 from modeling import Site
 from modeling.convert import causal_lm_from_gpt2
-from shipped import load, shipped
+from shipped import SHIPPED_ROOT, load, shipped
 
 TOLERANCE = 1e-5  # normalised metric, float32
 MAIN = "shakespeare-main"
@@ -246,14 +246,16 @@ def test_default_example_shows_the_induction_circuit(default_result):
 def test_the_default_is_typical_of_texts_of_its_kind(main):
     """On the spread texts too, L4.H7 leads at the last position and L3.H0 ranks in the top 3 at every position."""
     model, tokenizer = main
-    l3h0_ranks, l4h7_last = [], []
+    l3h0_ranks, l4h7_last, leaders = [], [], []
     for text in patching.SPREAD_TEXTS:
         corrupted, _ = change_one_word(tokenizer, text)
         r = activation_patching(model, tokenizer, text, corrupted, sites=["heads"])
         heads, rows = r.grids["heads"].values, r.grids["heads"].rows
         l3h0_ranks.append([rows[i] for i in np.argsort(-heads[:, 0])].index("L3.H0"))
         l4h7_last.append(heads[rows.index("L4.H7"), 1])
+        leaders.append(rows[int(np.argmax(heads[:, 1]))])
     assert max(l3h0_ranks) <= 2, l3h0_ranks
+    assert set(leaders) == {"L4.H7"}, leaders
     assert min(l4h7_last) > 0.6 and np.median(l4h7_last) > 0.9, l4h7_last
 
 
@@ -265,35 +267,43 @@ def test_the_default_is_typical_of_texts_of_its_kind(main):
 TINY_TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate. Shall I compare"
 
 
-def last_word_changed(model, tokenizer) -> str:
-    """TINY_TEXT with its last word changed to another word of it, keeping the token count, where that moves the
-    random model's logit difference of its top two by at least 0.05 (so that normalising divides by enough)."""
+def two_words_changed(model, tokenizer) -> str:
+    """TINY_TEXT with a word in its middle and its last word changed to other words of it, keeping the token count,
+    where that moves the random model's logit difference of its top two by at least 0.05 (so that normalising divides
+    by enough; a random model reads little of its context, so the last word is changed too). The cells between
+    the two changes run from a cached prefix; those before the first write what is there."""
     length = len(tokenizer(TINY_TEXT).input_ids)
-    head, last = TINY_TEXT.rsplit(" ", 1)
+    words = TINY_TEXT.split(" ")
+    middle = len(words) // 2
     ids = tokenizer(TINY_TEXT, return_tensors="pt").input_ids
     with torch.inference_mode():
         logits = model(input_ids=ids).logits[0, -1]
     top = logits.topk(2).indices
-    for word in dict.fromkeys(TINY_TEXT.replace("?", " ").replace(".", " ").split()):
-        candidate = f"{head} {word}"
-        if word == last or len(tokenizer(candidate).input_ids) != length:
-            continue
-        with torch.inference_mode():
-            other = model(input_ids=tokenizer(candidate, return_tensors="pt").input_ids).logits[0, -1]
-        if abs(float((logits[top[0]] - logits[top[1]]) - (other[top[0]] - other[top[1]]))) > 0.05:
-            return candidate
-    raise AssertionError("no word of the text makes a usable corruption")
+    choices = list(dict.fromkeys(w.strip("?.") for w in words))
+    for first in choices:
+        for last in choices:
+            candidate = " ".join(words[:middle] + [first] + words[middle + 1:-1] + [last])
+            if first == words[middle] or last == words[-1] or len(tokenizer(candidate).input_ids) != length:
+                continue
+            with torch.inference_mode():
+                other = model(input_ids=tokenizer(candidate, return_tensors="pt").input_ids).logits[0, -1]
+            if abs(float((logits[top[0]] - logits[top[1]]) - (other[top[0]] - other[top[1]]))) > 0.05:
+                return candidate
+    raise AssertionError("no pair of words of the text makes a usable corruption")
 
 
 def check_model_end_to_end(model, tokenizer):
-    corrupted = last_word_changed(model, tokenizer)
+    corrupted = two_words_changed(model, tokenizer)
     result = activation_patching(model, tokenizer, TINY_TEXT, corrupted)
+    first = result.changed[0]
     for grid in GRIDS:
         values = result.grids[grid].values
         assert np.isfinite(values).all()
-        row, column = (values.shape[0] - 1, values.shape[1] - 1)
-        assert values[row, column] == pytest.approx(
-            cell_by_hook(model, tokenizer, result, grid, row, column, TINY_TEXT, corrupted), abs=1e-4)
+        last_row, last_column = values.shape[0] - 1, values.shape[1] - 1
+        cells = [(0, 0), (last_row, 1)] if grid == "heads" else [(0, first), (last_row, first + 1), (last_row, last_column)]
+        for row, column in cells:
+            assert values[row, column] == pytest.approx(
+                cell_by_hook(model, tokenizer, result, grid, row, column, TINY_TEXT, corrupted), abs=1e-4), (grid, row, column)
     clean, _, ids = runs(model, tokenizer, TINY_TEXT, corrupted)
     site = GRIDS["residual"].site(model.config.n_layers - 1)
     whole = [[Patch(site, tuple(range(ids.shape[0])))]]
@@ -302,7 +312,8 @@ def check_model_end_to_end(model, tokenizer):
 
 @pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "rope", "alibi", "none"])
 def test_every_tiny_checkpoint(tiny_checkpoints, encoding):
-    """Random tiny models: tolerance 1e-4 (their logit differences are about 0.1, so the normalised error is larger)."""
+    """Random tiny models: tolerance 1e-4 (their logit differences move by about 0.1, so the normalised error is
+    larger)."""
     check_model_end_to_end(*load(tiny_checkpoints, f"shakespeare-{encoding}"))
 
 
@@ -397,3 +408,31 @@ def test_swap_repeated_half_keeps_every_word_but_not_their_order(main):
     assert len(tokenizer(corrupted).input_ids) == len(tokenizer(text).input_ids)
     with pytest.raises(InputProblem, match="at least four words"):
         swap_repeated_half(tokenizer, "Hello there")
+
+
+# ----------------------------------------------------------------------------------------------
+# The endpoint, through gradio_client
+# ----------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shipped_client(client):
+    """The app's client, the app reading the shipped checkpoints for this module (it reads the folder per request)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCRATCH_CHECKPOINTS", str(SHIPPED_ROOT))
+        yield client
+
+
+def test_the_endpoint_answers_with_the_json_and_a_figure_per_grid_asked(shipped_client, default_result):
+    residual, heads, attention, feed_forward, numbers, explained, cell, cell_line, line = shipped_client.predict(
+        MAIN, patching.DEFAULT_CLEAN, patching.DEFAULT_CORRUPTED, "", "", ["residual", "heads"],
+        api_name="/activation_patching")
+    assert residual is not None and heads is not None and attention is None and feed_forward is None
+    assert numbers["clean_metric"] == pytest.approx(default_result.clean_metric, abs=1e-6)
+    assert numbers["corrupted_metric"] == pytest.approx(default_result.corrupted_metric, abs=1e-6)
+    assert np.allclose(numbers["residual"], default_result.grids["residual"].values, atol=1e-5)
+    assert np.array(numbers["heads"]).shape == (48, 2) and "attention" not in numbers
+    assert "patched runs in" in line and "L4.H7" in explained
+    *_, numbers, _, _, _, line = shipped_client.predict(
+        MAIN, patching.DEFAULT_CLEAN, "Tell the <b>duke</b>", "", "", None, api_name="/activation_patching")
+    assert numbers is None and line.startswith("⚠️ The clean and corrupted texts must have the same number of tokens")

@@ -18,7 +18,8 @@ PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in patching
 
 # A click on a cell of a grid's plotly heat map: the gr.HTML beside the plots listens to every plot of this tab
 # (plotly's own 'plotly_click' event, attached again whenever a plot is drawn anew) and sends a 'click' event
-# with the grid's name, the heat map (curve) and the cell's row and column
+# with the grid's name, the heat map (curve) and the cell's row and column. The panel it sits in stays in sight beside
+# the grids (sticky); where the page is too narrow for both, a click scrolls the answer into sight below them
 CLICK_BRIDGE_JS = """
 const attach = () => {
   document.querySelectorAll('[id^="patching-plot-"] .js-plotly-plot').forEach((plot) => {
@@ -29,12 +30,18 @@ const attach = () => {
       const point = data && data.points && data.points[0];
       if (!point || !Array.isArray(point.pointNumber)) return;
       trigger('click', {grid: grid, curve: point.curveNumber, row: point.pointNumber[0], column: point.pointNumber[1]});
+      const cell = document.querySelector('#patching-plot-cell');  // stacked below the grids on a narrow page
+      const box = cell && cell.getBoundingClientRect();
+      if (box && (box.top > window.innerHeight || box.bottom < 0)) cell.scrollIntoView({behavior: 'smooth', block: 'center'});
     };
     plot.on('plotly_click', plot.__patchingClick);
   });
 };
 new MutationObserver(attach).observe(document.body, {childList: true, subtree: true});
 attach();
+const panel = document.querySelector('#patching-cell-panel');  // beside the grids: it stays in sight as they scroll
+if (panel) Object.assign(panel.style, {position: 'sticky', top: '8px', zIndex: '2', alignSelf: 'flex-start',
+                                       background: 'var(--background-fill-primary)'});
 """
 CLICK_HINT = "<p class='patching-hint'>Click a cell of any grid: that patched run's five most likely next tokens appear here.</p>"
 
@@ -44,7 +51,7 @@ def _figures(result, names, config):
             for name in patching.GRIDS]
 
 
-@guarded(NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_JSON, NO_TEXT, NO_RESULT, NO_FIGURE)
+@guarded(NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_JSON, NO_TEXT, NO_RESULT, NO_FIGURE, NO_TEXT)
 def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_answer, sites, progress=gr.Progress()):
     """Every patched run of the chosen grids: one heat map per grid, the numbers as JSON, what they show."""
     info, model, tokenizer = catalog.resolve(model_name)
@@ -58,21 +65,22 @@ def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_an
             f"{result.corrupted_metric:.3f}. {runs} patched runs in {seconds:.1f} s.")
     defaults = "" if answer and wrong_answer else "Empty answer boxes take the clean run's two most likely next tokens."
     return (*_figures(result, result.grids, model.config), result.to_json(), patching.explanation(result), result,
-            NO_FIGURE, status(line, defaults, *result.notices))
+            NO_FIGURE, NO_TEXT, status(line, defaults, *result.notices))
 
 
 @guarded(NO_FIGURE)
 def show_cell(result, evt: gr.EventData):
-    """The clicked cell's patched run: its top next tokens."""
+    """The clicked cell's patched run: its top next tokens (the line under it says which cell)."""
     if result is None:
-        return NO_FIGURE, status("Patch first: the grids are not computed yet.")
+        return NO_FIGURE, "Patch first: the grids are not computed yet."
     grid, row, column = str(evt.grid), int(evt.row), int(evt.column)
     if grid not in result.grids:
-        return NO_FIGURE, status("That grid was not computed in this run.")
+        return NO_FIGURE, "That grid was not computed in this run."
     if grid == "heads":  # two maps, every position and last position, each layer x head: (layer, head) -> row
         row, column = row * result.n_heads + column, int(evt.curve)
-    return cell_figure(result, grid, row, column), status(f"Top next tokens of the run patched at {result.grids[grid].rows[row]}, "
-                                                          f"{result.grids[grid].columns[column]}.")
+    cells = result.grids[grid]
+    return cell_figure(result, grid, row, column), (
+        f"{cells.title}, patched at {cells.rows[row]}, {cells.columns[column]}: restored {cells.values[row, column]:.3f}.")
 
 
 @guarded(KEPT)
@@ -88,6 +96,8 @@ def tab(choices, value) -> gr.Dropdown:
     """The tab, and its model menu (decoder-only models)."""
     decoders, value = decoder_only(choices, value)
     with gr.Tab("Activation patching", id="patching"):
+        with gr.Accordion("What patching asks, and how to read its grids", open=True, elem_id="patching-teaching-box"):
+            gr.Markdown(patching.TEACHING, elem_id="patching-teaching")
         with gr.Row():
             with gr.Column(scale=3):
                 clean = gr.Textbox(label="Clean text (the model gets the answer right)", value=patching.DEFAULT_CLEAN,
@@ -97,6 +107,7 @@ def tab(choices, value) -> gr.Dropdown:
                 with gr.Row():
                     change_word = gr.Button("Corrupt: change one word", size="sm", elem_id="patching-change-word")
                     swap_half = gr.Button("Corrupt: swap the words of the first half", size="sm", elem_id="patching-swap-half")
+                gr.Markdown(patching.DEFAULT_NOTE, elem_id="patching-example-note")
             with gr.Column(scale=2):
                 menu = model_menu("patching-model", decoders, value)
                 with gr.Row():
@@ -107,21 +118,23 @@ def tab(choices, value) -> gr.Dropdown:
                 sites = gr.CheckboxGroup(SITE_CHOICES, value=list(patching.GRIDS), label="Grids", elem_id="patching-sites")
                 button = gr.Button("Patch", variant="primary", elem_id="patching-button")
         status_line = gr.Markdown(elem_id="patching-status", elem_classes="status-line")
-        with gr.Row():
+        explained = gr.Markdown(elem_id="patching-explanation")
+        with gr.Row(equal_height=True):  # the side column as tall as the grids: its panel stays in sight
             with gr.Column(scale=3, min_width=480):
                 plots = {name: gr.Plot(label=patching.GRIDS[name].title, elem_id=PLOT_IDS[name]) for name in patching.GRIDS}
             with gr.Column(scale=2, min_width=320):
-                bridge = gr.HTML(CLICK_HINT, elem_id="patching-click", js_on_load=CLICK_BRIDGE_JS)
-                cell_plot = gr.Plot(label="The clicked cell's patched run", elem_id="patching-plot-cell")
-                explained = gr.Markdown(elem_id="patching-explanation")
-                gr.Markdown(patching.TEACHING, elem_id="patching-teaching")
+                with gr.Column(elem_id="patching-cell-panel"):  # kept in sight beside the grids (CLICK_BRIDGE_JS)
+                    bridge = gr.HTML(CLICK_HINT, elem_id="patching-click", js_on_load=CLICK_BRIDGE_JS)
+                    cell_plot = gr.Plot(label="The clicked cell's patched run", elem_id="patching-plot-cell")
+                    cell_line = gr.Markdown(elem_id="patching-cell-status", elem_classes="status-line")
         numbers = gr.JSON(label="The numbers (clean_metric, corrupted_metric, one grid per site: [row][position], normalised)",
                           open=False, max_height=320, elem_id="patching-json")
         result = gr.State(NO_RESULT)
     button.click(activation_patching, [menu, clean, corrupted, answer, wrong, sites],
-                 [*plots.values(), numbers, explained, result, cell_plot, status_line], api_name="activation_patching",
+                 [*plots.values(), numbers, explained, result, cell_plot, cell_line, status_line],
+                 api_name="activation_patching",
                  **INTERACTIVE, **UNCHECKED)
-    bridge.click(show_cell, result, [cell_plot, status_line], api_name="patching_cell", api_visibility="private")
+    bridge.click(show_cell, result, [cell_plot, cell_line], api_name="patching_cell", api_visibility="private")
     change_word.click(lambda m, t: corrupted_copy(m, t, "word"), [menu, clean], [corrupted, status_line],
                       api_name="patching_change_word", api_visibility="private", **UNCHECKED)
     swap_half.click(lambda m, t: corrupted_copy(m, t, "swap"), [menu, clean], [corrupted, status_line],
