@@ -101,7 +101,7 @@ def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | 
     views = []
     for number, revision in enumerate(chosen, 1):
         job = hub.start_open(repo_id, revision)
-        for line in job.follow():
+        for line in ["opening", *job.follow()]:
             if on_progress:
                 on_progress(f"revision {revision} ({number} of {len(chosen)}): {line}")
         views.append(revision_view(job.outcome().name, text))
