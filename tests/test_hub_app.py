@@ -88,7 +88,8 @@ def test_a_hanging_hub_answers_within_30_s_and_the_app_keeps_serving(app_server,
     served = time.perf_counter()
     *_, note = other.predict(TEXT, "shakespeare-rope", "self", "0", "average", api_name="/attention")
     result, line = other.predict("tiny/ours", "", api_name="/open_model")
-    assert time.perf_counter() - served < 10 and "⚠" not in note and result["name"] == "tiny/ours"
+    # served well before the hanging open gives up (its Hub call times out at 10 s): nothing waited behind it
+    assert time.perf_counter() - served < 8 and "⚠" not in note and result["name"] == "tiny/ours"
     result, line = job.result(timeout=40)
     assert time.perf_counter() - start < 30
     assert result is None and "did not answer in time" in line
