@@ -491,12 +491,12 @@ def offline() -> bool:
 
 def hub_error_message(error: Exception) -> str:
     """What went wrong talking to the Hub, for a visitor."""
+    if isinstance(error, hub_errors.GatedRepoError):  # a kind of RepositoryNotFoundError: asked first
+        return "This repo is gated: it needs an access request on the Hub, and the app opens public models."
     if isinstance(error, hub_errors.RepositoryNotFoundError):
-        return "No such model repo on the Hub (or it is private or gated): check the repo id."
+        return "No such model repo on the Hub (or it is private): check the repo id."
     if isinstance(error, hub_errors.RevisionNotFoundError):
         return "The repo has no such revision: give a branch, tag or commit it has, or leave it empty for the default branch."
-    if isinstance(error, hub_errors.GatedRepoError):
-        return "This repo is gated: it needs an access request on the Hub."
     if isinstance(error, hub_errors.LocalEntryNotFoundError):
         return "This model is not in the local cache, and the app is offline (HF_HUB_OFFLINE): open it once online."
     if isinstance(error, hub_errors.EntryNotFoundError):
