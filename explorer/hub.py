@@ -13,9 +13,9 @@ The model is then converted (``modeling.convert.from_transformers``) and its par
 Concurrency: one job per (repo, revision) however many ask (``_jobs``); downloads run side by side; every
 ``from_pretrained`` runs behind ``catalog.LOAD_LOCK``, the lock the shipped checkpoints load behind (transformers'
 loading is not thread-safe). A requester follows its job's progress and gives up with a clear message when the Hub
-sends nothing for ``STALL_SECONDS``; nobody else waits on it. Loaded models sit in ``HELD``, an LRU bounded by
-memory: an evicted model is only dropped from the LRU, so a request holding it finishes, and its menu name loads
-it again from the files on disk.
+sends nothing for ``STALL_SECONDS`` (a load queued behind the lock is not a stall); nobody else waits on it. Loaded
+models sit in ``HELD``, an LRU bounded by memory: an evicted model is only dropped from the LRU, so a request holding
+it finishes, and its menu name loads it again from the files on disk.
 """
 
 import json
@@ -403,13 +403,16 @@ class Job:
 
     def __init__(self, key):
         self.key, self.phase, self.done_bytes, self.total_bytes = key, "starting", 0, 0
+        self.waiting_on_hub = False  # only a wait on the network can stall; a load behind the lock just queues
         self.finished = threading.Event()
         self.touched = time.monotonic()
         self.result = self.error = None
 
-    def report(self, phase: str | None = None, add_bytes: int = 0) -> None:
+    def report(self, phase: str | None = None, add_bytes: int = 0, hub: bool | None = None) -> None:
         if phase is not None:
             self.phase = phase
+        if hub is not None:
+            self.waiting_on_hub = hub
         self.done_bytes += add_bytes
         self.touched = time.monotonic()
 
@@ -421,7 +424,7 @@ class Job:
     def follow(self, every: float = 0.5) -> Iterator[str]:
         """The progress line every ``every`` seconds until the job ends; InputProblem when it stalls."""
         while not self.finished.wait(every):
-            if time.monotonic() - self.touched > STALL_SECONDS:
+            if self.waiting_on_hub and time.monotonic() - self.touched > STALL_SECONDS:
                 raise InputProblem(f"Gave up after {STALL_SECONDS} s without progress ({self.phase}): the Hub at "
                                    f"{echo(endpoint())} is not answering. Try again later.")
             yield self.progress()
@@ -488,12 +491,12 @@ def offline() -> bool:
 
 def hub_error_message(error: Exception) -> str:
     """What went wrong talking to the Hub, for a visitor."""
+    if isinstance(error, hub_errors.GatedRepoError):  # a kind of RepositoryNotFoundError: asked first
+        return "This repo is gated: it needs an access request on the Hub, and the app opens public models."
     if isinstance(error, hub_errors.RepositoryNotFoundError):
-        return "No such model repo on the Hub (or it is private or gated): check the repo id."
+        return "No such model repo on the Hub (or it is private): check the repo id."
     if isinstance(error, hub_errors.RevisionNotFoundError):
         return "The repo has no such revision: give a branch, tag or commit it has, or leave it empty for the default branch."
-    if isinstance(error, hub_errors.GatedRepoError):
-        return "This repo is gated: it needs an access request on the Hub."
     if isinstance(error, hub_errors.LocalEntryNotFoundError):
         return "This model is not in the local cache, and the app is offline (HF_HUB_OFFLINE): open it once online."
     if isinstance(error, hub_errors.EntryNotFoundError):
@@ -531,7 +534,7 @@ def _fetch(job: Job, repo_id: str, revision: str | None) -> tuple[Path, str, Pla
             raise InputProblem(f"{where} lacks config.json: it cannot be opened.")
         plan_ = plan(where, sizes, (folder / "config.json").read_bytes())
         return folder, folder.name, plan_
-    job.report("asking the Hub what the repo holds")
+    job.report("asking the Hub what the repo holds", hub=True)
     info = HfApi(endpoint=endpoint(), token=token()).model_info(repo_id, revision=revision, files_metadata=True,
                                                                 timeout=HTTP_TIMEOUT)
     sizes = {s.rfilename: s.size for s in info.siblings or []}
@@ -574,7 +577,7 @@ def start_open(repo_id, revision=None) -> Job:
     def work(job: Job) -> Opened:
         start = time.perf_counter()
         folder, commit, plan_ = _fetch(job, repo_id, revision)
-        job.report("converting to our Transformer and measuring parity")
+        job.report("converting to our Transformer and measuring parity", hub=False)
         model, parity, tokenizer = load_folder(folder, plan_, name)
         opened_ = Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, commit,
                          parity, folder, plan_, None, repo_id, revision, time.perf_counter() - start)

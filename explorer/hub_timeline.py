@@ -41,7 +41,7 @@ def spaced(names: list, n: int = MAX_REVISIONS) -> list:
 def training_revisions(repo_id: str) -> list[str]:
     """The repo's ``step<N>`` branches and tags, in step order (asked of the Hub, bounded by the stall limit)."""
     def work(job):
-        job.report("listing the repo's revisions")
+        job.report("listing the repo's revisions", hub=True)
         refs = hub.HfApi(endpoint=hub.endpoint(), token=hub.token()).list_repo_refs(repo_id)
         return [ref.name for ref in [*refs.branches, *refs.tags]]
 
@@ -101,7 +101,7 @@ def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | 
     views = []
     for number, revision in enumerate(chosen, 1):
         job = hub.start_open(repo_id, revision)
-        for line in job.follow():
+        for line in ["opening", *job.follow()]:
             if on_progress:
                 on_progress(f"revision {revision} ({number} of {len(chosen)}): {line}")
         views.append(revision_view(job.outcome().name, text))

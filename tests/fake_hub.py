@@ -36,6 +36,7 @@ class FakeHub:
         self.users = dict(users or {"hf_dummy_token_for_tests": "tester"})
         self.authors: dict[str, list[str]] = {}  # repo_id -> the user of each commit
         self.hanging: set[str] = set()  # repo ids whose every request hangs until the server closes
+        self.gated: set[str] = set()  # repo ids that answer 403 GatedRepo (an access request is needed)
         self.closing = threading.Event()
         hub = self
 
@@ -98,6 +99,9 @@ class FakeHub:
                     repo = hub.repos.get(match.group(1))
                     if repo is None:
                         return self._send(404, b"{}", {"X-Error-Code": "RepoNotFound"})
+                    if match.group(1) in hub.gated:
+                        return self._send(403, b'{"error": "Access to this repo is restricted"}',
+                                          {"X-Error-Code": "GatedRepo", "X-Error-Message": "Access is restricted"})
                     state = hub.state(match.group(1), unquote(match.group(2) or "main"))
                     if state is None:
                         return self._send(404, b"{}", {"X-Error-Code": "RevisionNotFound"})

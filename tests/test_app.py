@@ -60,7 +60,7 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                 "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution",
                 "/attention_token", "/attention_token_layer", "/attention_token_kind", "/attention_token_query",
                 "/attention_grid_head", "/gradient_step", "/train_live", "/stop_training", "/training_timeline",
-                "/activation_patching"}
+                "/activation_patching", "/open_model", "/open_upload", "/open_trained", "/push_to_hub", "/hub_timeline"}
     private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note",  # UI only
                "steps_model_note", "lens_model_note", "ablation_model_note", "sampling_model_note",
                "steps_kinds", "ablation_kinds", "steps_fold_example", "steps_pick_query", "lens_pick_position",
@@ -69,7 +69,7 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "ablation_clear_rank", "ablation_clear_removal", "grad_model_note", "train_live_stop_on", "train_live_stop_off",
                "training_timeline_snapshot", "training_timeline_step", "training_timeline_open", "training_timeline_run_range",
                "training_timeline_run", "patching_model_note", "patching_cell", "patching_change_word",
-               "patching_swap_half"}
+               "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -83,6 +83,8 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
     assert groups["compare_encodings"] == ("comparison", 1)
     assert groups["gradient_step"] == ("model", 1)
     assert groups["train_live"] == ("training", 1)  # one training job at a time, never in the generation slots
+    for opening in ("open_model", "open_upload", "open_trained", "push_to_hub", "timeline_of_revisions"):
+        assert groups[opening] == ("opening", 4)  # waits on the network, so never in the views' slot
 
 
 def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model(client, tiny_checkpoints):
@@ -248,9 +250,13 @@ def test_api_clients_may_leave_out_the_arguments_added_later(client):
     assert client.predict("Shall I", 3, api_name="/compare_encodings")[-1].startswith("- Done: 5 models, 3 new tokens each, sampling")
 
 
-def test_uploads_are_refused(app_server):
-    response = requests.post(app_server + "gradio_api/upload", files={"files": ("a.txt", b"x" * 2000)}, timeout=30)
-    assert response.status_code == 413 and "maximum allowed size of 0 bytes" in response.text
+def test_uploads_are_bounded_by_the_hubs_weight_limit(app_server, app):
+    """Open a model takes a zip: uploads up to the weight limit and 50 MB for the rest of a model folder."""
+    from explorer import hub
+
+    assert app.LAUNCH_OPTIONS["max_file_size"] == hub.max_upload_bytes() == 1_050_000_000
+    response = requests.post(app_server + "gradio_api/upload", files={"files": ("a.zip", b"x" * 2000)}, timeout=30)
+    assert response.status_code == 200
 
 
 def test_stop_ends_the_generation(client):

@@ -6,6 +6,7 @@ import pytest
 
 import hub_repos
 from fake_hub import FakeHub
+from test_browser_learn import choose
 from test_browser import SHOTS, WIDTHS, assert_no_error_shown, browser, open_page, open_tab, plot_drawn  # noqa: F401
 
 pytestmark = pytest.mark.browser
@@ -52,4 +53,23 @@ def test_open_a_hub_model_and_see_it_in_every_tab(browser, app_server, hub, widt
     page.wait_for_selector(f"#att-status >> text={REPO}")
     page.screenshot(path=SHOTS / f"hub-attention-{width}.png", full_page=True)
     assert_no_error_shown(page)
+    page.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_train_one_yourself_offers_open_and_push_after_training(browser, app_server, hub, width):  # noqa: F811
+    """The test app has no shipped tokenizer, so the job trains on random tokens: Open in every tab says why such a
+    model cannot be opened (the views read text); opening a text-trained model is tested through the API."""
+    page = open_page(browser, app_server, width)
+    page.wait_for_selector("#catalog-status >> text=model(s) ready")
+    open_tab(page, "Train one yourself")
+    choose(page, "live-data", "Repeating random tokens")
+    page.fill("#live-steps input[type=number]", "4")
+    page.click("#live-button")
+    page.wait_for_selector("#live-status >> text=Done: 4 of 4 steps")
+    page.click("#trained-open")
+    page.wait_for_selector("#trained-status >> text=random tokens")
+    assert page.is_visible("#trained-push") and page.is_visible("#trained-repo")
+    page.screenshot(path=SHOTS / f"hub-trained-{width}.png", full_page=True)
+    assert "Traceback" not in page.inner_text("body") and page.errors == []
     page.close()

@@ -42,6 +42,8 @@ def hub(repos, tmp_path_factory):
             server.add_folder(name, folder)
         for name, files in hub_repos.bad_repos(tmp).items():
             server.add_repo(name, files)
+        server.add_repo("bad/gated", {"config.json": b"{}"})
+        server.gated.add("bad/gated")
         for step, seed in (("step0", 10), ("step1", 11)):
             server.add_folder("tiny/neox-run", hub_repos.save_transformers_repo(tmp / step, REVISIONS_FAMILY, seed), revision=step)
         patch.setenv("HF_ENDPOINT", server.url)
@@ -147,6 +149,7 @@ def test_our_own_repo_loads_with_our_classes_and_ignores_its_code(explorer_hub, 
     ("bad/no-tokenizer", ["lacks tokenizer.json"]),
     ("bad/no-weights", ["lacks weights (model.safetensors, or pytorch_model.bin)"]),
     ("nobody/no-such-repo", ["No such model repo on the Hub"]),
+    ("bad/gated", ["This repo is gated"]),
 ])
 def test_a_bad_repo_is_refused_naming_why(explorer_hub, hub, repo, words):
     from explorer.inputs import InputProblem
