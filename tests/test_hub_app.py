@@ -19,7 +19,8 @@ GPT2 = "tiny/gpt2"
 def hub(app_server, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("app-hub")
     with FakeHub() as server, pytest.MonkeyPatch.context() as patch:
-        server.add_folder(GPT2, hub_repos.save_transformers_repo(tmp / "gpt2", "gpt2"))
+        for model_type in hub_repos.TINY:  # one repo per family modeling.convert holds
+            server.add_folder(f"tiny/{model_type}", hub_repos.save_transformers_repo(tmp / model_type, model_type))
         server.add_folder("tiny/ours", hub_repos.save_ours(tmp / "ours"))
         server.add_repo("bad/unknown-architecture", hub_repos.bad_repos(tmp)["bad/unknown-architecture"])
         server.add_repo("slow/hangs", {"config.json": b"{}"})
@@ -61,13 +62,16 @@ VIEWS = {  # endpoint -> its arguments after (text, model)
 }
 
 
+@pytest.mark.parametrize("repo", [f"tiny/{model_type}" for model_type in hub_repos.TINY] + ["tiny/ours"])
 @pytest.mark.parametrize("endpoint", list(VIEWS))
-def test_every_view_works_on_an_opened_model(client, hub, endpoint):
-    client.predict(GPT2, "", api_name="/open_model")
-    *_, note = client.predict(TEXT, GPT2, *VIEWS[endpoint], api_name=endpoint)
-    assert "⚠" not in note and "Something went wrong" not in note
+def test_every_view_works_on_an_opened_model(client, hub, endpoint, repo):
+    """Every family the converters hold (GPT-2; Llama, Qwen2, Mistral with RMSNorm, SwiGLU, grouped-query attention and
+    an untied head; GPT-NeoX with parallel residual and a quarter of each head rotated) and one of ours."""
+    client.predict(repo, "", api_name="/open_model")
+    *_, note = client.predict(TEXT, repo, *VIEWS[endpoint], api_name=endpoint)
+    assert "⚠" not in note and "Something went wrong" not in note, note
     if endpoint not in ("/generate", "/forward_trace"):  # their status lines do not name the model
-        assert GPT2 in note
+        assert repo in note
 
 
 def test_a_bad_repo_ends_as_a_message_naming_the_families(client, hub):
