@@ -25,7 +25,8 @@ from torch import nn
 from transformers import GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
 
 from .configuration_scratch_transformer import ACTIVATIONS, ScratchTransformerConfig
-from .modeling_scratch_transformer import ScratchTransformerForCausalLM, Transformer
+from .modeling_scratch_transformer import ScratchTransformerForCausalLM
+from .torch_transformer import Transformer
 
 
 def _qkv(prefix: str, weight: torch.Tensor, bias: torch.Tensor | None) -> dict[str, torch.Tensor]:
