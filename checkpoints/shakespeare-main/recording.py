@@ -5,7 +5,8 @@ The recording lives in a context variable, as transformers' output capturing kee
 record on one shared model at the same time (threads, async tasks) each get their own, and with none open a
 module pays one lookup. torch.compile cannot trace a context variable: a recording opened while compiling (the
 ``output_attentions`` / ``output_hidden_states`` of a compiled forward) lives in a plain attribute instead, as
-transformers' ``CompileableContextVar`` does, so a compiled generate returns those outputs too. The typed records (``AttentionRecord`` ...) read a recording by stack, layer and part.
+transformers' ``CompileableContextVar`` does, so a compiled generate returns those outputs too. The typed records
+(``AttentionRecord`` ...) read a recording by stack, layer and part.
 """
 
 from collections.abc import Callable, Iterator

@@ -35,8 +35,10 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to
 from transformers.utils.import_utils import is_tracing
 
 from .configuration_scratch_transformer import ScratchTransformerConfig
-from .position_encodings import (LearnedPositionalEncoding, SinusoidalPositionalEncoding, alibi_bias, alibi_slopes,  # noqa: F401
-                                 apply_rope, rope_angles, rope_tables, rotate, rotate_pairs, sinusoidal_encoding)
+# alibi_slopes, apply_rope, rotate_pairs and sinusoidal_encoding are imported for the views, which read them here
+from .position_encodings import (  # noqa: F401
+    LearnedPositionalEncoding, SinusoidalPositionalEncoding, alibi_bias, alibi_slopes, apply_rope, rope_angles,
+    rope_tables, rotate, rotate_pairs, sinusoidal_encoding)
 from .recording import Site, capturing, current_recording, name_sites, note_for
 
 # ----------------------------------------------------------------------------------------------
@@ -149,8 +151,8 @@ class MultiHeadAttention(nn.Module):
     Self-attention reads Q, K, V from the same sequence; cross-attention reads K, V from the encoder
     memory. Grouped-query attention (``n_kv_heads`` < h) projects fewer key/value heads, each shared by
     h / n_kv_heads query heads: a smaller KV cache, the same scores formula. The softmax itself is the configured
-    backend (``config._attn_implementation``); when the
-    weights are asked for (``output_attentions``, or a recording that keeps them), it is the eager one.
+    backend (``config._attn_implementation``); when the weights are asked for (``output_attentions``, or a
+    recording that keeps them), it is the eager one.
     """
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int, is_cross_attention: bool = False,
@@ -231,8 +233,8 @@ class MultiHeadAttention(nn.Module):
         attention = eager_attention_forward if eager else ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward)
         heads, _ = attention(self, q, k, v, attention_mask, scaling=self.scaling,
-                                   dropout=self.dropout if self.training else 0.0, position_bias=position_bias,
-                                   is_causal=self.is_causal, **kwargs)  # heads: (B, T, H, d_head)
+                             dropout=self.dropout if self.training else 0.0, position_bias=position_bias,
+                             is_causal=self.is_causal, **kwargs)  # heads: (B, T, H, d_head)
         if recording is not None:
             heads = recording.at(self.site, "heads", heads.transpose(1, 2)).transpose(1, 2)
         concatenated = note(self.site, "concatenated", heads.reshape(*hidden_states.shape[:2], -1))
@@ -301,9 +303,9 @@ def make_norm(config: ScratchTransformerConfig) -> nn.Module:
 
 
 class AddAndNorm(nn.Module):
-    """The residual connection around one sublayer f, with LayerNorm.
+    """The residual connection around one sublayer f, with its norm LN (LayerNorm or RMSNorm, ``make_norm``).
 
-    Post-norm (the paper): LayerNorm(x + Dropout(f(x))).  Pre-norm: x + Dropout(f(LayerNorm(x))).
+    Post-norm (the paper): LN(x + Dropout(f(x))).  Pre-norm: x + Dropout(f(LN(x))).
     Use: ``y = add_norm(x, f(add_norm.sublayer_input(x)))``.
     """
 
@@ -379,7 +381,8 @@ class TransformerStack(nn.Module):
                  causal: bool = False):
         super().__init__()
         self.n_heads, self.d_head = config.n_heads, config.d_head
-        self.position_encoding, self.rope_theta, self.d_rotary = config.position_encoding, config.rope_theta, config.d_rotary
+        self.position_encoding, self.rope_theta = config.position_encoding, config.rope_theta
+        self.d_rotary = config.d_rotary
         self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal) for i in range(n_layers))
         self.norm = make_norm(config) if config.final_layer_norm else None
         self.site = None

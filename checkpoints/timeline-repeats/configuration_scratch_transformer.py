@@ -243,8 +243,8 @@ class ScratchTransformerConfig(PretrainedConfig):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.parallel_residual and (not self.norm_first or self.is_encoder_decoder):
-            raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) needs norm_first=True and a decoder-only "
-                             f"model (is_encoder_decoder=False); got norm_first={self.norm_first}, "
+            raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) needs norm_first=True and a "
+                             f"decoder-only model (is_encoder_decoder=False); got norm_first={self.norm_first}, "
                              f"is_encoder_decoder={self.is_encoder_decoder}")
 
 
