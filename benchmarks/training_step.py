@@ -7,11 +7,15 @@
 - where that config's positions are not learned: the same config with learned positions, so that the last line,
   "position encoding's cost", is that encoding's price alone (the shipped config differs from GPT-2's in more
   than positions: its feed-forward dropout, the exact GELU);
-- the minimal GPT of benchmarks/minimal_gpt.py, the floor.
+- the minimal GPT of benchmarks/minimal_gpt.py, the floor;
+- with --llama, today's block at the same sizes: transformers' LlamaForCausalLM (RMSNorm, SwiGLU with d_ff hidden
+  units, grouped-query attention with n_heads / 4 key/value heads, no biases, untied head, no dropout) with random
+  weights, and ScratchTransformer holding its weights (modeling.convert.causal_lm_from_llama).
 
     python -m benchmarks.training_step                                  # CPU, float32, batch 16 x 256, best of 3
     python -m benchmarks.training_step --device cuda --dtype bfloat16 --compile --batch 64
     python -m benchmarks.training_step --count-ops                      # operators issued per step, no timing
+    python -m benchmarks.training_step --llama                          # also the Llama block against Llama's
 
 --dtype bfloat16 or float16 runs the forward pass under autocast (float16 with a gradient scaler); the weights and
 AdamW stay float32. AdamW is the fused one. --compile compiles each model (torch.compile) before the warm-up step.
@@ -32,11 +36,12 @@ from benchmarks.device import DTYPES, add_device_arguments, describe, device_fro
 from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
 from benchmarks.minimal_gpt import MinimalGPT, MinimalGPTConfig
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
-from modeling.convert import causal_lm_from_gpt2
+from modeling.convert import causal_lm_from_gpt2, causal_lm_from_llama
 
 OURS = "ScratchTransformer (GPT-2's weights)"
 LEARNED_AS_SHIPPED = "ScratchTransformer (learned, else as shipped)"
 MINIMAL = "minimal GPT (benchmarks/minimal_gpt.py)"
+LLAMA, OURS_LLAMA = "LlamaForCausalLM", "ScratchTransformer (Llama's weights)"
 
 
 class Trainer:
@@ -70,9 +75,24 @@ class Trainer:
         return time.perf_counter() - start
 
 
-def build_models(config: ScratchTransformerConfig, length: int) -> dict:
+def llama_like(config: ScratchTransformerConfig, positions: int):
+    """A randomly initialised LlamaForCausalLM with ``config``'s sizes: d_ff SwiGLU units, n_heads / 4 key/value heads
+    (at least 1), RoPE with ``config.rope_theta``, no biases, untied head, no dropout."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=config.vocab_size, hidden_size=config.d_model, intermediate_size=config.d_ff,
+        num_hidden_layers=config.n_layers, num_attention_heads=config.n_heads,
+        num_key_value_heads=max(1, config.n_heads // 4), max_position_embeddings=positions,
+        rms_norm_eps=config.layer_norm_eps, rope_parameters={"rope_type": "default", "rope_theta": config.rope_theta},
+        bos_token_id=0, eos_token_id=0,
+    ))
+
+
+def build_models(config: ScratchTransformerConfig, length: int, llama: bool = False) -> dict:
     """{name: model} at ``config``'s sizes: GPT-2, ours with its weights, ours as configured, ours as configured but
-    with learned positions (unless they are already), the minimal GPT."""
+    with learned positions (unless they are already), the minimal GPT; with ``llama``, Llama and ours with its
+    weights."""
     gpt2 = gpt2_like(config, positions=length)
     models = {"GPT2LMHeadModel": gpt2, OURS: causal_lm_from_gpt2(gpt2),
               as_shipped(config): ScratchTransformerForCausalLM(config)}
@@ -81,6 +101,9 @@ def build_models(config: ScratchTransformerConfig, length: int) -> dict:
                                                       "max_position_embeddings": max(length, config.max_position_embeddings)})
         models[LEARNED_AS_SHIPPED] = ScratchTransformerForCausalLM(learned)
     models[MINIMAL] = MinimalGPT(MinimalGPTConfig.like(config, context=length))
+    if llama:
+        models[LLAMA] = llama_like(config, positions=length)
+        models[OURS_LLAMA] = causal_lm_from_llama(models[LLAMA])
     return models
 
 
@@ -98,6 +121,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--count-ops", action="store_true")
+    parser.add_argument("--llama", action="store_true", help="also LlamaForCausalLM and ours holding its weights")
     args = parser.parse_args(argv)
     for name in ("batch", "length", "repeats", "threads"):
         if getattr(args, name) < 1:
@@ -115,7 +139,7 @@ def main(argv=None) -> None:
     config = ScratchTransformerConfig.from_pretrained(args.checkpoint)
     if args.length > config.max_position_embeddings and config.position_encoding == "learned":
         raise SystemExit(f"--length {args.length} is past the learned table's {config.max_position_embeddings} rows")
-    models = build_models(config, args.length)
+    models = build_models(config, args.length, llama=args.llama)
     ids = torch.randint(0, config.vocab_size, (args.batch, args.length), generator=torch.Generator().manual_seed(0))
     ids = ids.to(device)
     mode = "eager" if args.count_ops or not args.compile else f"compiled ({args.compile_backend})"
@@ -152,6 +176,9 @@ def main(argv=None) -> None:
     if LEARNED_AS_SHIPPED in best:
         print(f"position encoding's cost: a {config.position_encoding} step takes "
               f"{best[as_shipped(config)] / best[LEARNED_AS_SHIPPED]:.2f}x the learned-position step, all else as shipped")
+    if LLAMA in best:
+        print(f"Llama block (RMSNorm, SwiGLU, GQA): ours with LlamaForCausalLM's weights runs "
+              f"{best[LLAMA] / best[OURS_LLAMA]:.2f}x LlamaForCausalLM's speed")
     if args.profile:
         from torch.profiler import ProfilerActivity, profile
 

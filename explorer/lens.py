@@ -40,7 +40,7 @@ class LogitLens:
 
 def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSettings = DecodingSettings(False),
                max_tokens: int = FORWARD_MAX_TOKENS) -> LogitLens:
-    """Every layer's stream in the text's recorded run through the final LayerNorm and the (tied) LM head. An
+    """Every layer's stream in the text's recorded run through the final LayerNorm and the LM head. An
     encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``."""
     run = recorded_run(model, tokenizer, text, decoding, max_tokens)
     read, notices = run.read, list(run.read.notices)

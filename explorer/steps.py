@@ -20,7 +20,8 @@ from .generation import DecodingSettings
 from .inputs import pick
 from .run import SITES, AttentionSite, recorded_run, site_of
 from .tokens import FORWARD_MAX_TOKENS
-from modeling.modeling_scratch_transformer import alibi_bias, alibi_slopes, apply_rope, rope_angles, score_bias
+from modeling.modeling_scratch_transformer import (RMSNorm, alibi_bias, alibi_slopes, rope_angles, rope_tables, rotate,
+                                                   score_bias)
 
 
 @dataclass
@@ -58,7 +59,10 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor
 
 
 def layer_norm(x: torch.Tensor, norm: torch.nn.LayerNorm) -> torch.Tensor:
-    """LayerNorm(x) = (x - mean) / sqrt(var + eps) * gamma + beta, over the last dimension (biased variance)."""
+    """LayerNorm(x) = (x - mean) / sqrt(var + eps) * gamma + beta, over the last dimension (biased variance);
+    for an RMSNorm, x / sqrt(mean(x^2) + eps) * gamma."""
+    if isinstance(norm, RMSNorm):
+        return x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight
     centred = x - x.mean(-1, keepdim=True)
     normed = centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight
     return normed if norm.bias is None else normed + norm.bias
@@ -77,8 +81,8 @@ class Recomputed:
     residual_in: torch.Tensor  # (1, T, D)
     sublayer_input: torch.Tensor  # (1, T, D): LayerNorm(x) (pre-norm) or x (post-norm)
     q: torch.Tensor  # (1, H, T, Dh) before RoPE
-    k: torch.Tensor  # (1, H, S, Dh)
-    v: torch.Tensor  # (1, H, S, Dh)
+    k: torch.Tensor  # (1, H_kv, S, Dh): n_kv_heads key heads
+    v: torch.Tensor  # (1, H_kv, S, Dh)
     q_rotated: torch.Tensor | None
     k_rotated: torch.Tensor | None
     bias: torch.Tensor | None  # broadcastable to (1, H, T, S)
@@ -102,19 +106,21 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
     source = memory if site.is_cross else sub
     length, keys = x.shape[1], source.shape[1]
 
-    def split(y: torch.Tensor) -> torch.Tensor:  # (1, T, D) -> (1, H, T, Dh)
-        return y.view(1, y.shape[1], n_heads, d_head).transpose(1, 2)
+    def split(y: torch.Tensor) -> torch.Tensor:  # (1, T, heads * Dh) -> (1, heads, T, Dh); k, v: n_kv_heads heads
+        return y.view(1, y.shape[1], -1, d_head).transpose(1, 2)
 
     q, k, v = (split(linear(x_in, *attention.projection(part))) for x_in, part in ((sub, "q"), (source, "k"), (source, "v")))
     q_rot = k_rot = position_bias = None
     positions = torch.arange(length)[None]
     if config.position_encoding == "rope" and not site.is_cross:  # positions act in self-attention only
-        cos, sin = rope_angles(positions, d_head, config.rope_theta)
-        q_rot, k_rot = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        tables = rope_tables(*rope_angles(positions, config.d_rotary, config.rope_theta))
+        q_rot, k_rot = rotate(q, *tables), rotate(k, *tables)  # the first d_rotary dimensions of each head
     if config.position_encoding == "alibi" and not site.is_cross:
         position_bias = alibi_bias(positions, positions, n_heads)
     bias = score_bias(None, position_bias, site.causal, length, keys, x.dtype, x.device)
-    scores, weights, heads = attend(q if q_rot is None else q_rot, k if k_rot is None else k_rot, v, bias)
+    groups = n_heads // config.n_kv_heads  # grouped-query attention: query head h reads key/value head h // groups
+    k_used = (k if k_rot is None else k_rot).repeat_interleave(groups, dim=1)
+    scores, weights, heads = attend(q if q_rot is None else q_rot, k_used, v.repeat_interleave(groups, dim=1), bias)
     concatenated = heads.transpose(1, 2).reshape(1, length, -1)
     output = linear(concatenated, attention.out_proj.weight, attention.out_proj.bias)
     residual_out = x + output if config.norm_first else layer_norm(x + output, add_norm.norm)
@@ -200,7 +206,9 @@ def _steps(model, site: AttentionSite, layer, h, t, r: Recomputed, own, own_out,
         f"Row {query_name} of {where}: the model's own numbers, where the recomputation starts.")))
     if config.norm_first:
         x = r.residual_in[0, t]
-        steps.append(vector("LayerNorm, then the sublayer (pre-norm)", "LN(x_t) = (x_t − mean) / √(var + ε) · γ + β", r.sublayer_input[0, t],
+        norm_formula = ("LN(x_t) = x_t / √(mean(x_t²) + ε) · γ   (RMSNorm)" if config.norm == "rmsnorm"
+                        else "LN(x_t) = (x_t − mean) / √(var + ε) · γ + β")
+        steps.append(vector("LayerNorm, then the sublayer (pre-norm)", norm_formula, r.sublayer_input[0, t],
                             own.input[0, t], note=f"mean {float(x.mean()):.4g}, std {float(x.std(unbiased=False)):.4g}: "
                             "every row is rescaled to mean 0, variance 1 before attention reads it."))
     sl = slice(h * dh, (h + 1) * dh)
@@ -210,13 +218,15 @@ def _steps(model, site: AttentionSite, layer, h, t, r: Recomputed, own, own_out,
                      f"{sl.stop - 1} of qkv_proj.weight, whose rows {d}–{3 * d - 1} hold W_K and W_V): each head works "
                      f"in d_k = d_model / heads = {d} / {config.n_heads} = {dh} dimensions."))
     source = "the encoder's output (memory)" if site.is_cross else "every token's LN(x)"
-    steps.append(per_key(f"Keys of head {h}", "k_j = source_j W_K^h + b_K^h", r.k[0, h], own.key[0, h],
-                         f"One key per token it may attend to, from {source}."))
-    steps.append(per_key(f"Values of head {h}", "v_j = source_j W_V^h + b_V^h", r.v[0, h], own.value[0, h]))
+    kv = h // (config.n_heads // config.n_kv_heads)  # the key/value head this query head reads (grouped-query)
+    shared = "" if config.n_kv_heads == config.n_heads else f" (key/value head {kv}, shared by grouped-query attention)"
+    steps.append(per_key(f"Keys of head {h}", "k_j = source_j W_K^h + b_K^h", r.k[0, kv], own.key[0, kv],
+                         f"One key per token it may attend to, from {source}{shared}."))
+    steps.append(per_key(f"Values of head {h}", "v_j = source_j W_V^h + b_V^h", r.v[0, kv], own.value[0, kv]))
     if r.q_rotated is not None:
         steps.append(one("Query after RoPE", "R(t) q: pair i turned by t · θ_i, θ_i = θ^(−2i/d_k)", r.q_rotated[0, h, t],
                          own.query_rotated[0, h, t], "RoPE acts here, inside attention, in every layer; nothing was added to the embeddings."))
-        steps.append(per_key("Keys after RoPE", "R(j) k_j", r.k_rotated[0, h], own.key_rotated[0, h],
+        steps.append(per_key("Keys after RoPE", "R(j) k_j", r.k_rotated[0, kv], own.key_rotated[0, kv],
                              "R(t)q · R(j)k = q · R(j − t)k: the score depends on the offset j − t, not on t itself."))
     bias = torch.zeros(r.scores.shape[-1]) if r.bias is None else r.bias.expand_as(r.scores)[0, h, t]
     own_bias = torch.zeros_like(bias) if own.bias is None else own.bias.expand_as(own.scores)[0, h, t]

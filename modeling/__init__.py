@@ -13,8 +13,8 @@ from .modeling_scratch_transformer import (
     ScratchTransformerForSeq2SeqLM,
     ScratchTransformerModel,
     ScratchTransformerPreTrainedModel,
-    Transformer,
 )
+from .torch_transformer import Transformer
 from .recording import Recording, Site, ablate_heads, record
 
 AutoConfig.register(ScratchTransformerConfig.model_type, ScratchTransformerConfig, exist_ok=True)

@@ -25,7 +25,8 @@ from torch import nn
 from transformers import GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM
 
 from .configuration_scratch_transformer import ACTIVATIONS, ScratchTransformerConfig
-from .modeling_scratch_transformer import ScratchTransformerForCausalLM, Transformer
+from .modeling_scratch_transformer import ScratchTransformerForCausalLM
+from .torch_transformer import Transformer
 
 
 def _qkv(prefix: str, weight: torch.Tensor, bias: torch.Tensor | None) -> dict[str, torch.Tensor]:
@@ -244,7 +245,8 @@ def causal_lm_from_gpt_neox(m) -> ScratchTransformerForCausalLM:
     GPT-NeoX is our decoder-only model with: RoPE on the first ``partial_rotary_factor`` of each head (Pythia: a
     quarter), unscaled embeddings, pre-norm LayerNorms and a final one, a parallel residual when
     ``use_parallel_residual`` (x + Attn(LN_1(x)) + FFN(LN_2(x))), the paper's feed-forward (gelu), biases in
-    attention as ``attention_bias`` says and always in the feed-forward, and an LM head of its own unless ``tie_word_embeddings``.
+    attention as ``attention_bias`` says and always in the feed-forward, and an LM head of its own unless
+    ``tie_word_embeddings``.
     """
     if not isinstance(m, GPTNeoXForCausalLM):
         raise ValueError(f"m must be a transformers GPTNeoXForCausalLM, got {type(m).__name__}")

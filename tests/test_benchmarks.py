@@ -158,6 +158,19 @@ def test_training_step_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys)
     assert ("Self CPU" in out) == ("--profile" in flags)
 
 
+def test_training_step_races_the_llama_block_against_llama(tiny_checkpoint, capsys):
+    """--llama adds LlamaForCausalLM and ours holding its weights, and the line comparing the two."""
+    training_step.main(["--checkpoint", tiny_checkpoint, "--batch", "2", "--length", "8", "--repeats", "1",
+                        "--threads", "1", "--llama"])
+    out = capsys.readouterr().out
+    rows = dict(re.findall(r"^  (.+?)\s+([\d.]+) ms/step", out, re.M))
+    assert list(rows) == MODELS + ["LlamaForCausalLM", "ScratchTransformer (Llama's weights)"]
+    ratio = float(re.search(r"^Llama block \(RMSNorm, SwiGLU, GQA\): ours with LlamaForCausalLM's weights runs "
+                            r"([\d.]+)x LlamaForCausalLM's speed$", out, re.M).group(1))
+    expected = float(rows["LlamaForCausalLM"]) / float(rows["ScratchTransformer (Llama's weights)"])
+    assert ratio == pytest.approx(expected, abs=0.01 + 0.01 * ratio)
+
+
 def test_training_step_counts_operators(tiny_checkpoint, capsys):
     training_step.main(["--checkpoint", tiny_checkpoint, "--batch", "2", "--length", "8", "--threads", "1", "--count-ops"])
     out = capsys.readouterr().out

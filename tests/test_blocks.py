@@ -145,3 +145,31 @@ def test_config_round_trips_every_option(tmp_path):
     loaded = type(config).from_pretrained(tmp_path)
     assert loaded.to_dict() == config.to_dict()
     assert (loaded.num_key_value_heads, loaded.d_rotary, loaded.attention_bias, loaded.qkv_bias) == (1, 4, False, True)
+
+
+STYLES = {
+    "llama": dict(norm="rmsnorm", feed_forward="gated", activation="silu", n_kv_heads=2, bias=False,
+                  tie_word_embeddings=False),
+    "neox": dict(parallel_residual=True, rotary_fraction=0.5, tie_word_embeddings=False),
+}
+
+
+@pytest.mark.parametrize("style", sorted(STYLES))
+def test_the_views_read_a_llama_and_a_neox_block(style):
+    """The step-by-step view recomputes an attention sublayer of these blocks (RMSNorm, grouped-query keys, half the
+    head rotated, the parallel residual's stream) equal to the model's own numbers, and the logit lens's last row
+    is the model's own logits (untied head)."""
+    from explorer import lens, steps
+    from training.tokenization import byte_tokenizer
+
+    tokenizer = byte_tokenizer()
+    model = tiny_causal_lm("rope", vocab_size=len(tokenizer), pad_token_id=1, bos_token_id=0, eos_token_id=0,
+                           **STYLES[style])
+    text = "To be, or not to be: that is the question."
+    for head in range(4):
+        view = steps.attention_steps(model, tokenizer, text, "self", 1, head, 7)
+        assert view.max_difference <= 1e-5 and len(view.steps) >= 10
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    with torch.no_grad():
+        expected = model(ids).logits[0].float()
+    torch.testing.assert_close(lens.logit_lens(model, tokenizer, text).logits[-1], expected, rtol=0, atol=1e-5)

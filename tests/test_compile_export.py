@@ -108,3 +108,35 @@ def test_exported_static_cache_decoder_decodes_token_by_token(position_encoding)
         for t in range(6):
             logits = program(input_ids=ids[:, t:t + 1], cache_position=torch.tensor([t]))
             torch.testing.assert_close(logits[0, -1], expected[t], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["causal", "seq2seq", "causal-llama-style"])
+def test_generate_compilation_all_outputs(kind):
+    """transformers' test of that name: a compiled generate (static cache, fullgraph) returns attentions and hidden
+    states for every step, equal to those of the same generate run uncompiled (within 1e-5)."""
+    if kind == "causal-llama-style":
+        model = tiny_causal_lm("rope", norm="rmsnorm", feed_forward="gated", activation="silu", n_kv_heads=2,
+                               bias=False, tie_word_embeddings=False)
+    else:
+        model = build(kind, "rope")
+    model.config._attn_implementation = "eager"  # transformers' test: attentions need the explicit softmax
+    ids, mask = left_padded()
+    compile_config = CompileConfig(fullgraph=True, backend="eager")
+    compile_config._compile_all_devices = True
+    every_output = dict(attention_mask=mask, cache_implementation="static", max_new_tokens=4, min_new_tokens=4,
+                        do_sample=False, eos_token_id=None, pad_token_id=PAD, output_attentions=True,
+                        output_hidden_states=True, output_scores=True, output_logits=True,
+                        return_dict_in_generate=True, use_cache=True)
+    with torch.no_grad():
+        plain = model.generate(ids, disable_compile=True, **every_output)
+        compiled = model.generate(ids, compile_config=compile_config, **every_output)
+    assert hasattr(model, "_compiled_call")  # generate took the compiled path
+    assert torch.equal(compiled.sequences, plain.sequences)
+    names = (("encoder_attentions", "encoder_hidden_states", "decoder_attentions", "cross_attentions",
+              "decoder_hidden_states") if kind == "seq2seq" else ("attentions", "hidden_states"))
+    for name in names:
+        expected, actual = getattr(plain, name), getattr(compiled, name)
+        assert actual is not None and len(actual) == len(expected), name
+        torch.testing.assert_close(actual, expected, rtol=0, atol=1e-5, msg=lambda m: f"{name}: {m}")
+    per_step = compiled.decoder_attentions if kind == "seq2seq" else compiled.attentions
+    assert len(per_step) == 4 and len(per_step[0]) == model.config.n_layers

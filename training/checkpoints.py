@@ -29,7 +29,9 @@ from checkpointing.loading import checkpoint_folders
 
 MODELING_DIR = Path(modeling.__file__).resolve().parent
 # what save_pretrained ships as remote code: the model module and the modules it imports (relative imports)
-MODEL_CODE_FILES = ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py", "recording.py")
+MODEL_CODE_FILES = (
+    "configuration_scratch_transformer.py", "modeling_scratch_transformer.py", "position_encodings.py", "recording.py",
+)
 SEPARATE_PROJECTION = re.compile(r"^(?P<attention>.+)\.(?P<part>[qkv])_proj\.(?P<kind>weight|bias)$")
 
 

@@ -3,7 +3,10 @@ computes inside it, and ``edits`` change it on the way (an intervention, such as
 
 The recording lives in a context variable, as transformers' output capturing keeps its collector: requests that
 record on one shared model at the same time (threads, async tasks) each get their own, and with none open a
-module pays one lookup. The typed records (``AttentionRecord`` ...) read a recording by stack, layer and part.
+module pays one lookup. torch.compile cannot trace a context variable: a recording opened while compiling (the
+``output_attentions`` / ``output_hidden_states`` of a compiled forward) lives in a plain attribute instead, as
+transformers' ``CompileableContextVar`` does, so a compiled generate returns those outputs too. The typed records
+(``AttentionRecord`` ...) read a recording by stack, layer and part.
 """
 
 from collections.abc import Callable, Iterator
@@ -37,18 +40,18 @@ class EmbeddingRecord:
 
 @dataclass
 class AttentionRecord:
-    """One attention sublayer, step by step; B batch, H heads, T queries, S keys, Dh = D / H."""
+    """One attention sublayer, step by step; B batch, H heads, T queries, S keys, d_head = D / H (the paper's d_k)."""
 
     input: torch.Tensor  # (B, T, D) the sublayer input: LayerNorm(x) in a pre-norm model, x in post-norm
-    query: torch.Tensor  # (B, H, T, Dh) x W_Q, split into heads (before RoPE)
-    key: torch.Tensor  # (B, H_kv, S, Dh) source W_K (the encoder memory for cross-attention); H_kv = n_kv_heads
-    value: torch.Tensor  # (B, H_kv, S, Dh) source W_V; query head h reads key/value head h // (H / H_kv)
+    query: torch.Tensor  # (B, H, T, d_head) x W_Q, split into heads (before RoPE)
+    key: torch.Tensor  # (B, H_kv, S, d_head) source W_K (the encoder memory for cross-attention); H_kv = n_kv_heads
+    value: torch.Tensor  # (B, H_kv, S, d_head) source W_V; query head h reads key/value head h // (H / H_kv)
     query_rotated: torch.Tensor | None  # RoPE: R(m) q, what the scores use; None without RoPE
     key_rotated: torch.Tensor | None  # RoPE: R(n) k (only the first d_rotary dims of a head turn)
     bias: torch.Tensor | None  # added to the scores, broadcastable to (B, H, T, S): masks, ALiBi's penalty
-    scores: torch.Tensor  # (B, H, T, S) q . k / sqrt(d_k) + bias
+    scores: torch.Tensor  # (B, H, T, S) q . k / sqrt(d_head) + bias
     weights: torch.Tensor  # (B, H, T, S) softmax over keys
-    heads: torch.Tensor  # (B, H, T, Dh) weights @ v (after any edit: an ablated head is zero here)
+    heads: torch.Tensor  # (B, H, T, d_head) weights @ v (after any edit: an ablated head is zero here)
     concatenated: torch.Tensor  # (B, T, D) Concat(head_1, ..., head_H)
     output: torch.Tensor  # (B, T, D) concatenated W_O + b_O
 
@@ -74,7 +77,7 @@ class StackRecord:
     """An encoder or decoder: its embeddings (None for ``Transformer``, which takes embeddings), layers, output."""
 
     embeddings: EmbeddingRecord | None
-    rotary: tuple[torch.Tensor, torch.Tensor] | None  # RoPE (cos, sin), each (B, 1, T, Dh / 2)
+    rotary: tuple[torch.Tensor, torch.Tensor] | None  # RoPE (cos, sin), each (B, 1, T, d_head / 2)
     layers: tuple[LayerRecord, ...]
     output: torch.Tensor  # after the final LayerNorm, when the stack has one: what the LM head reads
 
@@ -158,13 +161,39 @@ class Recording:
         return tuple(self[stack, i, part, "weights"] for i in range(self.n_layers(stack)))
 
 
-_RECORDING: ContextVar[Recording | None] = ContextVar("scratch_transformer_recording", default=None)
+class _Slot:
+    """Where the open recording lives: a context variable, or, for one opened while torch.compile traces (which
+    cannot trace a context variable), a plain attribute. A recording opened outside a compiled graph is not seen
+    inside it (its sites are not traced); one opened inside it (``capturing``) is."""
+
+    def __init__(self):
+        self.context = ContextVar("scratch_transformer_recording", default=None)
+        self.compiled: Recording | None = None
+
+    def get(self) -> Recording | None:
+        if torch.compiler.is_compiling():
+            return self.compiled
+        return self.context.get()
+
+    def set(self, recording: Recording):
+        if torch.compiler.is_compiling():
+            self.compiled = recording
+            return None
+        return self.context.set(recording)
+
+    def reset(self, token) -> None:
+        if token is None:
+            self.compiled = None
+        else:
+            self.context.reset(token)
+
+
+_RECORDING = _Slot()
 
 
 def current_recording() -> Recording | None:
-    """The recording open in this thread's context, or None. A compiled or exported graph records nothing:
-    torch.compile cannot trace a context variable."""
-    return None if torch.compiler.is_compiling() else _RECORDING.get()
+    """The recording open in this thread's context, or None."""
+    return _RECORDING.get()
 
 
 @contextmanager
@@ -194,13 +223,28 @@ def ablate_heads(stack: str, part: str, removed: list[tuple[int, int]], n_layers
         by_layer.setdefault(layer, []).append(head)
 
     def remove(heads: list[int]) -> Callable[[torch.Tensor], torch.Tensor]:
-        def edit(value: torch.Tensor) -> torch.Tensor:  # (B, H, T, Dh)
+        def edit(value: torch.Tensor) -> torch.Tensor:  # (B, H, T, d_head)
             scale = torch.ones(n_heads, dtype=value.dtype, device=value.device)
             scale[heads] = 0
             return value * scale[:, None, None]
         return edit
 
     return {Site(stack, layer, part, "heads"): remove(heads) for layer, heads in by_layer.items()}
+
+
+PARTS = {"embed": "embed", "self_attn": "self", "cross_attn": "cross", "feed_forward": "ffn"}  # module name -> part
+
+
+def name_sites(stack: torch.nn.Module, name: str) -> None:
+    """Give every module under ``stack`` that records (it has a ``site``) its site (stack, layer, part), read from
+    its path in the module tree, as TransformerLens names its hook points: ``….layers.3.self_attn`` -> (name, 3,
+    "self"), ``….layers.3`` -> (name, 3, None), ``embed`` -> (name, None, "embed"), the stack itself (name, None,
+    None). ``name``: "encoder" or "decoder"."""
+    for path, module in stack.named_modules():
+        if hasattr(module, "site"):
+            names = path.split(".") if path else []
+            layer = int(names[names.index("layers") + 1]) if "layers" in names else None
+            module.site = (name, layer, PARTS.get(names[-1]) if names else None)
 
 
 def _unchanged(where: tuple, name: str, value: torch.Tensor) -> torch.Tensor:

@@ -23,7 +23,7 @@ class ScratchTransformerConfig(PretrainedConfig):
     Args:
         vocab_size: number of token ids.
         d_model: width of every residual stream vector (``hidden_size``).
-        n_heads: attention heads per layer; each head works in d_k = d_model / n_heads dimensions.
+        n_heads: attention heads per layer; each head works in d_head = d_model / n_heads dimensions (the paper's d_k).
         n_layers: decoder layers (the only stack of a decoder-only model; ``num_hidden_layers``).
         n_encoder_layers: encoder layers of an encoder-decoder model (defaults to ``n_layers``).
         d_ff: inner width of the position-wise feed-forward network (``intermediate_size``).
@@ -163,7 +163,7 @@ class ScratchTransformerConfig(PretrainedConfig):
 
     @property
     def d_head(self) -> int:
-        """Width of one attention head: d_k = d_v = d_model / n_heads."""
+        """Width of one attention head: d_model / n_heads (the paper's d_k = d_v)."""
         return self.d_model // self.n_heads
 
     @property
@@ -243,8 +243,8 @@ class ScratchTransformerConfig(PretrainedConfig):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.parallel_residual and (not self.norm_first or self.is_encoder_decoder):
-            raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) needs norm_first=True and a decoder-only "
-                             f"model (is_encoder_decoder=False); got norm_first={self.norm_first}, "
+            raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) needs norm_first=True and a "
+                             f"decoder-only model (is_encoder_decoder=False); got norm_first={self.norm_first}, "
                              f"is_encoder_decoder={self.is_encoder_decoder}")
 
 

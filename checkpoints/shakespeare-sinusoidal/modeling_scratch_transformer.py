@@ -1,18 +1,23 @@
-"""The Transformer of "Attention Is All You Need", written by hand, living in Hugging Face transformers.
+"""The Transformer of "Attention Is All You Need", written by hand, living in Hugging Face transformers, with the
+block options that lead from the 2017 paper to today's models, each one config field beside its formula.
 
 Reading order follows the data through the model:
 
     token ids -> TokenEmbedding (x sqrt(d_model)) -> + positional encoding -> TransformerStack of
     TransformerLayer (MultiHeadAttention, FeedForward, each inside AddAndNorm) -> LM head -> logits
 
-``Transformer`` is a plain ``nn.Module`` with the API of ``torch.nn.Transformer(batch_first=True)``.
-``ScratchTransformerModel`` / ``...ForCausalLM`` / ``...ForSeq2SeqLM`` are the Hugging Face models.
-Attention runs through transformers' attention interface: ``config._attn_implementation`` picks
-"eager" (the explicit softmax below), "sdpa" (the default) or any registered backend.
-Every step of a forward pass is a named ``Site``; ``with record() as recording:`` keeps what runs inside it.
-Shapes: B batch, T query length, S key length, H heads, D d_model, Dh = D / H per head.
-"""
+The options (``ScratchTransformerConfig``): LayerNorm or RMSNorm (``make_norm``); pre- or post-norm, and a parallel
+residual (``TransformerLayer``); the paper's feed-forward or a gated one, SwiGLU (``FeedForward``); grouped-query
+attention and the biases (``MultiHeadAttention``); RoPE's base and rotary fraction (``rope_angles``, ``rotate``); a
+tied or untied LM head. GPT-2, Llama, Qwen2, Mistral and Pythia are settings of this one file (``convert.py``).
 
+``ScratchTransformerModel`` / ``...ForCausalLM`` / ``...ForSeq2SeqLM`` are the Hugging Face models; ``Transformer``
+(torch.nn.Transformer's API) lives in ``torch_transformer.py``. Attention runs through transformers' attention
+interface: ``config._attn_implementation`` picks "eager" (the explicit softmax below), "sdpa" (the default) or any
+registered backend. Every step of a forward pass is a named ``Site``; ``with record() as recording:`` keeps what runs
+inside it. Shapes: B batch, T query length, S key length, H heads, D d_model, d_head = D / H the width of one head
+(the paper's d_k).
+"""
 import math
 from collections.abc import Callable
 
@@ -30,10 +35,14 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, slice_logits_to
 from transformers.utils.import_utils import is_tracing
 
 from .configuration_scratch_transformer import ScratchTransformerConfig
-from .recording import Site, capturing, current_recording, note_for
+# alibi_slopes, apply_rope, rotate_pairs and sinusoidal_encoding are imported for the views, which read them here
+from .position_encodings import (  # noqa: F401
+    LearnedPositionalEncoding, SinusoidalPositionalEncoding, alibi_bias, alibi_slopes, apply_rope, rope_angles,
+    rope_tables, rotate, rotate_pairs, sinusoidal_encoding)
+from .recording import Site, capturing, current_recording, name_sites, note_for
 
 # ----------------------------------------------------------------------------------------------
-# Embeddings and positional encodings
+# Embeddings (the position encodings themselves: position_encodings.py)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -57,41 +66,6 @@ class TokenEmbedding(nn.Embedding):
             ) from None
 
 
-def sinusoidal_encoding(position_ids: torch.Tensor, d_model: int) -> torch.Tensor:
-    """PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d)).
-
-    i is the PAIR index (dims 2i and 2i+1 share one frequency). (..., T) positions -> (..., T, d)."""
-    pair = torch.arange(0, d_model, 2, device=position_ids.device, dtype=torch.float32)  # 2i
-    inv_freq = 10000.0 ** (-pair / d_model)
-    angles = position_ids.to(torch.float32)[..., None] * inv_freq  # (..., T, d/2)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # interleave sin, cos
-
-
-class SinusoidalPositionalEncoding(nn.Module):
-    """The paper's fixed encoding: no parameters, defined for every position (runs past training length)."""
-
-    def __init__(self, d_model: int):
-        super().__init__()
-        self.d_model = d_model
-
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        return sinusoidal_encoding(position_ids, self.d_model)
-
-
-class LearnedPositionalEncoding(nn.Embedding):
-    """A trained table P[pos] (GPT-2); it has no rows past max_position_embeddings."""
-
-    def forward(self, position_ids: torch.Tensor) -> torch.Tensor:
-        try:  # as TokenEmbedding: the lookup itself checks the range
-            return super().forward(position_ids)
-        except IndexError:
-            raise ValueError(
-                f"position {int(position_ids.max())} is past the learned position table "
-                f"(max_position_embeddings={self.num_embeddings}); use at most {self.num_embeddings} tokens "
-                f"or a position encoding that extrapolates (sinusoidal, rope, alibi, none)"
-            ) from None
-
-
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """F.dropout, issuing no operator where it changes nothing (inference, or p = 0)."""
     return F.dropout(x, p, training) if training and p > 0 else x
@@ -101,7 +75,7 @@ class InputEmbedding(nn.Module):
     """x = Dropout(TokenEmbedding(ids) + PE(positions)). RoPE, ALiBi and none add nothing here:
     they act inside attention."""
 
-    def __init__(self, config: ScratchTransformerConfig, stack: str = "decoder"):
+    def __init__(self, config: ScratchTransformerConfig):
         super().__init__()
         self.token = TokenEmbedding(config.vocab_size, config.d_model, config.scale_embeddings)
         if config.position_encoding == "sinusoidal":
@@ -111,7 +85,7 @@ class InputEmbedding(nn.Module):
         else:
             self.position = None
         self.dropout = config.dropout
-        self.site = (stack, None, "embed")
+        self.site = None  # (stack, None, "embed"): named from the module tree (name_sites)
 
     def forward(
         self, input_ids: torch.Tensor | None, position_ids: torch.Tensor, inputs_embeds: torch.Tensor | None = None
@@ -126,105 +100,9 @@ class InputEmbedding(nn.Module):
         return note(self.site, "sum", x)
 
 
-def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """RoPE: pair i of a head at position m turns by m * theta_i, theta_i = theta^(-2i/d_head).
-    (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over heads. With a rotary fraction
-    ``d_head`` is the rotated width d_rotary (GPT-NeoX: a quarter of the head)."""
-    inv_freq = theta ** (-torch.arange(0, d_head, 2, device=position_ids.device, dtype=torch.float32) / d_head)
-    angles = position_ids.to(torch.float32)[:, None, :, None] * inv_freq
-    return angles.cos(), angles.sin()
-
-
-def rope_tables(cos: torch.Tensor, sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per pair (..., Dh/2) -> per dim (..., Dh), as ``rotate_pairs`` reads them (built once per forward pass):
-    (c0, c0, c1, c1, ...) and (-s0, s0, -s1, s1, ...)."""
-    return cos.repeat_interleave(2, dim=-1), torch.stack((-sin, sin), dim=-1).flatten(-2)
-
-
-def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x * (c, c) + (x1, x0) * (-s, s), pair by pair, = (x0 c - x1 s, x0 s + x1 c); cos, sin from ``rope_tables``."""
-    swapped = x.unflatten(-1, (-1, 2)).flip(-1).flatten(-2)  # (x1, x0) in each pair
-    rotated = x * cos + swapped * sin  # float32 like the tables
-    return rotated if rotated.dtype == x.dtype else rotated.to(x.dtype)
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """``rotate_pairs`` on the first d_rotary = cos.shape[-1] dimensions of each head; the rest pass unturned."""
-    width = cos.shape[-1]
-    if width == x.shape[-1]:
-        return rotate_pairs(x, cos, sin)
-    return torch.cat((rotate_pairs(x[..., :width], cos, sin), x[..., width:]), dim=-1)
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate each pair (x_2i, x_2i+1) by its angle: [x0 cos - x1 sin, x0 sin + x1 cos], the complex product
-    (x0 + i x1)(cos + i sin); cos, sin per pair (``rope_angles``). Since R(m)^T R(n) = R(n - m), the score
-    q_m . k_n depends on positions only through n - m."""
-    return rotate_pairs(x, *rope_tables(cos, sin))
-
-
-def alibi_slopes(n_heads: int) -> torch.Tensor:
-    """ALiBi head slopes: the geometric sequence 2^(-8h/H), h = 1..H, for H a power of two.
-
-    Otherwise (the paper's rule) the slopes of the closest smaller power of two n, then every other
-    slope of 2n heads for the remaining H - n heads.
-    """
-
-    def geometric(n: int) -> list[float]:
-        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
-
-    n = 2 ** math.floor(math.log2(n_heads))
-    slopes = geometric(n) + geometric(2 * n)[0::2][: n_heads - n]
-    return torch.tensor(slopes, dtype=torch.float32)
-
-
-def alibi_bias(query_positions: torch.Tensor, key_positions: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """ALiBi: score(i, j) gets -slope_h * |pos_i - pos_j|. (B, T), (B, S) -> (B, H, T, S).
-
-    Only distances matter, so the model passes cache slots (0..S-1) for positions: padding sits at one
-    end of a row, and within a row slot distance equals position distance for every real token pair."""
-    slopes = alibi_slopes(n_heads).to(query_positions.device)
-    distance = (query_positions[:, None, :, None] - key_positions[:, None, None, :]).abs().float()
-    return -slopes[None, :, None, None] * distance
-
-
 # ----------------------------------------------------------------------------------------------
 # Attention and masks
 # ----------------------------------------------------------------------------------------------
-
-
-def build_attention_bias(
-    query_length: int,
-    key_length: int,
-    *,
-    key_padding_mask: torch.Tensor | None = None,
-    attn_mask: torch.Tensor | None = None,
-    n_heads: int = 1,
-    dtype: torch.dtype = torch.float32,
-) -> torch.Tensor | None:
-    """torch.nn.Transformer's masks as one additive bias, broadcastable to (B, H, T, S); None when none is given.
-
-    - key_padding_mask (B, S): True (or -inf) where the key is padding;
-    - attn_mask: (T, S) or (B*H, T, S), bool True = blocked, or float added.
-    Blocked entries get the dtype's most negative finite value, not -inf, so a row with every key
-    blocked (a padding query) yields uniform weights instead of NaN.
-    """
-    blocked, bias = None, None
-    for mask in (
-        None if key_padding_mask is None else key_padding_mask[:, None, None, :],
-        None if attn_mask is None or attn_mask.dim() == 2 else attn_mask.view(-1, n_heads, query_length, key_length),
-        attn_mask if attn_mask is not None and attn_mask.dim() == 2 else None,
-    ):
-        if mask is None:
-            continue
-        if mask.dtype == torch.bool:
-            blocked = mask if blocked is None else blocked | mask
-        else:
-            bias = mask.to(dtype) if bias is None else bias + mask.to(dtype)
-    if blocked is None:
-        return bias
-    base = torch.zeros((), dtype=dtype, device=blocked.device) if bias is None else bias
-    return torch.where(blocked, torch.finfo(dtype).min, base)
 
 
 def score_bias(attention_mask: torch.Tensor | BlockMask | None, position_bias: torch.Tensor | None, is_causal: bool,
@@ -250,8 +128,8 @@ def eager_attention_forward(module: nn.Module, query: torch.Tensor, key: torch.T
                             attention_mask: torch.Tensor | BlockMask | None, scaling: float, dropout: float = 0.0,
                             position_bias: torch.Tensor | None = None, is_causal: bool = False,
                             **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
-    """The "eager" backend, every step materialised: softmax(Q K^T / sqrt(d_k) + bias) V.
-    (B, H, T, Dh) q, (B, H, S, Dh) k, v -> (output (B, T, H, Dh), weights (B, H, T, S)).
+    """The "eager" backend, every step materialised: softmax(Q K^T / sqrt(d_head) + bias) V.
+    (B, H, T, d_head) q, (B, H, S, d_head) k, v -> (output (B, T, H, d_head), weights (B, H, T, S)).
     The bias, scores and weights are sites of ``module`` (a recording keeps them here)."""
     note = note_for(current_recording())
     if module.num_key_value_groups > 1:  # grouped-query attention: query head h reads key/value head h // groups
@@ -268,23 +146,24 @@ def eager_attention_forward(module: nn.Module, query: torch.Tensor, key: torch.T
 
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
-    head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_k) + bias) V W_i^V,  d_k = d_model / h.
+    head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_head) + bias) V W_i^V,  d_head = d_model / h.
 
     Self-attention reads Q, K, V from the same sequence; cross-attention reads K, V from the encoder
     memory. Grouped-query attention (``n_kv_heads`` < h) projects fewer key/value heads, each shared by
-    h / n_kv_heads query heads: a smaller KV cache, the same scores formula. The softmax itself is the configured backend (``config._attn_implementation``); when the
-    weights are asked for (``output_attentions``, or a recording that keeps them), it is the eager one.
+    h / n_kv_heads query heads: a smaller KV cache, the same scores formula. The softmax itself is the configured
+    backend (``config._attn_implementation``); when the weights are asked for (``output_attentions``, or a
+    recording that keeps them), it is the eager one.
     """
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int, is_cross_attention: bool = False,
-                 is_causal: bool = False, stack: str = "decoder"):
+                 is_causal: bool = False):
         super().__init__()
         self.config = config
         self.n_heads, self.n_kv_heads, self.d_head = config.n_heads, config.n_kv_heads, config.d_head
         self.num_key_value_groups = config.n_heads // config.n_kv_heads  # the name transformers' backends read
         self.scaling = config.d_head**-0.5
         self.layer_idx, self.is_cross_attention, self.is_causal = layer_idx, is_cross_attention, is_causal
-        self.site = (stack, layer_idx, "cross" if is_cross_attention else "self")
+        self.site = None  # (stack, layer, "self" or "cross"): named from the module tree (name_sites)
         self.dropout = config.attention_dropout
         d, q_rows, kv_rows = config.d_model, config.n_heads * config.d_head, config.n_kv_heads * config.d_head
         # W^Q, W^K, W^V stacked as the rows of one matrix (as GPT-2's c_attn and torch's in_proj_weight): rows
@@ -305,7 +184,7 @@ class MultiHeadAttention(nn.Module):
         return self.qkv_proj.weight[rows], None if bias is None else bias[rows]
 
     def project(self, x: torch.Tensor, parts: str) -> tuple[torch.Tensor, ...]:
-        """x (B, T, D) -> x W^P + b^P for each P in ``parts``, split into heads (B, heads, T, Dh); one product."""
+        """x (B, T, D) -> x W^P + b^P for each P in ``parts``, split into heads (B, heads, T, d_head); one product."""
         y = self.qkv_proj(x) if parts == "qkv" else F.linear(x, *self.projection(parts))
         if self.n_kv_heads == self.n_heads:  # every part has H heads: one view splits them all
             return y.view(*x.shape[:2], len(parts), self.n_heads, self.d_head).transpose(1, 3).unbind(2)
@@ -315,8 +194,9 @@ class MultiHeadAttention(nn.Module):
     def forward(self, hidden_states: torch.Tensor, key_value_states: torch.Tensor | None = None,
                 attention_mask: torch.Tensor | BlockMask | None = None, position_bias: torch.Tensor | None = None,
                 rotary: tuple[torch.Tensor, torch.Tensor] | None = None, past_key_values: Cache | None = None,
-                output_attentions: bool = False, **kwargs) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """-> (output (B, T, D), weights (B, H, T, S) if ``output_attentions``).
+                **kwargs) -> torch.Tensor:
+        """-> output (B, T, D). The weights (B, H, T, S) are a site: a recording that keeps them (``record()``, or
+        ``output_attentions``) makes attention run the explicit softmax, which notes them.
 
         ``attention_mask``: the mask ``transformers.masking_utils`` builds for the backend;
         ``position_bias`` (B, H, T, S): added to the scores (ALiBi). ``kwargs`` go to the attention backend."""
@@ -349,16 +229,16 @@ class MultiHeadAttention(nn.Module):
                 if self.is_cross_attention:
                     past_key_values.is_updated[self.layer_idx] = True
 
-        eager = output_attentions or (recording is not None and recording.wants(Site(*self.site, "weights")))
+        eager = recording is not None and recording.wants(Site(*self.site, "weights"))
         attention = eager_attention_forward if eager else ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward)
-        heads, weights = attention(self, q, k, v, attention_mask, scaling=self.scaling,
-                                   dropout=self.dropout if self.training else 0.0, position_bias=position_bias,
-                                   is_causal=self.is_causal, **kwargs)  # heads: (B, T, H, Dh)
+        heads, _ = attention(self, q, k, v, attention_mask, scaling=self.scaling,
+                             dropout=self.dropout if self.training else 0.0, position_bias=position_bias,
+                             is_causal=self.is_causal, **kwargs)  # heads: (B, T, H, d_head)
         if recording is not None:
             heads = recording.at(self.site, "heads", heads.transpose(1, 2)).transpose(1, 2)
         concatenated = note(self.site, "concatenated", heads.reshape(*hidden_states.shape[:2], -1))
-        return note(self.site, "output", self.out_proj(concatenated)), weights if output_attentions else None
+        return note(self.site, "output", self.out_proj(concatenated))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -380,7 +260,7 @@ class FeedForward(nn.Module):
     decides, per hidden unit, how much of x W_up passes. W_gate and W_up are stacked in ``linear1`` (rows
     [0, d_ff) W_gate, [d_ff, 2 d_ff) W_up): one product, as ``qkv_proj`` stacks W^Q, W^K, W^V."""
 
-    def __init__(self, config: ScratchTransformerConfig, site: tuple = ("decoder", 0, "ffn")):
+    def __init__(self, config: ScratchTransformerConfig):
         super().__init__()
         self.gated = config.feed_forward == "gated"
         width = 2 * config.d_ff if self.gated else config.d_ff
@@ -388,7 +268,7 @@ class FeedForward(nn.Module):
         self.linear2 = nn.Linear(config.d_ff, config.d_model, bias=config.feed_forward_bias)
         self.activation = ACTIVATION_FUNCTIONS[config.activation]
         self.dropout = config.activation_dropout
-        self.site = site
+        self.site = None  # (stack, layer, "ffn"): named from the module tree (name_sites)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         note = note_for(current_recording())
@@ -423,9 +303,9 @@ def make_norm(config: ScratchTransformerConfig) -> nn.Module:
 
 
 class AddAndNorm(nn.Module):
-    """The residual connection around one sublayer f, with LayerNorm.
+    """The residual connection around one sublayer f, with its norm LN (LayerNorm or RMSNorm, ``make_norm``).
 
-    Post-norm (the paper): LayerNorm(x + Dropout(f(x))).  Pre-norm: x + Dropout(f(LayerNorm(x))).
+    Post-norm (the paper): LN(x + Dropout(f(x))).  Pre-norm: x + Dropout(f(LN(x))).
     Use: ``y = add_norm(x, f(add_norm.sublayer_input(x)))``.
     """
 
@@ -453,42 +333,36 @@ class TransformerLayer(GradientCheckpointingLayer):
     """
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int, cross_attention: bool = False,
-                 causal: bool = False, stack: str = "decoder"):
+                 causal: bool = False):
         super().__init__()
-        self.site = (stack, layer_idx, None)
-        self.self_attn = MultiHeadAttention(config, layer_idx, is_causal=causal, stack=stack)
+        self.site = None  # (stack, layer, None): named from the module tree (name_sites)
+        self.self_attn = MultiHeadAttention(config, layer_idx, is_causal=causal)
         self.self_attn_norm = AddAndNorm(config)
         if cross_attention:
-            self.cross_attn = MultiHeadAttention(config, layer_idx, is_cross_attention=True, stack=stack)
+            self.cross_attn = MultiHeadAttention(config, layer_idx, is_cross_attention=True)
             self.cross_attn_norm = AddAndNorm(config)
         else:
             self.cross_attn = self.cross_attn_norm = None
-        self.feed_forward = FeedForward(config, (stack, layer_idx, "ffn"))
+        self.feed_forward = FeedForward(config)
         self.feed_forward_norm = AddAndNorm(config)
         self.parallel_residual = config.parallel_residual
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        position_bias: torch.Tensor | None = None,
-        rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
-        memory: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | BlockMask | None = None,
-        memory_mask: torch.Tensor | BlockMask | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, position_bias: torch.Tensor | None = None,
+                rotary: tuple[torch.Tensor, torch.Tensor] | None = None, memory: torch.Tensor | None = None,
+                attention_mask: torch.Tensor | BlockMask | None = None,
+                memory_mask: torch.Tensor | BlockMask | None = None, past_key_values: Cache | None = None,
+                **kwargs) -> torch.Tensor:
         """The residual stream (B, T, D) in, the residual stream out."""
         note = note_for(current_recording())
         x = layer_input = note(self.site, "input", x)
-        h, _ = self.self_attn(self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask,
-                              position_bias=position_bias, rotary=rotary, past_key_values=past_key_values, **kwargs)
+        h = self.self_attn(self.self_attn_norm.sublayer_input(x), attention_mask=attention_mask,
+                           position_bias=position_bias, rotary=rotary, past_key_values=past_key_values, **kwargs)
         x = note(self.site, "after_self_attention", self.self_attn_norm(x, h))
         if self.cross_attn is not None:
             if memory is None:
                 raise ValueError("a decoder layer with cross-attention needs the encoder memory")
-            h, _ = self.cross_attn(self.cross_attn_norm.sublayer_input(x), key_value_states=memory,
-                                   attention_mask=memory_mask, past_key_values=past_key_values, **kwargs)
+            h = self.cross_attn(self.cross_attn_norm.sublayer_input(x), key_value_states=memory,
+                                attention_mask=memory_mask, past_key_values=past_key_values, **kwargs)
             x = note(self.site, "after_cross_attention", self.cross_attn_norm(x, h))
         ffn_reads = layer_input if self.parallel_residual else x
         x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(ffn_reads)))
@@ -500,31 +374,24 @@ class TransformerStack(nn.Module):
 
     The stack turns positions into what each self-attention needs: RoPE's tables, or ALiBi's bias.
     Masks come in ready for the backend (``transformers.masking_utils``, or ``Transformer``'s own).
-    ``name`` ("encoder" or "decoder") names its sites.
+    Its site is (stack, None, None): ``name_sites`` names it and every site inside it.
     """
 
     def __init__(self, config: ScratchTransformerConfig, n_layers: int, cross_attention: bool = False,
-                 causal: bool = False, name: str = "decoder"):
+                 causal: bool = False):
         super().__init__()
         self.n_heads, self.d_head = config.n_heads, config.d_head
-        self.position_encoding, self.rope_theta, self.d_rotary = config.position_encoding, config.rope_theta, config.d_rotary
-        self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal, name) for i in range(n_layers))
+        self.position_encoding, self.rope_theta = config.position_encoding, config.rope_theta
+        self.d_rotary = config.d_rotary
+        self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal) for i in range(n_layers))
         self.norm = make_norm(config) if config.final_layer_norm else None
-        self.name = name
+        self.site = None
 
-    def forward(
-        self,
-        x: torch.Tensor,
-        *,
-        position_ids: torch.Tensor,
-        attention_mask: torch.Tensor | BlockMask | None = None,
-        query_offset: int | torch.Tensor = 0,
-        key_length: int | None = None,
-        memory: torch.Tensor | None = None,
-        memory_mask: torch.Tensor | BlockMask | None = None,
-        past_key_values: Cache | None = None,
-        **kwargs,
-    ) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, *, position_ids: torch.Tensor,
+                attention_mask: torch.Tensor | BlockMask | None = None, query_offset: int | torch.Tensor = 0,
+                key_length: int | None = None, memory: torch.Tensor | None = None,
+                memory_mask: torch.Tensor | BlockMask | None = None, past_key_values: Cache | None = None,
+                **kwargs) -> torch.Tensor:
         """x (B, T, D) -> the stack's output (B, T, D).
 
         ``position_ids`` (B, T): the queries' positions (RoPE). ALiBi counts distance in cache slots: the
@@ -535,7 +402,8 @@ class TransformerStack(nn.Module):
         rotary = None
         if self.position_encoding == "rope":
             cos, sin = rope_angles(position_ids, self.d_rotary, self.rope_theta)
-            rotary = rope_tables(note((self.name, None, "rope"), "cos", cos), note((self.name, None, "rope"), "sin", sin))
+            rope = (self.site[0], None, "rope")
+            rotary = rope_tables(note(rope, "cos", cos), note(rope, "sin", sin))
         position_bias = None
         if self.position_encoding == "alibi":
             key_slots = torch.arange(length if key_length is None else key_length, device=x.device)
@@ -547,110 +415,7 @@ class TransformerStack(nn.Module):
                       past_key_values=past_key_values, **kwargs)
         if self.norm is not None:
             x = self.norm(x)
-        return note((self.name, None, None), "output", x)
-
-
-# ----------------------------------------------------------------------------------------------
-# The plain nn.Module with torch.nn.Transformer's API
-# ----------------------------------------------------------------------------------------------
-
-
-class Transformer(nn.Module):
-    """Encoder-decoder over embeddings, a drop-in for ``torch.nn.Transformer(batch_first=True)``.
-
-    Same constructor and forward arguments; masks follow torch's conventions (bool True = blocked,
-    or float added to the scores; key padding masks (B, S) True at padding). Beyond torch:
-    ``position_encoding="rope"`` or ``"alibi"`` applies that encoding inside self-attention, and a
-    ``ScratchTransformerConfig`` may be passed as ``config`` instead of the separate sizes. Attention
-    runs on ``config._attn_implementation``: "sdpa" (the default) or "eager".
-    """
-
-    ATTENTION_IMPLEMENTATIONS = ("sdpa", "eager")  # torch's masks are float tensors, per head: what these take
-
-    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6, num_decoder_layers: int = 6,
-                 dim_feedforward: int = 2048, dropout: float = 0.1, activation: str = "relu",
-                 custom_encoder: nn.Module | None = None, custom_decoder: nn.Module | None = None,
-                 layer_norm_eps: float = 1e-5, batch_first: bool = True, norm_first: bool = False, bias: bool = True,
-                 device=None, dtype=None, *, position_encoding: str = "none",
-                 config: ScratchTransformerConfig | None = None):
-        super().__init__()
-        if not batch_first:
-            raise ValueError("batch_first must be True: tensors are (batch, sequence, d_model)")
-        if custom_encoder is not None or custom_decoder is not None:
-            raise ValueError("custom_encoder / custom_decoder are not supported; build the stacks from a config")
-        if not isinstance(activation, str):
-            raise ValueError(f"activation must be one of 'relu', 'gelu', 'gelu_new' (a string); got {activation!r}")
-        if position_encoding not in ("none", "rope", "alibi"):
-            raise ValueError(
-                "position_encoding of a Transformer over embeddings must be 'none', 'rope' or 'alibi' "
-                f"(add sinusoidal or learned encodings to the embeddings yourself); got {position_encoding!r}"
-            )
-        if config is None:
-            config = ScratchTransformerConfig(
-                vocab_size=1, d_model=d_model, n_heads=nhead, n_layers=num_decoder_layers,
-                n_encoder_layers=num_encoder_layers, d_ff=dim_feedforward, dropout=dropout,
-                attention_dropout=dropout, activation=activation, layer_norm_eps=layer_norm_eps,
-                norm_first=norm_first, final_layer_norm=True, bias=bias, position_encoding=position_encoding,
-                is_encoder_decoder=True,
-            )
-        config.validate_architecture()
-        if config._attn_implementation is None:
-            config._attn_implementation = "sdpa"
-        if config._attn_implementation not in self.ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(f"Transformer runs attention with {' or '.join(self.ATTENTION_IMPLEMENTATIONS)}; "
-                             f"got config._attn_implementation={config._attn_implementation!r}")
-        self.config = config
-        self.d_model, self.nhead, self.batch_first = config.d_model, config.n_heads, True
-        self.encoder = TransformerStack(config, config.n_encoder_layers, name="encoder")
-        self.decoder = TransformerStack(config, config.n_layers, cross_attention=True)
-        if device is not None or dtype is not None:
-            self.to(device=device, dtype=dtype)
-
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
-                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
-                src_key_padding_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
-                memory_key_padding_mask: torch.Tensor | None = None, src_is_causal: bool | None = None,
-                tgt_is_causal: bool | None = None, memory_is_causal: bool = False) -> torch.Tensor:
-        """src (B, S, D), tgt (B, T, D) -> (B, T, D). The ``*_is_causal`` flags are hints, as in torch:
-        causality comes from the masks you pass (``generate_square_subsequent_mask``)."""
-        for name, x in (("src", src), ("tgt", tgt)):
-            if x.dim() != 3 or x.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must be (batch, length, d_model={self.d_model}); got {tuple(x.shape)}")
-        if src.shape[0] != tgt.shape[0]:
-            raise ValueError(f"src and tgt must have the same batch size; got {src.shape[0]} and {tgt.shape[0]}")
-        memory = self.encode(src, src_mask, src_key_padding_mask)
-        return self.decode(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask)
-
-    def encode(
-        self, src: torch.Tensor, src_mask: torch.Tensor | None = None, src_key_padding_mask: torch.Tensor | None = None
-    ) -> torch.Tensor:
-        """src (B, S, D) -> memory (B, S, D)."""
-        length = src.shape[1]
-        mask = build_attention_bias(length, length, key_padding_mask=src_key_padding_mask, attn_mask=src_mask,
-                                    n_heads=self.nhead, dtype=src.dtype)
-        return self.encoder(src, position_ids=self.positions(src), attention_mask=mask)
-
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, tgt_mask: torch.Tensor | None = None,
-               memory_mask: torch.Tensor | None = None, tgt_key_padding_mask: torch.Tensor | None = None,
-               memory_key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """tgt (B, T, D) attending to memory (B, S, D) -> (B, T, D)."""
-        length, memory_length = tgt.shape[1], memory.shape[1]
-        common = dict(n_heads=self.nhead, dtype=tgt.dtype)
-        mask = build_attention_bias(length, length, key_padding_mask=tgt_key_padding_mask, attn_mask=tgt_mask, **common)
-        cross_mask = build_attention_bias(length, memory_length, key_padding_mask=memory_key_padding_mask,
-                                          attn_mask=memory_mask, **common)
-        return self.decoder(tgt, position_ids=self.positions(tgt), attention_mask=mask, memory=memory,
-                            memory_mask=cross_mask)
-
-    @staticmethod
-    def positions(x: torch.Tensor) -> torch.Tensor:
-        """0 .. length-1 for every row of x (B, length, D)."""
-        return torch.arange(x.shape[1], device=x.device).expand(x.shape[0], -1)
-
-    @staticmethod
-    def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> torch.Tensor:
-        """(sz, sz) float mask: 0 on and below the diagonal, -inf above (position t sees 0..t)."""
-        return torch.triu(torch.full((sz, sz), float("-inf"), device=device, dtype=dtype or torch.float32), diagonal=1)
+        return note(self.site, "output", x)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -712,8 +477,9 @@ class Encoder(nn.Module):
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__()
         self.config = config
-        self.embed = InputEmbedding(config, "encoder")
-        self.stack = TransformerStack(config, config.n_encoder_layers, name="encoder")
+        self.embed = InputEmbedding(config)
+        self.stack = TransformerStack(config, config.n_encoder_layers)
+        name_sites(self, "encoder")
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, inputs_embeds: torch.Tensor | None = None,
@@ -744,24 +510,16 @@ class Decoder(nn.Module):
     def __init__(self, config: ScratchTransformerConfig):
         super().__init__()
         self.config = config
-        self.embed = InputEmbedding(config, "decoder")
+        self.embed = InputEmbedding(config)
         self.stack = TransformerStack(config, config.n_layers, cross_attention=config.is_encoder_decoder, causal=True)
+        name_sites(self, "decoder")
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        encoder_hidden_states: torch.Tensor | None = None,
-        encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        use_cache: bool = False,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
-        input_names: tuple[str, str] = ("input_ids", "inputs_embeds"),
-        **kwargs,
-    ) -> BaseModelOutputWithPastAndCrossAttentions:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, encoder_hidden_states: torch.Tensor | None = None,
+                encoder_attention_mask: torch.Tensor | None = None, past_key_values: Cache | None = None,
+                inputs_embeds: torch.Tensor | None = None, use_cache: bool = False, output_attentions: bool = False,
+                output_hidden_states: bool = False, input_names: tuple[str, str] = ("input_ids", "inputs_embeds"),
+                **kwargs) -> BaseModelOutputWithPastAndCrossAttentions:
         """``attention_mask``: (B, past + T) with 1 for tokens and 0 for padding, or a 4D mask already built
         for the backend (``generate`` builds one for a static cache). Without ``position_ids`` a 2D mask
         gives the positions (left padding shifts nothing), else they continue the cache."""
@@ -832,24 +590,14 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
     def get_encoder(self, modality: str | None = None):
         return self.encoder
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        decoder_input_ids: torch.Tensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        decoder_position_ids: torch.Tensor | None = None,
-        encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: Cache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        **kwargs,
-    ) -> Seq2SeqModelOutput | BaseModelOutputWithPastAndCrossAttentions | tuple:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, decoder_input_ids: torch.Tensor | None = None,
+                decoder_attention_mask: torch.Tensor | None = None, decoder_position_ids: torch.Tensor | None = None,
+                encoder_outputs: BaseModelOutput | tuple | None = None, past_key_values: Cache | None = None,
+                inputs_embeds: torch.Tensor | None = None, decoder_inputs_embeds: torch.Tensor | None = None,
+                use_cache: bool | None = None, output_attentions: bool | None = None,
+                output_hidden_states: bool | None = None, return_dict: bool | None = None,
+                **kwargs) -> Seq2SeqModelOutput | BaseModelOutputWithPastAndCrossAttentions | tuple:
         """Decoder-only: the decoder's output. Encoder-decoder: the encoder reads ``input_ids`` (unless
         ``encoder_outputs`` are given), the decoder ``decoder_input_ids``. ``return_dict=False`` gives the
         output's fields as a tuple, in transformers' order. Every step's tensors: ``record()``."""
@@ -925,21 +673,12 @@ class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel, GenerationM
             raise ValueError("ScratchTransformerForCausalLM needs is_encoder_decoder=False; use ScratchTransformerForSeq2SeqLM")
         super().__init__(config)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        position_ids: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        logits_to_keep: int | torch.Tensor = 0,
-        **kwargs,
-    ) -> CausalLMOutputWithPast | tuple:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, past_key_values: Cache | None = None,
+                inputs_embeds: torch.Tensor | None = None, labels: torch.Tensor | None = None,
+                use_cache: bool | None = None, output_attentions: bool | None = None,
+                output_hidden_states: bool | None = None, return_dict: bool | None = None,
+                logits_to_keep: int | torch.Tensor = 0, **kwargs) -> CausalLMOutputWithPast | tuple:
         """labels: the input ids themselves (-100 to ignore); the loss predicts token t+1 from 0..t."""
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         out = self.model(
@@ -973,25 +712,15 @@ class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel, Generation
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
-    def forward(
-        self,
-        input_ids: torch.Tensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.Tensor | None = None,
-        decoder_attention_mask: torch.Tensor | None = None,
-        decoder_position_ids: torch.Tensor | None = None,
-        encoder_outputs: BaseModelOutput | tuple | None = None,
-        past_key_values: Cache | None = None,
-        inputs_embeds: torch.Tensor | None = None,
-        decoder_inputs_embeds: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-        use_cache: bool | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-        return_dict: bool | None = None,
-        logits_to_keep: int | torch.Tensor = 0,
-        **kwargs,
-    ) -> Seq2SeqLMOutput | tuple:
+    def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
+                decoder_input_ids: torch.Tensor | None = None, decoder_attention_mask: torch.Tensor | None = None,
+                decoder_position_ids: torch.Tensor | None = None,
+                encoder_outputs: BaseModelOutput | tuple | None = None, past_key_values: Cache | None = None,
+                inputs_embeds: torch.Tensor | None = None, decoder_inputs_embeds: torch.Tensor | None = None,
+                labels: torch.Tensor | None = None, use_cache: bool | None = None,
+                output_attentions: bool | None = None, output_hidden_states: bool | None = None,
+                return_dict: bool | None = None, logits_to_keep: int | torch.Tensor = 0,
+                **kwargs) -> Seq2SeqLMOutput | tuple:
         """labels: the target ids (-100 to ignore); the decoder reads them shifted right."""
         return_dict = return_dict if return_dict is not None else self.config.return_dict
         if labels is not None and decoder_input_ids is None and decoder_inputs_embeds is None:

@@ -1,5 +1,7 @@
 """transformers' common model and config suites (ModelTesterMixin, ConfigTester from the installed version's sdist)
-run against our models: the bare model and the causal LM, the bare model and the seq2seq LM, each position encoding.
+run against our models: the bare model and the causal LM, the bare model and the seq2seq LM, each position encoding;
+and a causal Llama-style block (RMSNorm, SwiGLU, grouped-query attention, no biases, untied head) and a NeoX-style
+one (parallel residual, a quarter of each head rotated).
 
     python -m pytest tests/transformers_common -q -rs        # alone (marker: transformers_common)
 
@@ -63,12 +65,22 @@ NEEDS_MISSING_MODULES = {
 }
 
 
+BLOCKS = {
+    "paper": {},
+    "llama": dict(norm="rmsnorm", feed_forward="gated", activation="silu", num_key_value_heads=2, bias=False,
+                  tie_word_embeddings=False, rope_theta=500.0),
+    "neox": dict(parallel_residual=True, rotary_fraction=0.25, tie_word_embeddings=False),
+}
+
+
 class ScratchTransformerModelTester:
     """Tiny configs and inputs, in the shape transformers' model testers give them (see LlamaModelTester, BartModelTester)."""
 
-    def __init__(self, parent, position_encoding: str, is_encoder_decoder: bool, batch_size=13, seq_length=7,
-                 vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=37):
+    def __init__(self, parent, position_encoding: str, is_encoder_decoder: bool, block: str = "paper", batch_size=13,
+                 seq_length=7, vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                 intermediate_size=37):
         self.parent, self.position_encoding, self.is_encoder_decoder = parent, position_encoding, is_encoder_decoder
+        self.block = BLOCKS[block]
         self.batch_size, self.seq_length, self.vocab_size = batch_size, seq_length, vocab_size
         self.hidden_size, self.num_hidden_layers = hidden_size, num_hidden_layers
         self.num_attention_heads, self.intermediate_size = num_attention_heads, intermediate_size
@@ -83,7 +95,7 @@ class ScratchTransformerModelTester:
             num_hidden_layers=self.num_hidden_layers, intermediate_size=self.intermediate_size,
             max_position_embeddings=64, position_encoding=self.position_encoding, dropout=0.1, attention_dropout=0.1,
             is_encoder_decoder=self.is_encoder_decoder, pad_token_id=self.pad_token_id, bos_token_id=self.bos_token_id,
-            eos_token_id=self.eos_token_id, decoder_start_token_id=self.bos_token_id,
+            eos_token_id=self.eos_token_id, decoder_start_token_id=self.bos_token_id, **self.block,
         )
 
     def prepare_config_and_inputs(self):
@@ -113,7 +125,7 @@ class ScratchTransformerConfigTest(unittest.TestCase):
             getattr(tester, check)()
 
 
-def _model_test(position_encoding: str, is_encoder_decoder: bool) -> type:
+def _model_test(position_encoding: str, is_encoder_decoder: bool, block: str = "paper") -> type:
     lm = ScratchTransformerForSeq2SeqLM if is_encoder_decoder else ScratchTransformerForCausalLM
 
     class Test(ModelTesterMixin, unittest.TestCase):
@@ -122,13 +134,14 @@ def _model_test(position_encoding: str, is_encoder_decoder: bool) -> type:
         _torch_compile_train_cls = lm
 
         def setUp(self):
-            self.model_tester = ScratchTransformerModelTester(self, position_encoding, is_encoder_decoder)
+            self.model_tester = ScratchTransformerModelTester(self, position_encoding, is_encoder_decoder, block)
             self.is_encoder_decoder = is_encoder_decoder
 
     for name, reason in NEEDS_MISSING_MODULES.items():
         setattr(Test, name, pytest.mark.skip(reason=f"needs a module the sdist lacks: {reason}")(getattr(Test, name)))
     kind = "Seq2Seq" if is_encoder_decoder else "Causal"
-    Test.__name__ = Test.__qualname__ = f"{kind}{position_encoding.capitalize()}ModelTest"
+    style = "" if block == "paper" else f"{block.capitalize()}Style"
+    Test.__name__ = Test.__qualname__ = f"{kind}{style}{position_encoding.capitalize()}ModelTest"
     return Test
 
 
@@ -136,5 +149,8 @@ for _position_encoding in POSITION_ENCODINGS:
     for _is_encoder_decoder in (False, True):
         _test = _model_test(_position_encoding, _is_encoder_decoder)
         globals()[_test.__name__] = _test
+for _block in ("llama", "neox"):
+    _test = _model_test("rope", False, _block)
+    globals()[_test.__name__] = _test
 del _test  # else pytest collects the last class a second time under this name
 
