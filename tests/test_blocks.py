@@ -18,7 +18,7 @@ from tiny_models import random_ids, tiny_causal_lm, tiny_config
 ROOT = Path(__file__).resolve().parent.parent
 # logits at the last position of a fixed input, saved from every shipped checkpoint by the model code before
 # the block options existed (commit d75657b), for the ids below
-SAVED_LOGITS = ROOT / "tests" / "data" / "shipped_last_logits.safetensors"
+SAVED_LOGITS = ROOT / "tests" / "reference" / "shipped_last_logits.safetensors"
 IDS = torch.tensor([[5, 17, 200, 41, 8, 120, 77, 9, 250, 12, 64, 99]])
 
 
