@@ -144,6 +144,13 @@ def eager_attention_forward(module: nn.Module, query: torch.Tensor, key: torch.T
     return (F.dropout(weights, dropout, module.training) @ value).transpose(1, 2), weights
 
 
+# torch 2.13's compiled flex attention on the CPU returned wrong values (NaN, once) for one row of a batch once a
+# second pair of query/key lengths was compiled in the process: a seq2seq pass's decoder and cross-attention, a
+# prefill then decode steps. A wrong number is worse than none, so the CPU is refused; CUDA runs it.
+FLEX_ON_CPU = ("attn_implementation 'flex_attention' runs on CUDA only: on the CPU, torch's compiled flex kernel gave "
+               "wrong values once a second query/key length was compiled; use 'sdpa' (the default) or 'eager'")
+
+
 class MultiHeadAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
     head_i = softmax(Q W_i^Q (K W_i^K)^T / sqrt(d_head) + bias) V W_i^V,  d_head = d_model / h.
@@ -230,6 +237,8 @@ class MultiHeadAttention(nn.Module):
                     past_key_values.is_updated[self.layer_idx] = True
 
         eager = recording is not None and recording.wants(Site(*self.site, "weights"))
+        if not eager and self.config._attn_implementation == "flex_attention" and q.device.type == "cpu":
+            raise ValueError(FLEX_ON_CPU)
         attention = eager_attention_forward if eager else ALL_ATTENTION_FUNCTIONS.get_interface(
             self.config._attn_implementation, eager_attention_forward)
         heads, _ = attention(self, q, k, v, attention_mask, scaling=self.scaling,
@@ -459,8 +468,8 @@ class ScratchTransformerPreTrainedModel(PreTrainedModel):
     supports_gradient_checkpointing = True
     _no_split_modules = ["TransformerLayer"]
     _skip_keys_device_placement = ["past_key_values"]
-    # attention backends: eager, sdpa, flex attention (inference on CPU; torch has no flex backward there),
-    # and any function registered with AttentionInterface; flash attention cannot add ALiBi's bias
+    # attention backends: eager, sdpa, flex attention (CUDA; refused on the CPU, FLEX_ON_CPU), and any function
+    # registered with AttentionInterface; flash attention cannot add ALiBi's bias
     _supports_sdpa = True
     _supports_flex_attn = True
     _supports_attention_backend = True
