@@ -104,6 +104,13 @@ def head_norms_figure(step: GradientStep) -> go.Figure:
                       row=1, col=i + 1)
         fig.update_yaxes(autorange="reversed", showticklabels=i == 0, row=1, col=i + 1)
     n_layers = len(step.head_grad_norms["all"])
+    if step.induction_head:  # outline the induction head's cell in every map
+        layer, head, score = step.induction_head
+        for i in range(len(parts)):
+            fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+                          line=dict(color="black", width=2), row=1, col=i + 1)
+        fig.add_annotation(text=f"outlined: L{layer}.H{head}, the induction head (score {score:.2f})",
+                           xref="paper", yref="paper", x=0, y=-0.12, showarrow=False, xanchor="left", yanchor="top")
     fig.update_layout(title="Gradient norm of each head's weights, per layer (one colour scale)",
                       coloraxis=dict(colorscale="Reds", cmin=0, colorbar=dict(title="‖∇‖")),
                       height=max(240, 120 + 40 * n_layers), **LAYOUT)

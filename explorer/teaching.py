@@ -161,11 +161,15 @@ GRADIENT_STEP = """### One gradient step: where learning pushes
 - **Why the loss falls:** plain SGD moves every weight against its gradient, θ ← θ − lr·∇L, on a copy of the
   model (the model everyone uses never changes). For a small step the loss falls by about lr·‖∇L‖², because
   minus the gradient is the direction in which L falls fastest.
-- **What the learning rate does:** it is the size of the step. That estimate holds only while the step is
-  small: on the example with shakespeare-main, 0.001 lowers the loss (p of ` day` 2% → 7%) and 0.01 already
-  makes the target nearly certain, one example memorised. At 1 or 10 the step overshoots: the loss ends above
-  where it started (3.9 nats; 4.9 at 1, 54 at 10) and another token takes over. Try 50 and watch the step leave the slope behind:
-  what comes out says nothing about the gradient any more (here ` day` happens to win)."""
+- **What the learning rate does:** it is the size of the step. The status line prints ‖∇L‖, the first-order
+  prediction −lr·‖∇L‖² and the change measured, for the model and text shown. While the step is small the two
+  agree; try 0.001, then 0.01, 1 and 10 on the example: the measured change leaves the prediction behind, the
+  loss may end above where it started (the step overshot) and another token takes over. Far below 1e-9 nothing
+  changes at all: the update is smaller than float32 can register.
+- **The target is one token,** with its leading space: after a space the model predicts ` day`, and `day` is
+  another token (the status says so when you type it).
+- **The head maps** outline the model's induction head, when it has one (measured on random tokens read twice):
+  the head that copies from the context is often among those a step on a copyable target pushes hardest."""
 
 TRAIN_LIVE = """### Train one yourself
 - **What happens:** a Transformer with random weights learns to predict the next token. Each step reads a
