@@ -22,26 +22,35 @@ from .timeline import CIRCUIT, TimelineView
 LAYER_NAME = re.compile(r"^(?P<stack>.*\.layers)\.(?P<layer>\d+)\.(?P<tensor>.+)$")  # model.….layers.3.self_attn.qkv_proj.weight
 
 
-def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, uniform: float | None = None) -> go.Figure:
-    """The loss at every logged step (the mean over the steps since the one before), on an x axis as long as
-    the job; ``uniform``: the loss of a model guessing every token of the vocabulary equally, ln V."""
-    fig = go.Figure(go.Scatter(x=logged_steps, y=losses, mode="lines+markers", name="training loss",
+def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, uniform: float | None = None,
+                      copies_only: bool = False) -> go.Figure:
+    """The loss of every step, from step 0 (the fresh model), on an x axis as long as the job; ``uniform``: the
+    loss of a model guessing every token of the vocabulary equally, ln V; ``copies_only``: the loss counts only
+    the copyable tokens (said in the title)."""
+    fig = go.Figure(go.Scatter(x=logged_steps, y=losses, mode="lines", name="training loss",
                                hovertemplate="step %{x}<br>loss %{y:.3f} nats<extra></extra>"))
     if uniform is not None:
         fig.add_hline(y=uniform, line_dash="dash", line_color=BEFORE,
                       annotation_text=f"guessing uniformly: ln V = {uniform:.2f}", annotation_position="top right")
     top = max([*losses, uniform or 0.0], default=1.0)
-    fig.update_layout(title="Training loss", xaxis_title="step", yaxis_title="loss (nats per token)", height=340,
+    fig.update_layout(title="Training loss on the copied tokens only" if copies_only else "Training loss (every step)",
+                      xaxis_title="step", yaxis_title="loss (nats per token)", height=340,
                       xaxis=dict(range=[0, steps]), yaxis=dict(range=[0, top * 1.1 if np.isfinite(top) else None]), **LAYOUT)
     return fig
 
 
 def probe_attention_figure(s: Snapshot) -> go.Figure:
     """(2L, 2L) attention of the watched head on the probe: random tokens r_0..r_{L-1}, then the same again.
-    An induction head lights the diagonal L−1 below the main one: from r_i's copy to r_{i+1}'s first place."""
+    An induction head lights the diagonal L−1 below the main one: from r_i's copy to r_{i+1}'s first place. Lines
+    mark where the second copy starts."""
     fig = heatmap_figure(s.attention, "", "key position", "query position", colorscale="Blues", zmid=None,
                          hover="weight %{z:.3f}", height=380)
-    fig.update_layout(title=f"Layer {s.layer}, head {s.head}<br>on the probe: random tokens, twice",
+    L = s.copy_start
+    fig.add_hline(y=L - 0.5, line_color=AFTER, line_width=1)
+    fig.add_vline(x=L - 0.5, line_color=AFTER, line_width=1)
+    fig.add_annotation(x=0, y=L - 0.5, text="second copy starts", showarrow=False, xanchor="left", yanchor="top",
+                       font=dict(color=AFTER, size=11))
+    fig.update_layout(title=f"L{s.layer}.H{s.head}: {s.watched or 'the head shown'}<br>on the probe: random tokens, twice",
                       margin=dict(LAYOUT["margin"], t=80))
     return fig
 
