@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .figures import LAYOUT, attention_head_figure, heatmap_figure, percent, plotly_text
@@ -161,7 +161,6 @@ def parameter_norms_figure(step: GradientStep) -> go.Figure:
 
 
 THIS_RUN, OTHER_RUN = "#D55E00", BEFORE  # the run on the slider, and the run it is compared with
-LAYER_SCALES = ("Blues", "Reds", "Greens", "Purples", "Oranges", "Greys")  # one hue per layer, a shade per head
 
 
 def _mark_step(fig: go.Figure, step: int, **where) -> None:
@@ -191,10 +190,12 @@ def timeline_loss_figure(view: TimelineView) -> go.Figure:
     return fig
 
 
+HEAD_PALETTE = qualitative.Dark24  # 24 hues that are told apart at a glance
+
+
 def head_colours(n_layers: int, n_heads: int) -> list[list[str]]:
-    """A colour per head: one hue per layer, a shade per head."""
-    shades = np.linspace(0.45, 0.95, n_heads) if n_heads > 1 else [0.8]
-    return [sample_colorscale(LAYER_SCALES[l % len(LAYER_SCALES)], list(shades)) for l in range(n_layers)]
+    """A distinct colour per head (a qualitative palette, heads of a layer next to each other in it)."""
+    return [[HEAD_PALETTE[(l * n_heads + h) % len(HEAD_PALETTE)] for h in range(n_heads)] for l in range(n_layers)]
 
 
 def timeline_heads_figure(view: TimelineView) -> go.Figure:

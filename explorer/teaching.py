@@ -175,23 +175,24 @@ TRAIN_LIVE = """### Train one yourself
 - **What happens:** a Transformer with random weights learns to predict the next token. Each step reads a
   batch of sequences, computes the loss (the mean −log p of every next token), and AdamW moves every weight a
   little against its gradient, averaged over recent steps and scaled by their recent size (a constant learning
-  rate, no weight decay). transformers' `Trainer` runs it.
+  rate, no weight decay).
 - **Why the loss falls:** each step follows the slope of the loss on the batch it read; new batches keep it
-  honest, so what is learnt is what the data have in common. It starts near ln V (guessing every token of the
-  vocabulary equally, the dashed line) and first learns which tokens are common, then which follow which.
+  honest, so what is learnt is what the data have in common. The curve starts at step 0, the fresh model, near
+  ln V (guessing every token of the vocabulary equally, the dashed line), and shows the loss of every step.
 - **The learning rate** scales every step: too small and the curve falls slowly; too large and the steps
-  overshoot, so the curve stalls or jumps about. On Shakespeare, 100 steps at the largest allowed, 0.1, end
-  near 5.9 while the default 0.003 goes on falling, to 5.45: try both.
-- **A plateau, then a sudden drop** is a phase change: the loss sits still while the model has only token
-  statistics, then falls within a few dozen steps when two heads in different layers start to work together
-  as an *induction head* (one marks each token's predecessor, the other finds the earlier occurrence of the
-  current token and copies what came next). The induction scores and the probe's attention show it: on the
-  probe (L random tokens, then the same L again) a stripe L−1 below the main diagonal, each token of the second
-  copy looking at the token after its first occurrence. It takes two layers, and repeated text to copy from.
-- **What fits here:** a few hundred steps on a shared CPU. The defaults (about 30 s) learn which tokens follow
-  which; none of the settings we measured formed a genuine induction head (one that copies at every offset)
-  within 60 s, so there is no preset for one. A recorded run of an induction head forming, trained for longer,
-  is on the *Watch it learn* tab.
+  overshoot, so the curve stalls or jumps about. Try the default and the largest allowed on Shakespeare.
+- **An induction head** completes a pattern seen before: having read "… A B … A", it predicts B. Two heads in
+  two layers make it: one marks each token's predecessor, the other finds the earlier occurrence of the current
+  token and copies what came next. On the probe (L random tokens, then the same L again; the lines mark where
+  the second copy starts) it draws a stripe L−1 below the main diagonal. Its score is the weight on that stripe,
+  the least over three lengths L, so a head that looks a fixed distance back scores low.
+- **The induction preset** sets the ingredients that favour it: random tokens of a small vocabulary (only
+  copying predicts them), half of them copies at varying offsets, attention only (no feed-forward to learn token
+  statistics with), and the loss counted on the copyable tokens alone, so the curve is the loss on the copies.
+  The sample shows the prompt, what the model writes and, under it, what a copy would be. Expect a long plateau
+  near ln V, then a slow fall as the model learns to prefer tokens it has already seen; a full induction head
+  (the sudden drop) needs more steps than a minute gives here: a recorded run of one forming is on the *Watch it
+  learn* tab.
 - **Keep it:** when a job ends, download the zip, unzip it into a folder `my-model`, and load it with
   `AutoModelForCausalLM.from_pretrained("my-model", trust_remote_code=True)` (and `AutoTokenizer`, for text)."""
 

@@ -14,7 +14,7 @@ from checkpointing.loading import read_config
 from checkpointing.timeline import TIMELINE_FILE, load_snapshot
 from explorer import learn_figures, teaching
 from explorer.inputs import InputProblem
-from explorer.timeline import (CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, MISSED, SAMPLE_TOKENS,
+from explorer.timeline import (repeated_ending, CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, MISSED, SAMPLE_TOKENS,
                                RecordedRun, TimelineView, timeline_runs, timeline_view)
 
 TOLERANCE = 1e-5  # float32
@@ -137,8 +137,12 @@ def test_the_step_where_a_head_forms_is_the_first_snapshot_reaching_the_threshol
     formed = copy.deepcopy(run.timeline)
     formed["snapshots"][2]["induction"][1][3] = 0.9
     formed["snapshots"][1]["induction"][1][3] = 0.39  # just below the label threshold, 0.4
+    formed["snapshots"][1]["induction"][1][0] = 0.5  # a second head, formed earlier: both are named
     view = TimelineView(RecordedRun(run.info, formed), None, 0, None, "", [])
-    assert view.run.formed() == 2 and "formed between steps 10 and 20" in view.formed_line()
+    steps = view.run.steps
+    assert view.run.formed() == 1 and view.run.heads_formed() == [(1, 0, steps[1]), (1, 3, steps[2])]
+    assert f"2 induction heads (score at least 0.4 at a snapshot): L1.H0 from step {steps[1]:,}, L1.H3 from step " \
+           f"{steps[2]:,}" in view.formed_line()
 
 
 def test_the_guesses_are_the_snapshot_own_most_likely_next_tokens(root):
@@ -153,8 +157,16 @@ def test_the_guesses_are_the_snapshot_own_most_likely_next_tokens(root):
     assert len(view.guessed) == len(ids) - 1 and 0 < int(right.sum()) < len(right)  # some right, some wrong
     for token, is_right, actual in zip(view.guessed, right, ids[1:]):
         assert token == (tokenizer.decode([int(actual)]) if is_right else "")
-    assert view.guesses_line().count(MISSED) == int((~right).sum())
-    assert view.guesses_count() == f"Right on {int(right.sum())} of the {len(right)} next tokens of your text."
+    text_line, guess_line = view.guesses_line().split("\n")
+    assert text_line == DEFAULT_TEXT and len(guess_line) == len(text_line)  # one byte a cell, from the first character
+    assert guess_line[0] == " " and guess_line.count(MISSED) == int((~right).sum())
+    assert all(g in (MISSED, t) for g, t in zip(guess_line[1:], text_line[1:]))
+    # the repeated ending: "If music be the food" twice; right guesses counted in each copy from its second byte
+    first, repeat = DEFAULT_TEXT.index("If music"), DEFAULT_TEXT.rindex("If music")
+    L = len(DEFAULT_TEXT) - repeat
+    count = lambda start: int(right[start: start + L - 1].sum())  # right[t - 1]: token t
+    assert view.guess_counts() == {"first copy": (count(first), L - 1), "repeat": (count(repeat), L - 1)}
+    assert view.guesses_count().startswith(f"Right on {int(right.sum())} of the {len(right)} next tokens of your text.")
 
 
 def test_a_text_longer_than_the_context_is_cut_to_it_and_leaves_no_room_for_a_sample(root):
@@ -201,3 +213,35 @@ def test_the_default_text_repeats_its_line_where_the_teaching_says():
     line = DEFAULT_TEXT.split(". ")[0] + ". "
     assert DEFAULT_TEXT.startswith(line) and DEFAULT_TEXT[len(line):] == line[:len(DEFAULT_TEXT) - len(line)]
     assert f"L = {len(line.encode())}" in teaching.TIMELINE and len(line) == 39 < 64  # within the repeats the run trained on
+
+
+def test_a_byte_of_a_character_outside_ascii_is_shown_as_hex_and_keeps_the_alignment(root):
+    view = timeline_view(DEFAULT_RUN, 2, "café, café", root)
+    text_line, guess_line = view.guesses_line().split("\n")
+    assert text_line == "caf⟨c3⟩⟨a9⟩, caf⟨c3⟩⟨a9⟩" and len(guess_line) == len(text_line)
+    assert "\ufffd" not in view.guesses_line()
+
+
+def test_the_repeated_ending_is_the_longest_that_occurred_before():
+    assert repeated_ending([1, 2, 3, 4, 5, 9, 1, 2, 3, 4, 5]) == (0, 6, 5)
+    assert repeated_ending([7, 1, 2, 3, 4, 8, 1, 2, 3, 4]) == (1, 6, 4)
+    assert repeated_ending([1, 2, 3, 4, 5, 6]) is None
+
+
+def test_the_nearest_snapshot_to_a_step(root):
+    run = timeline_view(DEFAULT_RUN, -1, DEFAULT_TEXT, root).run
+    assert run.nearest(run.steps[-1]) == len(run.steps) - 1 and run.nearest(-5) == 0
+    middle = (run.steps[1] + run.steps[2]) / 2
+    assert run.nearest(middle) == 1 and run.nearest(middle + 1) == 2
+
+
+def test_switching_the_shipped_runs_keeps_the_step_not_the_index():
+    """The slider moves to the snapshot of the new run nearest the step shown (the issue: timeline-plain at step
+    8,000 went to timeline-repeats at step 250)."""
+    from explorer.timeline import pick_run
+    from ui.timeline import slider_for
+
+    plain, repeats = pick_run(CONTROL_RUN), pick_run(DEFAULT_RUN)
+    update = slider_for(DEFAULT_RUN, plain.steps[-1])
+    assert repeats.steps[update["value"]] == plain.steps[-1] == 8000
+    assert update["maximum"] == len(repeats.steps) - 1
