@@ -199,10 +199,14 @@ def head_colours(n_layers: int, n_heads: int) -> list[list[str]]:
 
 
 def timeline_heads_figure(view: TimelineView) -> go.Figure:
-    """Every head's induction score (top) and previous-token score (bottom) at every snapshot of this run, one
-    line per head; the other run's best head at each snapshot dashed; a dotted line at the current step."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
-                        subplot_titles=["Induction score of every head", "Previous-token score of every head"])
+    """Every head's induction score (top) and previous-token score (middle) at every snapshot of this run, one
+    line per head; the other run's best head at each snapshot dashed; below, the composition of every pair of an
+    earlier and a later head (``timeline.composition_scores``): a pair that ever reaches 0.1 drawn in the later
+    head's colour and named, the rest thin and grey; a dotted line at the current step."""
+    rows = 3 if view.composition else 2
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=["Induction score of every head", "Previous-token score of every head",
+                                        "K-composition: what a later head's induction score loses without an earlier head"][:rows])
     induction = np.asarray([s["induction"] for s in view.run.snapshots])  # (snapshots, layers, heads)
     previous = np.asarray([s["previous_token"] for s in view.run.snapshots])
     colours = head_colours(*induction.shape[1:])
@@ -220,13 +224,22 @@ def timeline_heads_figure(view: TimelineView) -> go.Figure:
             fig.add_scatter(x=view.other.steps, y=best, mode="lines", name=label, legendgroup="other",
                             showlegend=row == 1, line=dict(color=OTHER_RUN, width=2, dash="dash"),
                             hovertemplate=f"{label}<br>step %{{x}}<br>score %{{y:.3f}}<extra></extra>", row=row, col=1)
+    for (l1, h1, l2, h2), scores in view.composition.items():
+        strong = max(scores) >= 0.1
+        name = f"L{l1}.H{h1} → L{l2}.H{h2}"
+        fig.add_scatter(x=view.run.steps, y=scores, mode="lines", name=name, showlegend=strong,
+                        line=dict(color=colours[l2][h2] if strong else "#cccccc", width=2.5 if strong else 1,
+                                  dash="solid" if h1 % 2 == 0 else "dashdot"),
+                        hovertemplate=f"{name}<br>step %{{x}}<br>loses %{{y:.3f}}<extra></extra>", row=3, col=1)
     fig.add_hline(y=THRESHOLD, line=dict(color="#999999", width=1, dash="dot"), row=1, col=1,
                   annotation_text=f"labelled induction from {THRESHOLD:g}", annotation_position="top left")
-    for row in (1, 2):
+    for row in range(1, rows + 1):
         _mark_step(fig, view.step, row=row, col=1)
     fig.update_yaxes(range=[0, 1.02], title_text="score")
-    fig.update_xaxes(title_text="step", row=2, col=1)
-    fig.update_layout(height=520, legend=dict(orientation="h", y=-0.15), **{**LAYOUT, "margin": dict(LAYOUT["margin"], t=60)})
+    fig.update_yaxes(range=[-0.05, 1.02], title_text="loses", row=3, col=1)
+    fig.update_xaxes(title_text="step", row=rows, col=1)
+    fig.update_layout(height=520 + 220 * (rows - 2), legend=dict(orientation="h", y=-0.12),
+                      **{**LAYOUT, "margin": dict(LAYOUT["margin"], t=60)})
     return fig
 
 

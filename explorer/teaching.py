@@ -215,14 +215,17 @@ TIMELINE = """### Watch it learn: an induction head forms
   loss on what could be copied stays flat while the model learns which bytes follow which; once both heads begin
   to form, each makes the other useful, they grow together, and that loss drops: a *phase change*
   (Olsson et al. 2022).
-- **What to look for:** in the curves, one layer-1 head's induction score jumping at the steps where a layer-0
-  head's previous-token score rises, and the training loss of timeline-repeats dropping there (four in five of
-  its sequences are random tokens, which only copying predicts). In the grid, on the default text (a line, then the
+- **What to look for:** in the curves, layer-1 heads' induction scores jumping (the status line names every
+  head that forms, and when) at the steps where a layer-0 head's previous-token score rises; in the lowest plot,
+  the pair that makes the circuit rising with them: how much of a layer-1 head's induction score it loses when
+  that layer-0 head is removed (K-composition, measured on the probe: with RoPE the weights alone cannot say);
+  and the training loss of timeline-repeats dropping there (four in five of its sequences are random tokens,
+  which only copying predicts). In the grid, on the default text (a line, then the
   same line again cut a few words in): a layer-0 stripe just below the diagonal (each token looks at the one
   before), and in layer 1, in the rows of the repeat, a stripe L − 1 below the diagonal (L = 39: the bytes from
   one copy's start to the next), each token looking at the token after its first occurrence. Under the sample, the
-  next bytes the snapshot guesses right as it reads your text: after the phase change more of the repeat than of
-  the first line. This small model copies random tokens almost perfectly but text only in part (it read few
+  next bytes the snapshot guesses right as it reads your text, each under its byte: after the phase change more
+  of the repeat than of the first line (the status line counts both). This small model copies random tokens almost perfectly but text only in part (it read few
   repeated passages, and repeats at most 64 bytes apart), so on text its greedy sample copies a few words at best.
   timeline-plain, the same model trained on the plays alone, is the control: its best head (dashed) stays low and
   its guesses are no better in the repeat, so the data decide.

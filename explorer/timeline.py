@@ -16,7 +16,9 @@ from pathlib import Path
 import numpy as np
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
+from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_probe, induction_scores_from
 from checkpointing.timeline import TIMELINE_FILE, is_timeline, load_snapshot, read_timeline
+from modeling import ablate_heads, record
 
 from . import catalog
 from .attention import AttentionMaps, View, attention_maps
@@ -34,6 +36,7 @@ MISSED = "·"  # where the model's guess of the next token was wrong
 SAMPLE_TOKENS = 40  # new tokens of the greedy continuation, at most: it stays within the context the model trained at
 GREEDY = DecodingSettings(False, max_new_tokens=SAMPLE_TOKENS)
 TIMELINES = LRUCache(8)  # (timeline.json, its mtime and size) -> its contents
+COMPOSITIONS = LRUCache(8)  # (timeline.json, its mtime and size) -> every pair's composition at every snapshot
 SNAPSHOTS = LRUCache(64)  # (weights file, its mtime and size) -> the snapshot's model: a few hundred kB each
 
 
@@ -163,6 +166,39 @@ def snapshot_model(run: RecordedRun, index: int, final):
     return SNAPSHOTS.get(_file_key(run.info.path / entry["file"]), load)
 
 
+def composition_scores(model, length: int = INDUCTION_LENGTH) -> dict[tuple[int, int, int, int], float]:
+    """{(l1, h1, l2, h2): how much head h2 of layer l2 loses of its induction score when head h1 of an earlier
+    layer l1 is removed}, for every such pair, on ``induction_probe``.
+
+    K-composition (Elhage et al. 2021) asks whether h2's keys read what h1 wrote. The weight-based form,
+    ‖W_QK^h2ᵀ W_OV^h1‖_F / (‖W_QK^h2‖_F ‖W_OV^h1‖_F), assumes one W_QK per head; under RoPE W_QK depends on the
+    offset, so it is measured on the probe instead: h2's induction score with every head, minus its score with h1's
+    output removed (zeroed before W_O, ``modeling.ablate_heads``). A pair that forms the circuit scores near h2's
+    whole score; an unrelated pair near 0."""
+    config = model.config
+    ids = induction_probe(config.vocab_size, length)
+    base = induction_scores_from(attention_weights(model, ids), length)
+    out = {}
+    for l1 in range(config.n_layers - 1):
+        for h1 in range(config.n_heads):
+            with record(keep=lambda site: False, edits=ablate_heads("decoder", "self", [(l1, h1)], config.n_layers,
+                                                                     config.n_heads)):
+                ablated = induction_scores_from(attention_weights(model, ids), length)
+            for l2 in range(l1 + 1, config.n_layers):
+                for h2 in range(config.n_heads):
+                    out[(l1, h1, l2, h2)] = float(base[l2, h2] - ablated[l2, h2])
+    return out
+
+
+def run_composition(run: RecordedRun, final) -> dict[tuple[int, int, int, int], list[float]]:
+    """``composition_scores`` at every snapshot of ``run``: {pair: one score per snapshot}; computed once per run."""
+    def measure():
+        per_snapshot = [composition_scores(snapshot_model(run, i, final)) for i in range(len(run.snapshots))]
+        return {pair: [scores[pair] for scores in per_snapshot] for pair in per_snapshot[0]}
+
+    return COMPOSITIONS.get(_file_key(run.info.path / TIMELINE_FILE), measure)
+
+
 # what the two heads of the copying circuit are called, by the snapshot field that scores them
 CIRCUIT = {"previous_token": "previous-token head", "induction": "induction head"}
 
@@ -181,6 +217,7 @@ class TimelineView:
     guessed: list[str] = field(default_factory=list)  # the next tokens of the text, each "" where the model's top guess missed it
     read_tokens: list[str] = field(default_factory=list)  # each token read, decoded alone
     read_ids: list[int] = field(default_factory=list)
+    composition: dict = field(default_factory=dict)  # run_composition of the run
 
     @cached_property
     def snapshot(self) -> dict:
@@ -249,6 +286,23 @@ class TimelineView:
                      "copy from its second token).")
         return line
 
+    def strongest_pair(self) -> tuple[tuple[int, int, int, int], float] | None:
+        """The pair with the highest composition score at this snapshot, and the score."""
+        if not self.composition:
+            return None
+        pair = max(self.composition, key=lambda p: self.composition[p][self.index])
+        return pair, self.composition[pair][self.index]
+
+    def composition_line(self) -> str:
+        found = self.strongest_pair()
+        if found is None:
+            return ""
+        (l1, h1, l2, h2), score = found
+        if score < 0.05:
+            return "Composition at this step: removing no earlier head costs a later head 0.05 of its induction score."
+        return (f"Composition at this step: removing L{l1}.H{h1} costs L{l2}.H{h2} {score:.2f} of its induction score, "
+                "the most of any pair (the K-composition plot).")
+
     def formed_line(self) -> str:
         """When each of the run's induction heads formed, from its snapshots: every head named."""
         formed = self.run.heads_formed()
@@ -284,7 +338,8 @@ def timeline_view(run, snapshot, text, root: Path | None = None) -> TimelineView
         "shorten it to see a sample."])
     return TimelineView(chosen, partner(chosen.name, root), index, maps, sample, notices + maps.notices + full,
                         guessed_tokens(read.logits, ids[0], tokenizer),
-                        [shown_token(tokenizer, int(i)) for i in ids[0]], [int(i) for i in ids[0]])
+                        [shown_token(tokenizer, int(i)) for i in ids[0]], [int(i) for i in ids[0]],
+                        run_composition(chosen, final))
 
 
 def repeated_ending(ids: list[int], shortest: int = 4) -> tuple[int, int, int] | None:

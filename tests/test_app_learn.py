@@ -256,7 +256,7 @@ def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(clien
     validation = {trace["name"]: trace["y"] for trace in figure(losses)["data"] if trace.get("name")}
     assert validation["timeline-repeats: validation loss"] == [s["validation_loss"] for s in view.run.snapshots]
     assert validation["timeline-plain: validation loss"] == [s["validation_loss"] for s in view.other.snapshots]
-    assert len([trace for trace in figure(heads)["data"] if trace["type"] == "scatter"]) == 2 * 8 + 2
+    assert len([trace for trace in figure(heads)["data"] if trace["type"] == "scatter"]) == 2 * 8 + 2 + 4 * 4  # + every pair
 
 
 @pytest.mark.parametrize("sample, shown", [("ab\ncd", "ab⏎\ncd"), ("   ", "␣␣␣"), (" \n ", "␣⏎\n␣"), ("a b", "a b"), ("", ""),

@@ -106,8 +106,12 @@ def test_every_heads_scores_over_training_are_timeline_json_with_the_other_runs_
     view = timeline_view(CONTROL_RUN, 0, DEFAULT_TEXT, root)
     fig = learn_figures.timeline_heads_figure(view)
     own, other = timeline_of(root, CONTROL_RUN)["snapshots"], timeline_of(root, DEFAULT_RUN)["snapshots"]
-    lines = [trace for trace in fig.data if trace.legendgroup != "other"]
+    lines = [trace for trace in fig.data if trace.legendgroup not in ("other", None)]
     assert len(lines) == 2 * 8  # every head, induction then previous-token
+    pairs = [trace for trace in fig.data if trace.name and "→" in trace.name]
+    assert [t.name for t in pairs] == [f"L0.H{a} → L1.H{b}" for a in range(4) for b in range(4)]
+    assert [list(t.y) for t in pairs] == [view.composition[(0, a, 1, b)] for a in range(4) for b in range(4)]
+    assert len(set(str(colour) for row in learn_figures.head_colours(2, 4) for colour in row)) == 8  # 8 distinct
     for i, trace in enumerate(lines):
         score, layer, head = ("induction", "previous_token")[i // 8], i % 8 // 4, i % 4
         assert trace.name == f"layer {layer}, head {head}"
@@ -245,3 +249,40 @@ def test_switching_the_shipped_runs_keeps_the_step_not_the_index():
     update = slider_for(DEFAULT_RUN, plain.steps[-1])
     assert repeats.steps[update["value"]] == plain.steps[-1] == 8000
     assert update["maximum"] == len(repeats.steps) - 1
+
+
+def test_composition_is_the_induction_score_a_later_head_loses_without_an_earlier_one(root):
+    """Recomputed another way: the earlier head removed by zeroing its columns of W_O in a copy of the model."""
+    from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_probe, induction_scores_from
+    from explorer.timeline import composition_scores
+
+    folder = root / DEFAULT_RUN
+    model = load_snapshot(folder, json.loads((folder / TIMELINE_FILE).read_text())["snapshots"][-1]["file"],
+                          read_config(folder))
+    ids = induction_probe(model.config.vocab_size, INDUCTION_LENGTH)
+    base = induction_scores_from(attention_weights(model, ids), INDUCTION_LENGTH)
+    scores = composition_scores(model)
+    d = model.config.d_head
+    for h1 in range(model.config.n_heads):
+        edited = copy.deepcopy(model)
+        with torch.no_grad():
+            edited.model.decoder.stack.layers[0].self_attn.out_proj.weight[:, h1 * d:(h1 + 1) * d] = 0
+        ablated = induction_scores_from(attention_weights(edited, ids), INDUCTION_LENGTH)
+        for h2 in range(model.config.n_heads):
+            assert scores[(0, h1, 1, h2)] == pytest.approx(float(base[1, h2] - ablated[1, h2]), abs=1e-5)
+
+
+def test_the_shipped_circuit_pair_rises_when_the_induction_head_forms():
+    """timeline-repeats: the pair feeding the first induction head to form goes from nothing to nearly all of its
+    score, at the snapshot where that head forms; the control's pairs stay low."""
+    from explorer import catalog
+    from explorer.timeline import pick_run, run_composition
+
+    run = pick_run(DEFAULT_RUN)
+    composition = run_composition(run, catalog.resolve(DEFAULT_RUN)[1])
+    layer, head, step = run.heads_formed()[0]
+    pair = max((p for p in composition if p[2:] == (layer, head)), key=lambda p: composition[p][-1])
+    formed = run.steps.index(step)
+    assert composition[pair][0] < 0.05 and composition[pair][formed - 1] < 0.2 and composition[pair][-1] > 0.9
+    control = pick_run(CONTROL_RUN)
+    assert max(max(v) for v in run_composition(control, catalog.resolve(CONTROL_RUN)[1]).values()) < 0.3

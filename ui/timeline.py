@@ -21,7 +21,7 @@ def training_timeline(snapshot, text, run=None):
     return (learn_figures.timeline_loss_figure(view), learn_figures.timeline_heads_figure(view), visible_breaks(view.sample),
             view.guesses_line(), learn_figures.timeline_attention_figure(view), circuit["previous_token"],
             circuit["induction"],
-            status(view.summary(), view.formed_line(), view.guesses_count(),
+            status(view.summary(), view.formed_line(), view.composition_line(), view.guesses_count(),
                    f"{view.run.name} trained on: {view.run.timeline['run']['data']}. " + other, *view.notices))
 
 
