@@ -123,10 +123,11 @@ def test_training_streams_every_logged_step_then_the_json_and_the_model(client):
     assert numbers["losses"][0] == pytest.approx(math.log(DEFAULT.vocab_size - SPECIAL_IDS), abs=0.2)
     line = figure(curve)["data"][0]
     assert line["x"] == list(range(9)) and line["y"] == pytest.approx(numbers["losses"])
-    prompt, written, copy = sample.splitlines()
+    prompt, written, copy, right = sample.splitlines()
     assert prompt.startswith("Prompt: ") and written.startswith("Writes: ") and copy.startswith("A copy: ")
-    ends = lambda line: [m.end() for m in re.finditer(r"\d+", line.split("(")[0])]
+    ends = lambda line: [m.end() for m in re.finditer(r"\d+", line)]
     assert ends(written) == ends(copy) and len(ends(written)) > 0  # each copy token right under the written one
+    assert re.fullmatch(r"\d+ of \d+ right\.", right)
     assert figure(induction)["data"][0]["type"] == "heatmap"
     shown = figure(attention)["layout"]
     assert shown["title"]["text"].startswith("L0.H") and "best induction head" in shown["title"]["text"]

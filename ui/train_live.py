@@ -23,7 +23,8 @@ CHOICES = ("n_layers", "n_heads", "d_model", "steps", "learning_rate", "position
            "batch_size", "context_length", "log_every", "seed", "vocab_size", "copy_share", "attention_only",
            "copies_only", "preset")  # the endpoint's parameters, in order (the later ones may be left out)
 NO_DOWNLOAD = None  # the download button holds no file (and is disabled: ``download_ready``)
-YOUR_CHOICES = ""  # the preset menu's "no preset": the choices as set below it
+YOUR_CHOICES = ""
+ROW_TOKENS = 8  # tokens per row of a random-token sample and the copy under it  # the preset menu's "no preset": the choices as set below it
 
 stops = generation.StopRegistry()  # browser session -> its running job's stop flag
 running = threading.Semaphore(TRAINING["concurrency_limit"])  # held by the running job: who is waiting is told
@@ -38,9 +39,9 @@ def sample_text(sample: live_training.Sample) -> str:
         return f"Prompt: {visible_breaks(''.join(sample.prompt))}\nWrites: {visible_breaks(''.join(sample.tokens))}"
     width = max(len(t) for t in [*sample.tokens, *sample.copy])
     row = lambda tokens: " ".join(t.rjust(width) for t in tokens)
-    return (f"Prompt: {' '.join(sample.prompt)}  (the probe's first copy, then the first 3 tokens of the second)\n"
-            f"Writes: {row(sample.tokens)}\n"
-            f"A copy: {row(sample.copy)}   ({sample.right} of {len(sample.tokens)} right)")
+    pairs = [f"Writes: {row(sample.tokens[i:i + ROW_TOKENS])}\nA copy: {row(sample.copy[i:i + ROW_TOKENS])}"
+             for i in range(0, len(sample.tokens), ROW_TOKENS)]  # short rows: a narrow page does not wrap them
+    return f"Prompt: {' '.join(sample.prompt)}\n" + "\n".join(pairs) + f"\n{sample.right} of {len(sample.tokens)} right."
 
 
 def preset_values(preset: str) -> list:
@@ -186,7 +187,9 @@ def tab() -> None:
                 status_line = gr.Markdown(elem_id="live-status", elem_classes="status-line")
                 curve = gr.Plot(label="Loss", elem_id="plot-live-loss")
                 sample = gr.Textbox(label="A sample from the current weights (greedy; ⏎ marks a line break, ␣ a space "
-                                          "a box would hide)", lines=3, max_lines=6, elem_id="live-sample",
+                                          "a box would hide). Random tokens: the prompt is the probe's first copy and 3 "
+                                          "tokens of its second; under what the model writes, what a copy would be",
+                                    lines=3, max_lines=6, elem_id="live-sample",
                                     elem_classes="monospace")
             with gr.Column(scale=2):
                 gr.Markdown(teaching.TRAIN_LIVE, elem_id="live-teaching")
