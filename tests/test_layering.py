@@ -81,3 +81,10 @@ def test_generation_does_not_import_batching_which_builds_on_it():
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                 for alias in node.names} | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert "batching" not in imported and ".batching" not in imported
+
+
+def test_the_explorer_docstring_names_every_module():
+    import explorer
+
+    modules = sorted(p.stem for p in (REPO_ROOT / "explorer").glob("*.py") if p.stem != "__init__")
+    assert [m for m in modules if f"``{m}``" not in explorer.__doc__] == []
