@@ -186,13 +186,12 @@ TRAIN_LIVE = """### Train one yourself
   token and copies what came next. On the probe (L random tokens, then the same L again; the lines mark where
   the second copy starts) it draws a stripe L−1 below the main diagonal. Its score is the weight on that stripe,
   the least over three lengths L, so a head that looks a fixed distance back scores low.
-- **The induction preset** sets the ingredients that favour it: random tokens of a small vocabulary (only
-  copying predicts them), half of them copies at varying offsets, attention only (no feed-forward to learn token
-  statistics with), and the loss counted on the copyable tokens alone, so the curve is the loss on the copies.
-  The sample shows the prompt, what the model writes and, under it, what a copy would be. Expect a long plateau
-  near ln V, then a slow fall as the model learns to prefer tokens it has already seen; a full induction head
-  (the sudden drop) needs more steps than a minute gives here: a recorded run of one forming is on the *Watch it
-  learn* tab.
+- **The induction preset** sets the ingredients that favour it: random tokens of a large vocabulary (only
+  copying predicts them, and a token seldom recurs by chance), half of them copies at varying offsets, attention
+  only (no feed-forward to learn token statistics with), and the loss counted on the copyable tokens alone, so the
+  curve is the loss on the copies. The sample shows the prompt, what the model writes and, under it, what a copy
+  would be. Expect a long plateau near ln V, then the sudden drop as the heads form, after some 1500-2000 steps
+  (a minute or more, depending on how busy the machine is); a longer recorded run is on the *Watch it learn* tab.
 - **Keep it:** when a job ends, download the zip, unzip it into a folder `my-model`, and load it with
   `AutoModelForCausalLM.from_pretrained("my-model", trust_remote_code=True)` (and `AutoTokenizer`, for text)."""
 

@@ -294,6 +294,6 @@ def test_the_induction_preset_runs_through_the_api_and_returns_the_model(client,
     client.predict(api_name="/stop_training")
     curve, sample, attention, induction, numbers, download, note = job.result(timeout=120)
     assert numbers["settings"]["attention_only"] and numbers["settings"]["copies_only"]
-    assert numbers["settings"]["d_model"] == 32 and figure(curve)["layout"]["title"]["text"].endswith("copied tokens only")
+    assert numbers["settings"]["d_model"] == 64 and figure(curve)["layout"]["title"]["text"].endswith("copied tokens only")
     with zipfile.ZipFile(download) as archive:
         assert {"config.json", "model.safetensors"} <= set(archive.namelist())
