@@ -1,8 +1,10 @@
 """How long live training takes, and whether an induction head forms within a budget.
 
     python -m benchmarks.live_training --threads 1                       # the default job, start to final result
-    python -m benchmarks.live_training --threads 1 --budget 60 --set copy_share=0.5 --set d_model=32
+    python -m benchmarks.live_training --threads 1 --budget 60 --set preset=induction
         # one trial: the given settings, steps up to the bound, stopped (through the stop Event) after --budget s
+    python -m benchmarks.live_training --threads 1 --against-bare --set preset=induction --set steps=300
+        # the tab's step against a bare PyTorch loop (forward, backward, AdamW) on the same model and batches
 
 Prints one JSON line: wall seconds, steps done, steps per second, the loss at the first and last logged step,
 the best induction score (varying offsets, ``explorer.live_training.induction_scores``) at every snapshot,
@@ -14,13 +16,14 @@ import argparse
 import json
 import threading
 import time
+from dataclasses import replace
 
 import torch
 
 from checkpointing.in_context import attention_weights, induction_probe, induction_scores_from
-from explorer.live_data import SPECIAL_IDS
-from explorer.live_training import (LIMITS, LiveResult, Snapshot,
-                                    check_settings, probe_lengths, train_live)
+from explorer.live_data import SPECIAL_IDS, LiveData
+from explorer.live_training import (LIMITS, LiveResult, Snapshot, build_model, check_settings, probe_lengths,
+                                    train_live)
 
 
 def value(text: str):
@@ -32,18 +35,57 @@ def value(text: str):
     return text
 
 
+def bare_loop(settings, batches: list[dict]) -> float:
+    """Seconds for a plain loop over ``batches`` on a fresh model of ``settings``: forward, backward, AdamW step
+    (the optimizer the Trainer makes: torch's AdamW, no weight decay, the trainable parameters)."""
+    model = build_model(settings, settings.vocab_size).train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.learning_rate,
+                                  weight_decay=0.0)
+    started = time.perf_counter()
+    for batch in batches:
+        loss = model(**batch, use_cache=False).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return time.perf_counter() - started
+
+
+def against_bare(settings, rounds: int = 3) -> dict:
+    """The tab's job (``train_live``: the Trainer in its thread, data drawn as it goes, one snapshot at the end)
+    and the bare loop, alternated ``rounds`` times so that both see the same load; the best of each, per step."""
+    settings = replace(settings, log_every=settings.steps, sample_tokens=0)
+    data = LiveData(settings, None).batches()
+    batches = [next(data) for _ in range(settings.steps)]
+    tab, bare = [], []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        for item in train_live(settings):
+            pass
+        tab.append(time.perf_counter() - started)
+        bare.append(bare_loop(settings, batches))
+    tab_ms, bare_ms = 1000 * min(tab) / settings.steps, 1000 * min(bare) / settings.steps
+    return {"tab_ms_per_step": round(tab_ms, 2), "bare_ms_per_step": round(bare_ms, 2),
+            "tab_speed_over_bare": round(bare_ms / tab_ms, 3), "rounds": rounds, "steps": settings.steps}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--budget", type=float, default=None, help="seconds; stop the job then (a trial)")
     parser.add_argument("--threshold", type=float, default=0.3)
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
+    parser.add_argument("--against-bare", action="store_true", help="time the tab's step against a bare loop")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     values = {name: value(v) for name, v in (item.split("=", 1) for item in args.set)}
-    if args.budget is not None:
+    if args.budget is not None and "preset" not in values:
         values.setdefault("steps", LIMITS["steps"][1])
-    settings = check_settings(**values)
+    settings = check_settings(**dict(values))
+    if args.against_bare:
+        if settings.data != "random-repeats":
+            parser.error("--against-bare times random tokens (--set data=random-repeats or preset=induction)")
+        print(json.dumps({"settings": values, "threads": args.threads, **against_bare(settings)}))
+        return
     stop = threading.Event()
     if args.budget is not None:
         threading.Timer(args.budget, stop.set).start()

@@ -3,11 +3,15 @@
 - ``inputs``: what users type, checked (``InputProblem`` says what was wrong and what is allowed) and echoed safely;
 - ``catalog``: the checkpoints on disk (damaged ones marked with the reason), results.json, the menus' lines,
   the shared loader;
-- ``generation``: decoding settings, streamed generation with per-request seeded sampling, the stop flags;
+- ``generation``: decoding settings, one generate() call with per-request seeded sampling, the stop flags;
+- ``batching``: decoder-only generations of concurrent requests run as one continuously batched decode;
+- ``streaming``: a generation streamed token by token to the app (through ``batching``, or line by line for an
+  encoder-decoder), above both;
 - ``tokens``: what one forward pass reads (an encoder-decoder's decoder input is its own rewrite) and token labels;
 - ``run``: ONE recorded pass of (checkpoint, text, decoding) with every site, in a bounded cache; every view of a
   text reads it, and its ``SITES`` say where each kind of attention lives;
 - ``encodings``: the positional encodings as numbers, and the extrapolation experiment on any text;
+- ``experiment``: the recorded comparison of the encodings (results.json) as tables and curves;
 - ``attention``: every layer x head's weights of the run, and the choice of kind, layer and head;
 - ``trace``: the shape of every step of one forward pass, read from the run's recording;
 - ``figures``: plotly figures of all of the above, one colour per position encoding.
@@ -21,6 +25,13 @@ The teaching views (every number the model's own, each proven equal to it in a t
   (``patching_figures``: its heat maps);
 - ``sampling``: the next-token distribution exactly as ``generate`` samples from it; ``heads``: head types;
 - ``teaching``: the explanations beside the views; ``teach_figures`` and ``teach_html``: their plots and HTML.
+
+Learning, seen:
+
+- ``gradient_step``: one SGD step on a copy of a model, its gradient norms, the first-order prediction;
+- ``live_data`` and ``live_training``: a tiny model trained from scratch in the app, streamed snapshot by snapshot;
+- ``timeline``: the recorded training runs, one snapshot on a text, and the heads' composition over training;
+- ``learn_figures``: their plots.
 
 Nothing here imports gradio.
 """

@@ -10,7 +10,8 @@ stochastic gradient descent moves every weight against it,
 
     θ ← θ − lr · ∇θL,
 
-so for a small learning rate the loss falls by about lr·‖∇θL‖² (the first-order term); a large one overshoots.
+so for a small learning rate the loss changes by about −lr·‖∇θL‖² (the first-order term of its Taylor series,
+``predicted_loss_change``; ‖∇θL‖ is the norm of the whole gradient, every weight once); a large one overshoots.
 The step is taken on a deep copy: the shared model, which other requests read, never changes. Tied weights
 (the token embedding, which is also the LM head) are one tensor, so one gradient (the sum of both uses) and
 one update, as ``parameters()`` and ``state_dict()`` see them.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from .heads import THRESHOLD, induction_scores
 from .inputs import MAX_TEXT_CHARS, InputProblem, echo, number, pick, require_text
 from .tokens import FORWARD_MAX_TOKENS, token_labels
 
@@ -35,7 +37,9 @@ class GradientStep:
     """What one SGD step did. ``grad_norms``: the L2 norm of the gradient of every parameter tensor, by its
     state_dict name (a tied name carries the one tensor's norm; ``tied`` maps it to the name it shares);
     ``head_grad_norms[part]``: (layers, heads) norms of each head's slice, part in q, k, v, o, and "all"
-    (the four together)."""
+    (the four together). ``grad_norm``: ‖∇L‖ of the whole gradient (each tensor once: the tied weight once);
+    ``induction_head``: (layer, head, score) of the model's best induction head on the probe when it reaches
+    ``THRESHOLD``, else None."""
 
     tokens: list[str]  # labels of the tokens read, 0..position
     target: str
@@ -49,8 +53,19 @@ class GradientStep:
     top_after: list[tuple[str, float]]
     grad_norms: dict[str, float]
     head_grad_norms: dict[str, list[list[float]]]
+    grad_norm: float = 0.0
     tied: dict[str, str] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
+    induction_head: tuple[int, int, float] | None = None
+
+    @property
+    def predicted_loss_change(self) -> float:
+        """−lr·‖∇L‖²: the first-order change of the loss, exact as lr → 0."""
+        return -self.learning_rate * self.grad_norm**2
+
+    @property
+    def loss_change(self) -> float:
+        return self.loss_after - self.loss_before
 
     def to_json(self) -> dict:
         return {
@@ -60,6 +75,8 @@ class GradientStep:
             "p_before": self.p_before, "p_after": self.p_after,
             "top_before": [[t, p] for t, p in self.top_before], "top_after": [[t, p] for t, p in self.top_after],
             "grad_norms": self.grad_norms, "head_grad_norms": self.head_grad_norms, "tied": self.tied,
+            "grad_norm": self.grad_norm, "predicted_loss_change": self.predicted_loss_change,
+            "induction_head": list(self.induction_head) if self.induction_head else None,
         }
 
 
@@ -95,6 +112,27 @@ def target_token(tokenizer, target) -> int:
         hint = f" With a leading space, {echo(' ' + target)} is one token: a word after a space is."
     raise InputProblem(f"The target must be exactly one token of this model's tokenizer; {echo(target)} is "
                        f"{len(ids)} tokens: {pieces}.{hint}")
+
+
+def spacing_notice(tokenizer, target: str, target_id: int) -> list[str]:
+    """A notice when ``target`` has no leading space and the spaced form is a different single token: after a
+    space the model predicts the spaced one, so the two are easy to confuse."""
+    if target.startswith(" "):
+        return []
+    spaced = tokenizer(" " + target, add_special_tokens=False).input_ids
+    if len(spaced) != 1 or spaced[0] == target_id:
+        return []
+    return [f"The target {echo(target)} (id {target_id}) has no leading space: it is another token than "
+            f"{echo(' ' + target)} (id {spaced[0]}), the one a word after a space is."]
+
+
+def induction_head(model) -> tuple[int, int, float] | None:
+    """(layer, head, score) of the head with the highest induction score on the probe
+    (``explorer.heads.induction_scores``, measured once per model), when it reaches THRESHOLD; else None."""
+    scores, _ = induction_scores(model)
+    layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+    best = float(scores[layer, head])
+    return (int(layer), int(head), best) if best >= THRESHOLD else None
 
 
 def text_ids(model, tokenizer, text) -> torch.Tensor:
@@ -177,6 +215,8 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
     grad_norms = {name: float(t.grad.norm()) for name, t in state.items() if id(t) in names}
     tied = {name: names[id(t)] for name, t in state.items() if id(t) in names and names[id(t)] != name}
     heads = head_grad_norms(learner)
+    grad_norm = float(torch.sqrt(sum(p.grad.float().pow(2).sum() for p in learner.parameters())))
+    found = induction_head(model)  # the shared model's (the learner is its copy, not yet stepped)
 
     with torch.no_grad():
         for p in learner.parameters():  # each tensor once: tied weights are one parameter
@@ -188,5 +228,6 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
         loss_before=float(loss), loss_after=float(-after[target_id]),
         p_before=float(before[target_id].exp()), p_after=float(after[target_id].exp()),
         top_before=_top(tokenizer, before), top_after=_top(tokenizer, after),
-        grad_norms=grad_norms, head_grad_norms={part: grid.tolist() for part, grid in heads.items()}, tied=tied,
+        grad_norms=grad_norms, head_grad_norms={part: grid.tolist() for part, grid in heads.items()},
+        grad_norm=grad_norm, tied=tied, notices=spacing_notice(tokenizer, target, target_id), induction_head=found,
     )

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.colors import sample_colorscale
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from .figures import LAYOUT, attention_head_figure, heatmap_figure, percent, plotly_text
@@ -22,26 +22,35 @@ from .timeline import CIRCUIT, TimelineView
 LAYER_NAME = re.compile(r"^(?P<stack>.*\.layers)\.(?P<layer>\d+)\.(?P<tensor>.+)$")  # model.….layers.3.self_attn.qkv_proj.weight
 
 
-def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, uniform: float | None = None) -> go.Figure:
-    """The loss at every logged step (the mean over the steps since the one before), on an x axis as long as
-    the job; ``uniform``: the loss of a model guessing every token of the vocabulary equally, ln V."""
-    fig = go.Figure(go.Scatter(x=logged_steps, y=losses, mode="lines+markers", name="training loss",
+def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, uniform: float | None = None,
+                      copies_only: bool = False) -> go.Figure:
+    """The loss of every step, from step 0 (the fresh model), on an x axis as long as the job; ``uniform``: the
+    loss of a model guessing every token of the vocabulary equally, ln V; ``copies_only``: the loss counts only
+    the copyable tokens (said in the title)."""
+    fig = go.Figure(go.Scatter(x=logged_steps, y=losses, mode="lines", name="training loss",
                                hovertemplate="step %{x}<br>loss %{y:.3f} nats<extra></extra>"))
     if uniform is not None:
         fig.add_hline(y=uniform, line_dash="dash", line_color=BEFORE,
                       annotation_text=f"guessing uniformly: ln V = {uniform:.2f}", annotation_position="top right")
     top = max([*losses, uniform or 0.0], default=1.0)
-    fig.update_layout(title="Training loss", xaxis_title="step", yaxis_title="loss (nats per token)", height=340,
+    fig.update_layout(title="Training loss on the copied tokens only" if copies_only else "Training loss (every step)",
+                      xaxis_title="step", yaxis_title="loss (nats per token)", height=340,
                       xaxis=dict(range=[0, steps]), yaxis=dict(range=[0, top * 1.1 if np.isfinite(top) else None]), **LAYOUT)
     return fig
 
 
 def probe_attention_figure(s: Snapshot) -> go.Figure:
     """(2L, 2L) attention of the watched head on the probe: random tokens r_0..r_{L-1}, then the same again.
-    An induction head lights the diagonal L−1 below the main one: from r_i's copy to r_{i+1}'s first place."""
+    An induction head lights the diagonal L−1 below the main one: from r_i's copy to r_{i+1}'s first place. Lines
+    mark where the second copy starts."""
     fig = heatmap_figure(s.attention, "", "key position", "query position", colorscale="Blues", zmid=None,
                          hover="weight %{z:.3f}", height=380)
-    fig.update_layout(title=f"Layer {s.layer}, head {s.head}<br>on the probe: random tokens, twice",
+    L = s.copy_start
+    fig.add_hline(y=L - 0.5, line_color=AFTER, line_width=1)
+    fig.add_vline(x=L - 0.5, line_color=AFTER, line_width=1)
+    fig.add_annotation(x=0, y=L - 0.5, text="second copy starts", showarrow=False, xanchor="left", yanchor="top",
+                       font=dict(color=AFTER, size=11))
+    fig.update_layout(title=f"L{s.layer}.H{s.head}: {s.watched or 'the head shown'}<br>on the probe: random tokens, twice",
                       margin=dict(LAYOUT["margin"], t=80))
     return fig
 
@@ -104,6 +113,13 @@ def head_norms_figure(step: GradientStep) -> go.Figure:
                       row=1, col=i + 1)
         fig.update_yaxes(autorange="reversed", showticklabels=i == 0, row=1, col=i + 1)
     n_layers = len(step.head_grad_norms["all"])
+    if step.induction_head:  # outline the induction head's cell in every map
+        layer, head, score = step.induction_head
+        for i in range(len(parts)):
+            fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+                          line=dict(color="black", width=2), row=1, col=i + 1)
+        fig.add_annotation(text=f"outlined: L{layer}.H{head}, the induction head (score {score:.2f})",
+                           xref="paper", yref="paper", x=0, y=-0.12, showarrow=False, xanchor="left", yanchor="top")
     fig.update_layout(title="Gradient norm of each head's weights, per layer (one colour scale)",
                       coloraxis=dict(colorscale="Reds", cmin=0, colorbar=dict(title="‖∇‖")),
                       height=max(240, 120 + 40 * n_layers), **LAYOUT)
@@ -145,7 +161,6 @@ def parameter_norms_figure(step: GradientStep) -> go.Figure:
 
 
 THIS_RUN, OTHER_RUN = "#D55E00", BEFORE  # the run on the slider, and the run it is compared with
-LAYER_SCALES = ("Blues", "Reds", "Greens", "Purples", "Oranges", "Greys")  # one hue per layer, a shade per head
 
 
 def _mark_step(fig: go.Figure, step: int, **where) -> None:
@@ -175,17 +190,23 @@ def timeline_loss_figure(view: TimelineView) -> go.Figure:
     return fig
 
 
+HEAD_PALETTE = qualitative.Dark24  # 24 hues that are told apart at a glance
+
+
 def head_colours(n_layers: int, n_heads: int) -> list[list[str]]:
-    """A colour per head: one hue per layer, a shade per head."""
-    shades = np.linspace(0.45, 0.95, n_heads) if n_heads > 1 else [0.8]
-    return [sample_colorscale(LAYER_SCALES[l % len(LAYER_SCALES)], list(shades)) for l in range(n_layers)]
+    """A distinct colour per head (a qualitative palette, heads of a layer next to each other in it)."""
+    return [[HEAD_PALETTE[(l * n_heads + h) % len(HEAD_PALETTE)] for h in range(n_heads)] for l in range(n_layers)]
 
 
 def timeline_heads_figure(view: TimelineView) -> go.Figure:
-    """Every head's induction score (top) and previous-token score (bottom) at every snapshot of this run, one
-    line per head; the other run's best head at each snapshot dashed; a dotted line at the current step."""
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.1,
-                        subplot_titles=["Induction score of every head", "Previous-token score of every head"])
+    """Every head's induction score (top) and previous-token score (middle) at every snapshot of this run, one
+    line per head; the other run's best head at each snapshot dashed; below, the composition of every pair of an
+    earlier and a later head (``timeline.composition_scores``): a pair that ever reaches 0.1 drawn in the later
+    head's colour and named, the rest thin and grey; a dotted line at the current step."""
+    rows = 3 if view.composition else 2
+    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
+                        subplot_titles=["Induction score of every head", "Previous-token score of every head",
+                                        "K-composition: what a later head's induction score loses without an earlier head"][:rows])
     induction = np.asarray([s["induction"] for s in view.run.snapshots])  # (snapshots, layers, heads)
     previous = np.asarray([s["previous_token"] for s in view.run.snapshots])
     colours = head_colours(*induction.shape[1:])
@@ -203,13 +224,22 @@ def timeline_heads_figure(view: TimelineView) -> go.Figure:
             fig.add_scatter(x=view.other.steps, y=best, mode="lines", name=label, legendgroup="other",
                             showlegend=row == 1, line=dict(color=OTHER_RUN, width=2, dash="dash"),
                             hovertemplate=f"{label}<br>step %{{x}}<br>score %{{y:.3f}}<extra></extra>", row=row, col=1)
+    for (l1, h1, l2, h2), scores in view.composition.items():
+        strong = max(scores) >= 0.1
+        name = f"L{l1}.H{h1} → L{l2}.H{h2}"
+        fig.add_scatter(x=view.run.steps, y=scores, mode="lines", name=name, showlegend=strong,
+                        line=dict(color=colours[l2][h2] if strong else "#cccccc", width=2.5 if strong else 1,
+                                  dash="solid" if h1 % 2 == 0 else "dashdot"),
+                        hovertemplate=f"{name}<br>step %{{x}}<br>loses %{{y:.3f}}<extra></extra>", row=3, col=1)
     fig.add_hline(y=THRESHOLD, line=dict(color="#999999", width=1, dash="dot"), row=1, col=1,
                   annotation_text=f"labelled induction from {THRESHOLD:g}", annotation_position="top left")
-    for row in (1, 2):
+    for row in range(1, rows + 1):
         _mark_step(fig, view.step, row=row, col=1)
     fig.update_yaxes(range=[0, 1.02], title_text="score")
-    fig.update_xaxes(title_text="step", row=2, col=1)
-    fig.update_layout(height=520, legend=dict(orientation="h", y=-0.15), **{**LAYOUT, "margin": dict(LAYOUT["margin"], t=60)})
+    fig.update_yaxes(range=[-0.05, 1.02], title_text="loses", row=3, col=1)
+    fig.update_xaxes(title_text="step", row=rows, col=1)
+    fig.update_layout(height=520 + 220 * (rows - 2), legend=dict(orientation="h", y=-0.12),
+                      **{**LAYOUT, "margin": dict(LAYOUT["margin"], t=60)})
     return fig
 
 

@@ -1,5 +1,5 @@
-"""Train a tiny Transformer from scratch, live: transformers' Trainer runs in a thread, and a callback publishes
-a snapshot of the model every few steps (the loss so far, a sample, one head's attention on a probe, the
+"""Train a tiny Transformer from scratch, live: a plain AdamW loop runs in a thread and publishes a snapshot of
+the model every few steps (the loss of every step so far, a sample, one head's attention on a probe, the
 induction score of every head) until the steps are done or the caller sets a stop Event.
 
 What it trains on (Shakespeare, with or without repeated passages, repeating random tokens, or the learner's
@@ -23,7 +23,7 @@ from typing import Iterator
 
 import numpy as np
 import torch
-from transformers import GenerationConfig, PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+from transformers import GenerationConfig
 
 from checkpointing.in_context import attention_weights, induction_baseline, induction_probe, induction_scores_from
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig, ScratchTransformerForCausalLM
@@ -51,6 +51,9 @@ LIMITS = {
     "sample_tokens": (0, 64),
     "seed": (0, 2**31 - 1),
 }
+# how a message names a choice: the label the tab shows beside it
+LABELS = {"n_layers": "Layers", "n_heads": "Heads", "d_model": "d_model", "vocab_size": "Vocabulary size",
+          "attention_only": "Attention only", "copies_only": "Loss on the copies only"}
 MAX_LEARNING_RATE = 0.1
 MAX_TEXT_CHARS = 100_000  # the learner's own text
 
@@ -58,7 +61,9 @@ MAX_TEXT_CHARS = 100_000  # the learner's own text
 @dataclass(frozen=True)
 class LiveSettings:
     """One job. ``copy_share``: the share of tokens that copy an earlier run (random-repeats, and the Shakespeare
-    sequences with repeats; see ``repeat_runs``); ``repeat_share``: the share of Shakespeare sequences with repeats."""
+    sequences with repeats; see ``repeat_runs``); ``repeat_share``: the share of Shakespeare sequences with repeats;
+    ``attention_only``: no feed-forward sublayer (``build_model``); ``copies_only``: the loss counts only the
+    copyable tokens (``live_data.copyable``)."""
 
     data: str = "shakespeare"
     n_layers: int = 2
@@ -76,28 +81,45 @@ class LiveSettings:
     sample_tokens: int = 24
     seed: int = 0
     text: str = ""
+    attention_only: bool = False
+    copies_only: bool = False
 
 
-# The default job: 300 steps on Shakespeare, loss 6.9 -> 4.3 nats/token; 32 s on one thread of the shared 2-core
-# machine (python -m benchmarks.live_training --threads 1 --set data=shakespeare). No setting tried formed an
-# induction head that copies at varying offsets within 60 s on one core, so there is no preset for one.
+# The default job: 300 steps on Shakespeare (python -m benchmarks.live_training --threads 1 --set data=shakespeare).
 DEFAULT = LiveSettings()
+
+# One-click settings: (label, the choices they set). "induction": measured in a bare loop of the same model on a
+# loaded 2-core machine (docs/watch-it-learn.md): the copy loss sat near ln 256 to step 1300, then fell to 0.43 by
+# step 2500, every layer-1 head's induction score 0.71-0.74 (0.36 at step 1700).
+PRESETS = {
+    "induction": ("Induction head: random tokens, attention only, loss on the copies",
+                  dict(data="random-repeats", n_layers=2, n_heads=4, d_model=64, vocab_size=259, context_length=64,
+                       batch_size=16, learning_rate=1e-3, position_encoding="learned", copy_share=0.5, steps=3000,
+                       log_every=100, attention_only=True, copies_only=True)),
+}
 
 
 def check_settings(**values) -> LiveSettings:
-    """A LiveSettings from a client's values (missing ones take the default); anything out of bounds is an
-    InputProblem naming the choice and what is allowed."""
+    """A LiveSettings from a client's values (missing ones take the preset's, if one is named, else the default);
+    anything out of bounds is an InputProblem naming the choice and what is allowed."""
+    preset = values.pop("preset", None) or None
     unknown = sorted(set(values) - set(LiveSettings.__dataclass_fields__))
     if unknown:
         raise InputProblem(f"Unknown choice(s): {', '.join(echo(u) for u in unknown)}.")
-    settings = replace(DEFAULT, **{k: v for k, v in values.items() if v is not None})
+    if preset is not None and preset not in PRESETS:
+        raise InputProblem(f"The preset must be one of {', '.join(PRESETS)} (or none); got {echo(preset)}.")
+    values = (PRESETS[preset][1] if preset else {}) | {k: v for k, v in values.items() if v is not None}
+    settings = replace(DEFAULT, **values)
     if settings.data not in DATA_KINDS:
         raise InputProblem(f"The data must be one of {', '.join(DATA_KINDS)}; got {echo(settings.data)}.")
     if settings.position_encoding not in POSITION_ENCODINGS:
         raise InputProblem(f"The position encoding must be one of {', '.join(POSITION_ENCODINGS)}; "
                            f"got {echo(settings.position_encoding)}.")
-    checked = {name: whole_number(getattr(settings, name), name.replace("_", " ").capitalize(), *bounds)
+    checked = {name: whole_number(getattr(settings, name), LABELS.get(name, name.replace("_", " ").capitalize()), *bounds)
                for name, bounds in LIMITS.items()}
+    for name in ("attention_only", "copies_only"):
+        if not isinstance(getattr(settings, name), bool):
+            raise InputProblem(f"{LABELS[name]} must be true or false; got {echo(getattr(settings, name))}.")
     if checked["d_model"] % checked["n_heads"]:
         raise InputProblem(f"d_model ({checked['d_model']}) must be divisible by the number of heads "
                            f"({checked['n_heads']}): each head reads d_model / heads dimensions.")
@@ -124,14 +146,24 @@ def check_settings(**values) -> LiveSettings:
 
 
 def build_model(settings: LiveSettings, vocab_size: int) -> ScratchTransformerForCausalLM:
-    """A fresh, seeded model: pre-norm, d_ff = 4 d_model, no dropout, tied embeddings."""
+    """A fresh, seeded model: pre-norm, d_ff = 4 d_model, no dropout, tied embeddings.
+
+    ``attention_only``: the feed-forward sublayers add nothing. The model has no switch to leave them out, so each
+    is made as small as the config allows (d_ff = 1) with its output layer zero and frozen: FFN(x) = 0 · act(…) + 0
+    exactly, at every step, and the saved model loads as any other."""
     config = ScratchTransformerConfig(
         vocab_size=vocab_size, d_model=settings.d_model, n_heads=settings.n_heads, n_layers=settings.n_layers,
-        d_ff=4 * settings.d_model, dropout=0.0, position_encoding=settings.position_encoding,
+        d_ff=1 if settings.attention_only else 4 * settings.d_model, dropout=0.0, position_encoding=settings.position_encoding,
         max_position_embeddings=settings.context_length, training_context_length=settings.context_length,
         pad_token_id=1, bos_token_id=0, eos_token_id=0)
     torch.manual_seed(settings.seed)
-    return ScratchTransformerForCausalLM(config)
+    model = ScratchTransformerForCausalLM(config)
+    if settings.attention_only:
+        for layer in model.model.decoder.stack.layers:
+            torch.nn.init.zeros_(layer.feed_forward.linear2.weight)
+            torch.nn.init.zeros_(layer.feed_forward.linear2.bias)
+            layer.feed_forward.requires_grad_(False)
+    return model
 
 
 # --- what a snapshot shows -----------------------------------------------------------------------------------
@@ -155,30 +187,37 @@ def induction_scores(model, context_length: int) -> np.ndarray:
 @dataclass
 class Snapshot:
     """The model at one logged step. ``attention``: (2L, 2L) weights of head (layer, head) on the probe, random
-    tokens of length L twice; ``induction``: (layers, heads) scores; ``losses``: one per logged step so far."""
+    tokens of length L twice (the second copy starts at ``copy_start`` = L); ``induction``: (layers, heads)
+    scores; ``logged_steps``/``losses``: the loss of every step so far, from step 0 (the fresh model on the first
+    batch); ``watched``: why the plot shows this head; ``sample``: a ``Sample``."""
 
     step: int
     steps: int
     seconds: float
     logged_steps: list[int]
     losses: list[float]
-    sample: str
+    sample: "Sample"
     probe: list[int]
     layer: int
     head: int
     attention: list[list[float]]
     induction: list[list[float]]
     induction_baseline: float
+    watched: str = ""
 
     @property
     def loss(self) -> float:
         return self.losses[-1] if self.losses else float("nan")
 
+    @property
+    def copy_start(self) -> int:
+        return len(self.probe) // 2
+
 
 @dataclass
 class LiveResult:
-    """The finished (or stopped) job: ``losses`` one per logged step, the model as trained, its tokenizer (None
-    for random tokens)."""
+    """The finished (or stopped) job: ``losses`` one per step from step 0, the model as trained, its tokenizer
+    (None for random tokens)."""
 
     settings: LiveSettings
     logged_steps: list[int]
@@ -201,11 +240,29 @@ def probe_ids(settings: LiveSettings, vocab_size: int) -> torch.Tensor:
     return induction_probe(vocab_size, probe_lengths(settings.context_length)[-1], seed=0, skip=SPECIAL_IDS)
 
 
-def sample(model, settings: LiveSettings, tokenizer) -> str:
+@dataclass
+class Sample:
+    """A greedy continuation: ``prompt`` the tokens it read, ``tokens`` what it wrote, and for random tokens
+    ``copy`` what a perfect copier writes (the probe's first copy, continued); each a list of token labels."""
+
+    prompt: list[str]
+    tokens: list[str]
+    copy: list[str] = field(default_factory=list)
+
+    @property
+    def right(self) -> int:
+        """How many written tokens are the copy's."""
+        return sum(a == b for a, b in zip(self.tokens, self.copy))
+
+    def __bool__(self) -> bool:
+        return bool(self.tokens)
+
+
+def sample(model, settings: LiveSettings, tokenizer) -> Sample:
     """A greedy continuation from the current weights: of the text's first tokens, or for random tokens of the
     probe's first copy and the first 3 tokens of its second (a copying model goes on with the copy)."""
     if settings.sample_tokens == 0:
-        return ""
+        return Sample([], [])
     if tokenizer is None:
         probe = probe_ids(settings, model.config.vocab_size)
         prompt = probe[:, : probe.shape[1] // 2 + 3]
@@ -218,46 +275,87 @@ def sample(model, settings: LiveSettings, tokenizer) -> str:
         out = model.generate(prompt, generation_config=config)
     new = out[0, prompt.shape[1]:]
     if tokenizer is None:
-        return " ".join(str(int(i)) for i in new)
-    return tokenizer.decode(new)
+        copy = probe[0, prompt.shape[1]:prompt.shape[1] + len(new)]
+        return Sample([str(int(i)) for i in prompt[0]], [str(int(i)) for i in new], [str(int(i)) for i in copy])
+    return Sample([tokenizer.decode([int(i)]) for i in prompt[0]], [tokenizer.decode([int(i)]) for i in new])
+
+
+SWITCH_MARGIN = 0.05  # the plot moves to another head only when its score passes the watched one's by this
+
+
+def watched_head(scores: np.ndarray, current: tuple[int, int] | None) -> tuple[tuple[int, int], str]:
+    """The head whose probe attention to show, and why: the best induction head, kept until another passes it
+    by SWITCH_MARGIN (so the plot does not flicker between two close heads); a switch is said."""
+    best = tuple(int(i) for i in np.unravel_index(int(np.argmax(scores)), scores.shape))
+    if current is None:
+        return best, f"the best induction head (score {scores[best]:.2f})"
+    if best != current and scores[best] >= scores[current] + SWITCH_MARGIN:
+        return best, (f"the best induction head (score {scores[best]:.2f}); it passed L{current[0]}.H{current[1]} "
+                      f"({scores[current]:.2f}) at this step")
+    return current, f"the best induction head so far (score {scores[current]:.2f})"
 
 
 # --- the run -------------------------------------------------------------------------------------------------
 
-class _Publisher(TrainerCallback):
-    """Every logged step: records the loss and puts a Snapshot on the queue; stops the Trainer once ``stop`` is set."""
+class _Job:
+    """The training loop, run in a thread: each step draws a batch, takes the loss, its gradient and one AdamW
+    step, and records the loss; every ``log_every`` steps (and at the last) it puts a Snapshot on the queue. It
+    ends after the step during which ``stop`` was set. Step 0 is the fresh model's loss on the first batch.
 
-    def __init__(self, settings, tokenizer, stop: threading.Event, out: queue.Queue, watch: tuple[int, int] | None):
-        self.settings, self.tokenizer, self.stop, self.out, self.watch = settings, tokenizer, stop, out, watch
-        self.logged_steps, self.losses, self.started = [], [], time.perf_counter()
+    A plain loop, not transformers' Trainer: on a model this small the Trainer's per-step work (its data loader,
+    accelerate's wrappers, the callbacks) took longer than the arithmetic (``python -m benchmarks.live_training
+    --against-bare``)."""
 
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.stop.is_set():
-            control.should_training_stop = True
+    def __init__(self, settings, model, data, tokenizer, stop: threading.Event, out: queue.Queue,
+                 watch: tuple[int, int] | None):
+        self.settings, self.model, self.data, self.tokenizer = settings, model, data, tokenizer
+        self.stop, self.out, self.watch, self.watched = stop, out, watch, watch
+        self.logged_steps, self.losses, self.step, self.started = [], [], 0, time.perf_counter()
 
-    def on_log(self, args, state, control, logs=None, model=None, **kwargs):
-        if not logs or "loss" not in logs:
-            return
-        self.logged_steps.append(state.global_step)
-        self.losses.append(float(logs["loss"]))
-        if not self.stop.is_set():
-            self.out.put(self.snapshot(model, state.global_step))
+    def run(self) -> None:
+        s, model = self.settings, self.model
+        torch.manual_seed(s.seed)
+        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.learning_rate,
+                                      weight_decay=0.0)
+        batches = self.data.batches()
+        batch = next(batches)
+        model.train()
+        with torch.no_grad():
+            self.record(0, model(**batch, use_cache=False).loss)
+        while self.step < s.steps and not self.stop.is_set():
+            loss = model(**batch, use_cache=False).loss
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            self.step += 1
+            self.record(self.step, loss.detach())
+            if (self.step % s.log_every == 0 or self.step == s.steps) and not self.stop.is_set():
+                self.out.put(self.snapshot(self.step))
+            batch = next(batches)
 
-    def snapshot(self, model, step: int) -> Snapshot:
-        was_training = model.training
+    def record(self, step: int, loss: torch.Tensor) -> None:
+        self.logged_steps.append(step)
+        self.losses.append(float(loss))
+
+    def snapshot(self, step: int) -> Snapshot:
+        model = self.model
         model.eval()
         try:
             scores = induction_scores(model, self.settings.context_length)
-            layer, head = self.watch or np.unravel_index(int(np.argmax(scores)), scores.shape)
+            if self.watch:
+                (layer, head), why = self.watch, "the head you chose"
+            else:
+                (layer, head), why = watched_head(scores, self.watched)
+                self.watched = (layer, head)
             probe = probe_ids(self.settings, model.config.vocab_size)
             attention = attention_weights(model, probe)[layer, head]
             text = sample(model, self.settings, self.tokenizer)
         finally:
-            model.train(was_training)
+            model.train()
         T = probe.shape[1]
         return Snapshot(step, self.settings.steps, time.perf_counter() - self.started, list(self.logged_steps),
                         list(self.losses), text, probe[0].tolist(), int(layer), int(head), attention.tolist(),
-                        scores.tolist(), induction_baseline(T // 2))
+                        scores.tolist(), induction_baseline(T // 2), why)
 
 
 _DONE = object()
@@ -265,8 +363,8 @@ _DONE = object()
 
 def train_live(settings: LiveSettings, stop: threading.Event | None = None, tokenizer=None,
                watch: tuple[int, int] | None = None) -> Iterator[Snapshot | LiveResult]:
-    """Yield a Snapshot every ``log_every`` steps, then one LiveResult. Setting ``stop`` ends the job after the
-    current step; closing the generator (a client that left) sets it and waits for the Trainer to end.
+    """Yield a Snapshot every ``log_every`` steps (and at the last), then one LiveResult. Setting ``stop`` ends
+    the job after the current step; closing the generator (a client that left) sets it and waits for the loop.
 
     ``watch``: the (layer, head) whose probe attention the snapshots show; None: the best induction head so far.
     ``tokenizer``: what reads text data (default: shakespeare-main's)."""
@@ -280,42 +378,34 @@ def train_live(settings: LiveSettings, stop: threading.Event | None = None, toke
     ids = training_ids(settings, tokenizer)
     model = build_model(settings, vocab_size)
     out: queue.Queue = queue.Queue()
-    publisher = _Publisher(settings, tokenizer, stop, out, watch)
-    with tempfile.TemporaryDirectory(prefix="live-training-") as scratch:
-        args = TrainingArguments(
-            output_dir=scratch, max_steps=settings.steps, per_device_train_batch_size=settings.batch_size,
-            learning_rate=settings.learning_rate, lr_scheduler_type="constant", warmup_steps=0, weight_decay=0.0,
-            logging_steps=settings.log_every, save_strategy="no", report_to="none", use_cpu=True,
-            dataloader_num_workers=0, disable_tqdm=True, seed=settings.seed, data_seed=settings.seed)
-        trainer = Trainer(model=model, args=args, train_dataset=LiveData(settings, ids), callbacks=[publisher])
-        trainer.remove_callback(PrinterCallback)  # the snapshots carry the losses; nothing printed per log
+    job = _Job(settings, model, LiveData(settings, ids), tokenizer, stop, out, watch)
 
-        def run():
-            try:
-                trainer.train()
-                out.put(_DONE)
-            except BaseException as error:  # handed to the consumer, raised there
-                out.put(error)
-
-        thread = threading.Thread(target=run, name="live-training", daemon=True)
-        thread.start()
-        finished = False
+    def run():
         try:
-            while not finished:
-                item = out.get()
-                if isinstance(item, BaseException):
-                    raise item
-                finished = item is _DONE
-                if not finished:
-                    yield item
-        finally:
-            if not finished:  # the client left mid-job, or the consumer failed: end the Trainer after this step
-                stop.set()
-            thread.join()
+            job.run()
+            out.put(_DONE)
+        except BaseException as error:  # handed to the consumer, raised there
+            out.put(error)
+
+    thread = threading.Thread(target=run, name="live-training", daemon=True)
+    thread.start()
+    finished = False
+    try:
+        while not finished:
+            item = out.get()
+            if isinstance(item, BaseException):
+                raise item
+            finished = item is _DONE
+            if not finished:
+                yield item
+    finally:
+        if not finished:  # the client left mid-job, or the consumer failed: end the loop after this step
+            stop.set()
+        thread.join()
     model.eval()
-    yield LiveResult(settings, publisher.logged_steps, publisher.losses, trainer.state.global_step,
-                     stop.is_set() and trainer.state.global_step < settings.steps, time.perf_counter() - started,
-                     induction_scores(model, settings.context_length).tolist(), model, tokenizer)
+    yield LiveResult(settings, job.logged_steps, job.losses, job.step, stop.is_set() and job.step < settings.steps,
+                     time.perf_counter() - started, induction_scores(model, settings.context_length).tolist(),
+                     model, tokenizer)
 
 
 def save_zip(result: LiveResult, folder: Path) -> Path:

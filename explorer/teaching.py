@@ -161,33 +161,37 @@ GRADIENT_STEP = """### One gradient step: where learning pushes
 - **Why the loss falls:** plain SGD moves every weight against its gradient, θ ← θ − lr·∇L, on a copy of the
   model (the model everyone uses never changes). For a small step the loss falls by about lr·‖∇L‖², because
   minus the gradient is the direction in which L falls fastest.
-- **What the learning rate does:** it is the size of the step. That estimate holds only while the step is
-  small: on the example with shakespeare-main, 0.001 lowers the loss (p of ` day` 2% → 7%) and 0.01 already
-  makes the target nearly certain, one example memorised. At 1 or 10 the step overshoots: the loss ends above
-  where it started (3.9 nats; 4.9 at 1, 54 at 10) and another token takes over. Try 50 and watch the step leave the slope behind:
-  what comes out says nothing about the gradient any more (here ` day` happens to win)."""
+- **What the learning rate does:** it is the size of the step. The status line prints ‖∇L‖, the first-order
+  prediction −lr·‖∇L‖² and the change measured, for the model and text shown. While the step is small the two
+  agree; try 0.001, then 0.01, 1 and 10 on the example: the measured change leaves the prediction behind, the
+  loss may end above where it started (the step overshot) and another token takes over. Far below 1e-9 nothing
+  changes at all: the update is smaller than float32 can register.
+- **The target is one token,** with its leading space: after a space the model predicts ` day`, and `day` is
+  another token (the status says so when you type it).
+- **The head maps** outline the model's induction head, when it has one (measured on random tokens read twice):
+  the head that copies from the context is often among those a step on a copyable target pushes hardest."""
 
 TRAIN_LIVE = """### Train one yourself
 - **What happens:** a Transformer with random weights learns to predict the next token. Each step reads a
   batch of sequences, computes the loss (the mean −log p of every next token), and AdamW moves every weight a
   little against its gradient, averaged over recent steps and scaled by their recent size (a constant learning
-  rate, no weight decay). transformers' `Trainer` runs it.
+  rate, no weight decay).
 - **Why the loss falls:** each step follows the slope of the loss on the batch it read; new batches keep it
-  honest, so what is learnt is what the data have in common. It starts near ln V (guessing every token of the
-  vocabulary equally, the dashed line) and first learns which tokens are common, then which follow which.
+  honest, so what is learnt is what the data have in common. The curve starts at step 0, the fresh model, near
+  ln V (guessing every token of the vocabulary equally, the dashed line), and shows the loss of every step.
 - **The learning rate** scales every step: too small and the curve falls slowly; too large and the steps
-  overshoot, so the curve stalls or jumps about. On Shakespeare, 100 steps at the largest allowed, 0.1, end
-  near 5.9 while the default 0.003 goes on falling, to 5.45: try both.
-- **A plateau, then a sudden drop** is a phase change: the loss sits still while the model has only token
-  statistics, then falls within a few dozen steps when two heads in different layers start to work together
-  as an *induction head* (one marks each token's predecessor, the other finds the earlier occurrence of the
-  current token and copies what came next). The induction scores and the probe's attention show it: on the
-  probe (L random tokens, then the same L again) a stripe L−1 below the main diagonal, each token of the second
-  copy looking at the token after its first occurrence. It takes two layers, and repeated text to copy from.
-- **What fits here:** a few hundred steps on a shared CPU. The defaults (about 30 s) learn which tokens follow
-  which; none of the settings we measured formed a genuine induction head (one that copies at every offset)
-  within 60 s, so there is no preset for one. A recorded run of an induction head forming, trained for longer,
-  is on the *Watch it learn* tab.
+  overshoot, so the curve stalls or jumps about. Try the default and the largest allowed on Shakespeare.
+- **An induction head** completes a pattern seen before: having read "… A B … A", it predicts B. Two heads in
+  two layers make it: one marks each token's predecessor, the other finds the earlier occurrence of the current
+  token and copies what came next. On the probe (L random tokens, then the same L again; the lines mark where
+  the second copy starts) it draws a stripe L−1 below the main diagonal. Its score is the weight on that stripe,
+  the least over three lengths L, so a head that looks a fixed distance back scores low.
+- **The induction preset** sets the ingredients that favour it: random tokens of a large vocabulary (only
+  copying predicts them, and a token seldom recurs by chance), half of them copies at varying offsets, attention
+  only (no feed-forward to learn token statistics with), and the loss counted on the copyable tokens alone, so the
+  curve is the loss on the copies. The sample shows the prompt, what the model writes and, under it, what a copy
+  would be. Expect a long plateau near ln V, then the sudden drop as the heads form, after some 1500-2000 steps
+  (a minute or more, depending on how busy the machine is); a longer recorded run is on the *Watch it learn* tab.
 - **Keep it:** when a job ends, download the zip, unzip it into a folder `my-model`, and load it with
   `AutoModelForCausalLM.from_pretrained("my-model", trust_remote_code=True)` (and `AutoTokenizer`, for text)."""
 
@@ -210,14 +214,17 @@ TIMELINE = """### Watch it learn: an induction head forms
   loss on what could be copied stays flat while the model learns which bytes follow which; once both heads begin
   to form, each makes the other useful, they grow together, and that loss drops: a *phase change*
   (Olsson et al. 2022).
-- **What to look for:** in the curves, one layer-1 head's induction score jumping at the steps where a layer-0
-  head's previous-token score rises, and the training loss of timeline-repeats dropping there (four in five of
-  its sequences are random tokens, which only copying predicts). In the grid, on the default text (a line, then the
+- **What to look for:** in the curves, layer-1 heads' induction scores jumping (the status line names every
+  head that forms, and when) at the steps where a layer-0 head's previous-token score rises; in the lowest plot,
+  the pair that makes the circuit rising with them: how much of a layer-1 head's induction score it loses when
+  that layer-0 head is removed (K-composition, measured on the probe: with RoPE the weights alone cannot say);
+  and the training loss of timeline-repeats dropping there (four in five of its sequences are random tokens,
+  which only copying predicts). In the grid, on the default text (a line, then the
   same line again cut a few words in): a layer-0 stripe just below the diagonal (each token looks at the one
   before), and in layer 1, in the rows of the repeat, a stripe L − 1 below the diagonal (L = 39: the bytes from
   one copy's start to the next), each token looking at the token after its first occurrence. Under the sample, the
-  next bytes the snapshot guesses right as it reads your text: after the phase change more of the repeat than of
-  the first line. This small model copies random tokens almost perfectly but text only in part (it read few
+  next bytes the snapshot guesses right as it reads your text, each under its byte: after the phase change more
+  of the repeat than of the first line (the status line counts both). This small model copies random tokens almost perfectly but text only in part (it read few
   repeated passages, and repeats at most 64 bytes apart), so on text its greedy sample copies a few words at best.
   timeline-plain, the same model trained on the plays alone, is the control: its best head (dashed) stays low and
   its guesses are no better in the repeat, so the data decide.

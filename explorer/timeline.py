@@ -14,8 +14,11 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+from transformers.convert_slow_tokenizer import bytes_to_unicode
 
+from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_probe, induction_scores_from
 from checkpointing.timeline import TIMELINE_FILE, is_timeline, load_snapshot, read_timeline
+from modeling import ablate_heads, record
 
 from . import catalog
 from .attention import AttentionMaps, View, attention_maps
@@ -33,6 +36,7 @@ MISSED = "·"  # where the model's guess of the next token was wrong
 SAMPLE_TOKENS = 40  # new tokens of the greedy continuation, at most: it stays within the context the model trained at
 GREEDY = DecodingSettings(False, max_new_tokens=SAMPLE_TOKENS)
 TIMELINES = LRUCache(8)  # (timeline.json, its mtime and size) -> its contents
+COMPOSITIONS = LRUCache(8)  # (timeline.json, its mtime and size) -> every pair's composition at every snapshot
 SNAPSHOTS = LRUCache(64)  # (weights file, its mtime and size) -> the snapshot's model: a few hundred kB each
 
 
@@ -76,6 +80,18 @@ class RecordedRun:
     def best_induction(self) -> list[float]:
         """The highest induction score of any head, at each snapshot."""
         return [float(np.max(s["induction"])) for s in self.snapshots]
+
+    def nearest(self, step: int) -> int:
+        """The index of the snapshot whose step is nearest ``step`` (the earlier of two as near)."""
+        return int(np.argmin([abs(s - step) for s in self.steps]))
+
+    def heads_formed(self, score: str = "induction") -> list[tuple[int, int, int]]:
+        """(layer, head, step) of every head whose ``score`` reaches THRESHOLD at some snapshot, with the first such
+        step, in the order they formed."""
+        scores = np.asarray([s[score] for s in self.snapshots])  # (snapshots, layers, heads)
+        found = [(int(np.argmax(scores[:, l, h] >= THRESHOLD)), l, h) for l in range(scores.shape[1])
+                 for h in range(scores.shape[2]) if scores[:, l, h].max() >= THRESHOLD]
+        return [(l, h, self.steps[i]) for i, l, h in sorted(found)]
 
     def formed(self) -> int | None:
         """The index of the first snapshot where some head's induction score reaches ``THRESHOLD`` (the score at which
@@ -150,6 +166,39 @@ def snapshot_model(run: RecordedRun, index: int, final):
     return SNAPSHOTS.get(_file_key(run.info.path / entry["file"]), load)
 
 
+def composition_scores(model, length: int = INDUCTION_LENGTH) -> dict[tuple[int, int, int, int], float]:
+    """{(l1, h1, l2, h2): how much head h2 of layer l2 loses of its induction score when head h1 of an earlier
+    layer l1 is removed}, for every such pair, on ``induction_probe``.
+
+    K-composition (Elhage et al. 2021) asks whether h2's keys read what h1 wrote. The weight-based form,
+    ‖W_QK^h2ᵀ W_OV^h1‖_F / (‖W_QK^h2‖_F ‖W_OV^h1‖_F), assumes one W_QK per head; under RoPE W_QK depends on the
+    offset, so it is measured on the probe instead: h2's induction score with every head, minus its score with h1's
+    output removed (zeroed before W_O, ``modeling.ablate_heads``). A pair that forms the circuit scores near h2's
+    whole score; an unrelated pair near 0."""
+    config = model.config
+    ids = induction_probe(config.vocab_size, length)
+    base = induction_scores_from(attention_weights(model, ids), length)
+    out = {}
+    for l1 in range(config.n_layers - 1):
+        for h1 in range(config.n_heads):
+            with record(keep=lambda site: False, edits=ablate_heads("decoder", "self", [(l1, h1)], config.n_layers,
+                                                                     config.n_heads)):
+                ablated = induction_scores_from(attention_weights(model, ids), length)
+            for l2 in range(l1 + 1, config.n_layers):
+                for h2 in range(config.n_heads):
+                    out[(l1, h1, l2, h2)] = float(base[l2, h2] - ablated[l2, h2])
+    return out
+
+
+def run_composition(run: RecordedRun, final) -> dict[tuple[int, int, int, int], list[float]]:
+    """``composition_scores`` at every snapshot of ``run``: {pair: one score per snapshot}; computed once per run."""
+    def measure():
+        per_snapshot = [composition_scores(snapshot_model(run, i, final)) for i in range(len(run.snapshots))]
+        return {pair: [scores[pair] for scores in per_snapshot] for pair in per_snapshot[0]}
+
+    return COMPOSITIONS.get(_file_key(run.info.path / TIMELINE_FILE), measure)
+
+
 # what the two heads of the copying circuit are called, by the snapshot field that scores them
 CIRCUIT = {"previous_token": "previous-token head", "induction": "induction head"}
 
@@ -166,6 +215,9 @@ class TimelineView:
     sample: str
     notices: list[str]
     guessed: list[str] = field(default_factory=list)  # the next tokens of the text, each "" where the model's top guess missed it
+    read_tokens: list[str] = field(default_factory=list)  # each token read, decoded alone
+    read_ids: list[int] = field(default_factory=list)
+    composition: dict = field(default_factory=dict)  # run_composition of the run
 
     @cached_property
     def snapshot(self) -> dict:
@@ -205,23 +257,60 @@ class TimelineView:
                 f"repeated-passage ratio {s['repeated_passage_ratio']:.2f}")
 
     def guesses_line(self) -> str:
-        """The text from its second token on, each token the snapshot guessed right shown, each it missed a ·."""
-        return "".join(token if token else MISSED for token in self.guessed)
+        """Two aligned lines: the text as the model reads it, one cell per token (a byte outside ASCII as ⟨hex⟩),
+        and under each token from the second on, the token again where the snapshot guessed it (its most likely
+        next token), else a ·. Meant for a monospace font."""
+        cells = self.read_tokens
+        widths = [len(c) for c in cells]
+        guesses = [" " * widths[0]] + [(c if g else MISSED).ljust(w) for c, g, w in zip(cells[1:], self.guessed, widths[1:])]
+        return "".join(cells) + "\n" + "".join(guesses)
+
+    def guess_counts(self) -> dict[str, tuple[int, int]] | None:
+        """{"first copy", "repeat"}: (right, of how many) over the two copies of the text's repeated ending
+        (``repeated_ending``), each from its second token (nothing in the text tells its first); None when the
+        text does not end with a repeat."""
+        found = repeated_ending(self.read_ids)
+        if found is None:
+            return None
+        first, repeat, length = found
+        right = lambda start: sum(bool(self.guessed[t - 1]) for t in range(start + 1, start + length))
+        return {"first copy": (right(first), length - 1), "repeat": (right(repeat), length - 1)}
 
     def guesses_count(self) -> str:
         right = sum(1 for token in self.guessed if token)
-        return f"Right on {right} of the {len(self.guessed)} next tokens of your text."
+        line = f"Right on {right} of the {len(self.guessed)} next tokens of your text."
+        counts = self.guess_counts()
+        if counts:
+            (a, n), (b, _) = counts.values()
+            line += (f" Of the part it repeats, {a} of {n} right the first time and {b} of {n} in the repeat (each "
+                     "copy from its second token).")
+        return line
+
+    def strongest_pair(self) -> tuple[tuple[int, int, int, int], float] | None:
+        """The pair with the highest composition score at this snapshot, and the score."""
+        if not self.composition:
+            return None
+        pair = max(self.composition, key=lambda p: self.composition[p][self.index])
+        return pair, self.composition[pair][self.index]
+
+    def composition_line(self) -> str:
+        found = self.strongest_pair()
+        if found is None:
+            return ""
+        (l1, h1, l2, h2), score = found
+        if score < 0.05:
+            return "Composition at this step: removing no earlier head costs a later head 0.05 of its induction score."
+        return (f"Composition at this step: removing L{l1}.H{h1} costs L{l2}.H{h2} {score:.2f} of its induction score, "
+                "the most of any pair (the K-composition plot).")
 
     def formed_line(self) -> str:
-        """When the run's induction head formed, from its snapshots."""
-        formed = self.run.formed()
-        if formed is None:
+        """When each of the run's induction heads formed, from its snapshots: every head named."""
+        formed = self.run.heads_formed()
+        if not formed:
             return f"No head of {self.run.name} reaches an induction score of {THRESHOLD:g} at any snapshot."
-        if formed == 0:
-            return f"{self.run.name} has an induction head (score at least {THRESHOLD:g}) from its first snapshot."
-        before, after = self.run.steps[formed - 1], self.run.steps[formed]
-        return (f"In {self.run.name} an induction head formed between steps {before:,} and {after:,}: the first "
-                f"snapshot where a head scores at least {THRESHOLD:g}.")
+        named = ", ".join(f"L{layer}.H{head} from step {step:,}" for layer, head, step in formed)
+        kind = "an induction head" if len(formed) == 1 else f"{len(formed)} induction heads"
+        return f"{self.run.name} forms {kind} (score at least {THRESHOLD:g} at a snapshot): {named}."
 
 
 def timeline_view(run, snapshot, text, root: Path | None = None) -> TimelineView:
@@ -248,7 +337,35 @@ def timeline_view(run, snapshot, text, root: Path | None = None) -> TimelineView
         f"The text fills the model's context ({context} tokens), so there is no room to continue it: "
         "shorten it to see a sample."])
     return TimelineView(chosen, partner(chosen.name, root), index, maps, sample, notices + maps.notices + full,
-                        guessed_tokens(read.logits, ids[0], tokenizer))
+                        guessed_tokens(read.logits, ids[0], tokenizer),
+                        [shown_token(tokenizer, int(i)) for i in ids[0]], [int(i) for i in ids[0]],
+                        run_composition(chosen, final))
+
+
+def repeated_ending(ids: list[int], shortest: int = 4) -> tuple[int, int, int] | None:
+    """(first, repeat, length): the longest ending ids[repeat:] of at least ``shortest`` tokens that also occurs
+    earlier, at ids[first:first + length], not overlapping it; None when there is none."""
+    n = len(ids)
+    for repeat in range(1, n - shortest + 1):  # longest ending first
+        length = n - repeat
+        for first in range(0, repeat - length + 1):
+            if ids[first:first + length] == ids[repeat:]:
+                return first, repeat, length
+    return None
+
+
+BYTE_OF = {char: byte for byte, char in bytes_to_unicode().items()}  # byte-level BPE's printable stand-ins
+
+
+def shown_token(tokenizer, token_id: int) -> str:
+    """A token as one cell of the guesses: its text, a line break as ⏎; a part of a multi-byte character, which
+    alone decodes to �, as its bytes in hex (⟨c3⟩)."""
+    text = tokenizer.decode([token_id])
+    if "\ufffd" in text:
+        piece = tokenizer.convert_ids_to_tokens(token_id)
+        if all(c in BYTE_OF for c in piece):
+            return "".join(f"⟨{BYTE_OF[c]:02x}⟩" for c in piece)
+    return text.replace("\n", "⏎")
 
 
 def guessed_tokens(logits, ids, tokenizer) -> list[str]:

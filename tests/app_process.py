@@ -17,7 +17,7 @@ import requests
 from local_server import free_port
 
 REPO = Path(__file__).resolve().parent.parent
-# the worst case for /recompute_extrapolation: 20,000 random CJK characters, about 60,000 byte tokens
+# the worst case for /recompute_extrapolation: 20,000 random CJK characters, about 60,000 byte tokens
 _draw = random.Random(0)
 LONG_CJK_TEXT = "".join(chr(_draw.randint(0x4E00, 0x9FFF)) for _ in range(20_000))
 

@@ -6,6 +6,7 @@ in the status line."""
 
 import base64
 import math
+import re
 import tempfile
 import threading
 import time
@@ -31,9 +32,11 @@ from ui.common import visible_breaks
 
 # a tiny job: one layer, two heads, d_model 16, on repeating random tokens (the default vocabulary: 64 ids, 61 drawn)
 TINY = dict(n_layers=1, n_heads=2, d_model=16, learning_rate=0.01, position_encoding="rope", data="random-repeats",
-            text="", batch_size=4, context_length=16, log_every=2, seed=0)
+            text="", batch_size=4, context_length=16, log_every=2, seed=0, vocab_size=64, copy_share=0.5,
+            attention_only=False, copies_only=False, preset="")
 ORDER = ("n_layers", "n_heads", "d_model", "steps", "learning_rate", "position_encoding", "data", "text",
-         "batch_size", "context_length", "log_every", "seed")
+         "batch_size", "context_length", "log_every", "seed", "vocab_size", "copy_share", "attention_only",
+         "copies_only", "preset")
 TEXT = "To be, or not to be, that is the question"
 
 
@@ -113,14 +116,22 @@ def test_training_streams_every_logged_step_then_the_json_and_the_model(client):
     updates = [out[-1].splitlines()[0] for out in job.outputs()]
     assert updates[0].startswith("- Starting: a fresh model (1 layer(s), 2 heads, d_model 16")
     assert [u.split(" ·")[0] for u in updates[1:-1]] == [f"- Step {k} of 8" for k in (2, 4, 6, 8)]
-    assert note.startswith("- Done: 8 of 8 steps")
-    assert numbers["logged_steps"] == [2, 4, 6, 8] and len(numbers["losses"]) == 4
+    assert note.startswith("- Done: 8 of 8 steps") and "at step 0 →" in note
+    assert numbers["logged_steps"] == list(range(9)) and len(numbers["losses"]) == 9  # every step, from step 0
     assert numbers["settings"]["d_model"] == 16 and numbers["stopped"] is False
     # nothing learnt yet: about ln 61, the line a uniform guess draws on the plot
     assert numbers["losses"][0] == pytest.approx(math.log(DEFAULT.vocab_size - SPECIAL_IDS), abs=0.2)
     line = figure(curve)["data"][0]
-    assert line["x"] == [2, 4, 6, 8] and line["y"] == pytest.approx(numbers["losses"])
-    assert len(sample.split()) > 0 and figure(induction)["data"][0]["type"] == "heatmap"
+    assert line["x"] == list(range(9)) and line["y"] == pytest.approx(numbers["losses"])
+    prompt, written, copy, right = sample.splitlines()
+    assert prompt.startswith("Prompt: ") and written.startswith("Writes: ") and copy.startswith("A copy: ")
+    ends = lambda line: [m.end() for m in re.finditer(r"\d+", line)]
+    assert ends(written) == ends(copy) and len(ends(written)) > 0  # each copy token right under the written one
+    assert re.fullmatch(r"\d+ of \d+ right\.", right)
+    assert figure(induction)["data"][0]["type"] == "heatmap"
+    shown = figure(attention)["layout"]
+    assert shown["title"]["text"].startswith("L0.H") and "best induction head" in shown["title"]["text"]
+    assert any(a["text"] == "second copy starts" for a in shown["annotations"])
     # the model: fetched by the client over HTTP from the app's file route, a save_pretrained folder zipped
     with zipfile.ZipFile(download) as archive:
         names = set(archive.namelist())
@@ -177,7 +188,8 @@ def test_a_second_job_waits_in_the_queue_told_its_place(app_server, client):
     (dict(steps=5000), "Steps must be a whole number from 1 to 3,000; got `5000`"),
     (dict(learning_rate=math.nan), "The learning rate must be a number"),
     (dict(learning_rate=-0.01), "The learning rate must be greater than 0 and at most 0.1"),
-    (dict(n_layers=3), "N layers must be a whole number from 1 to 2"),
+    (dict(n_layers=3), "Layers must be a whole number from 1 to 2"),
+    (dict(learning_rate=None), "Type a learning rate"),
     (dict(d_model=17), "must be divisible by the number of heads"),
     (dict(data="own-text", text=""), "Paste your own text first"),
     (dict(data="own-text", text="x" * 100_001), "Your text is 100,001 characters; live training reads at most 100,000"),
@@ -234,7 +246,7 @@ def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(clien
     assert note.splitlines()[0] == f"- {view.summary()}" and note.startswith("- **Step 10** of 20 (snapshot 1 of 0–2)")
     assert "Dashed and grey: timeline-plain, for comparison." in note
     assert sample == visible_breaks(view.sample) and len(sample) > 0
-    assert guesses == visible_breaks(view.guesses_line()) and view.guesses_count() in note
+    assert guesses == view.guesses_line() and view.guesses_count() in note
     maps = figure(grid)["data"]
     assert len(maps) == 8 and maps[0]["x"] == view.tokens
     for i, heatmap in enumerate(maps):
@@ -245,11 +257,12 @@ def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(clien
     validation = {trace["name"]: trace["y"] for trace in figure(losses)["data"] if trace.get("name")}
     assert validation["timeline-repeats: validation loss"] == [s["validation_loss"] for s in view.run.snapshots]
     assert validation["timeline-plain: validation loss"] == [s["validation_loss"] for s in view.other.snapshots]
-    assert len([trace for trace in figure(heads)["data"] if trace["type"] == "scatter"]) == 2 * 8 + 2
+    assert len([trace for trace in figure(heads)["data"] if trace["type"] == "scatter"]) == 2 * 8 + 2 + 4 * 4  # + every pair
 
 
-@pytest.mark.parametrize("sample, shown", [("ab\ncd", "ab⏎\ncd"), ("   ", "␣␣␣"), (" \n ", "␣⏎\n␣"), ("a b", "a b"), ("", "")])
-def test_a_sample_of_spaces_and_line_breaks_alone_is_shown_visibly(sample, shown):
+@pytest.mark.parametrize("sample, shown", [("ab\ncd", "ab⏎\ncd"), ("   ", "␣␣␣"), (" \n ", "␣⏎\n␣"), ("a b", "a b"), ("", ""),
+                                           (" thee", "␣thee"), ("to  be", "to␣␣be"), ("be \nor", "be␣⏎\nor")])
+def test_a_sample_shows_every_space_a_text_box_would_hide(sample, shown):
     assert visible_breaks(sample) == shown
 
 
@@ -269,3 +282,18 @@ def test_training_timeline_bad_input_gets_a_message_and_no_figures(app_server, s
     assert event == "complete"
     assert note.startswith("⚠️ ") and expected in note, note
     assert outputs == [None, None, "", "", None, None, None]
+
+
+def test_the_induction_preset_runs_through_the_api_and_returns_the_model(client, app):
+    """The preset is one of train_live's inputs, its menu label names it; the job it starts is attention-only on
+    random tokens with the loss on the copies, stopped here after its first snapshot, and still returns the zip."""
+    menu = next(c["props"] for c in app.demo.config["components"] if c["props"].get("elem_id") == "live-preset")
+    assert any("induction" in label.lower() and value == "induction" for label, value in menu["choices"])
+    job = train(client, preset="induction")
+    wait_for_step(job, timeout=120)
+    client.predict(api_name="/stop_training")
+    curve, sample, attention, induction, numbers, download, note = job.result(timeout=120)
+    assert numbers["settings"]["attention_only"] and numbers["settings"]["copies_only"]
+    assert numbers["settings"]["d_model"] == 64 and figure(curve)["layout"]["title"]["text"].endswith("copied tokens only")
+    with zipfile.ZipFile(download) as archive:
+        assert {"config.json", "model.safetensors"} <= set(archive.namelist())

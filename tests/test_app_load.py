@@ -1,4 +1,4 @@
-"""The app under long jobs, as the issue's probe found it: `python app.py` on the shipped checkpoints, two
+"""The app under long jobs, as a probe of it found it: `python app.py` on the shipped checkpoints, two
 /recompute_extrapolation requests on 20,000 CJK characters in flight, and a user who clicks Generate.
 
 The waits below wait on events (a message from the server, a job's state); the one bound on time is the

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from explorer import batching, catalog, generation
+from explorer import batching, catalog, generation, streaming
 from explorer.generation import DecodingSettings
 from fixtures_checkpoints import SEQ2SEQ_NAME, train_tokenizer
 
@@ -118,7 +118,7 @@ def test_generations_outside_a_batch_take_turns_two_at_a_time(tiny_checkpoints, 
 
     monkeypatch.setattr(model, "generate", counted)
     settings = DecodingSettings(False, max_new_tokens=20)
-    streams = [generation.stream_generation(model, tokenizer, "Thou art more louely\nand more temperate", settings,
+    streams = [streaming.stream_generation(model, tokenizer, "Thou art more louely\nand more temperate", settings,
                                             threading.Event()) for _ in range(5)]
     threads = [threading.Thread(target=list, args=(stream,)) for stream in streams]
     for thread in threads:

@@ -24,7 +24,7 @@ def fill(page, elem_id: str, value):
 
 def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_model(page):
     open_tab(page, "Train one yourself")
-    assert "no preset" in page.inner_text("#live-teaching") and "Watch it learn" in page.inner_text("#live-teaching")
+    assert "induction preset" in page.inner_text("#live-teaching") and "Watch it learn" in page.inner_text("#live-teaching")
     choose(page, "live-data", "Repeating random tokens")
     for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", 12)):
         fill(page, elem_id, value)
@@ -38,13 +38,14 @@ def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_mod
     page.wait_for_selector("#live-status >> text=Done: 12 of 12 steps", timeout=TIMEOUT_MS)
     plot_drawn(page, "plot-live-loss")
     plot_drawn(page, "plot-live-induction")
-    assert page.locator("#plot-live-loss .scatterlayer .point").count() == 4  # steps 3, 6, 9, 12
+    # the loss of every step, from step 0: a line of 13 points (no markers), starting at x = 0
+    assert page.evaluate("() => document.querySelector('#plot-live-loss .js-plotly-plot').data[0].x.length") == 13
     page.wait_for_function("() => !document.querySelector('#live-download').disabled")
     with page.expect_download() as download:
         page.click("#live-download")
     assert download.value.suggested_filename == "model.zip" and zipfile.is_zipfile(download.value.path())
-    page.locator("#live-json").click()  # the JSON opens
-    assert '"losses"' in page.inner_text("#live-json") or "losses" in page.inner_text("#live-json")
+    assert page.locator("#live-json").count() == 0 or not page.locator("#live-json").is_visible()  # no raw JSON box
+    assert "Writes:" in page.input_value("#live-sample textarea") and "A copy:" in page.input_value("#live-sample textarea")
     assert page.locator("#live-stop").is_disabled()
     assert page.input_value("#live-batch-size input[type=number]") == "4"  # the choices stay as they were
     shot(page, "train-live")

@@ -46,3 +46,17 @@ def test_ci_refuses_a_readme_without_its_command(tmp_path):
     result = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], stdin=subprocess.DEVNULL,
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "does not contain the test command" in result.stderr
+
+
+def test_ci_makes_apt_wait_for_its_lock(tmp_path):
+    """apt, run by the README command inside the script, sees a configuration that waits for the dpkg lock: the
+    probe prints what apt-config reads (the setting, and that it is apt's own parser reading it)."""
+    probe = 'apt-config dump DPkg::Lock::Timeout; exit 0'
+    script = COMMAND_LINE.sub(lambda _: f"TEST_COMMAND='{probe}'", (REPO_ROOT / ".ci" / "run").read_text())
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "run").write_text(script)
+    (tmp_path / "README.md").write_text(f"```bash\n{probe}\n```\n")
+    result = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], stdin=subprocess.DEVNULL, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert 'DPkg::Lock::Timeout "600";' in result.stdout

@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from explorer import catalog, generation
+from explorer import catalog, generation, streaming
 from explorer.generation import DecodingSettings, sanitize_decoding
 from explorer.inputs import InputProblem
 from fixtures_checkpoints import SEQ2SEQ_NAME, train_tokenizer
@@ -215,7 +215,7 @@ def _consume(stream):
 def test_a_continuation_streams_after_its_prompt_and_equals_generate(tiny_checkpoints):
     model, tokenizer = load(tiny_checkpoints, "shakespeare-alibi")
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 15, 0)
-    states, starts, tokens = _consume(generation.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
+    states, starts, tokens = _consume(streaming.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
     continuation, _ = generation.generate_text(model, tokenizer, "Shall I", settings)
     n_new = generation.generate_ids(model, tokenizer("Shall I", return_tensors="pt").input_ids, settings).shape[1] - \
         len(tokenizer("Shall I").input_ids)
@@ -230,7 +230,7 @@ def test_an_encoder_decoder_rewrites_line_by_line_each_line_as_generate_rewrites
     model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 8, 0)
     lines = ["Shall I compare thee", "Thou art more louely"]
-    states, starts, _ = _consume(generation.stream_generation(model, tokenizer, f"{lines[0]}\n\n  {lines[1]}\n", settings,
+    states, starts, _ = _consume(streaming.stream_generation(model, tokenizer, f"{lines[0]}\n\n  {lines[1]}\n", settings,
                                                               threading.Event()))
     rewrites = [generation.generate_text(model, tokenizer, line, settings)[0] for line in lines]
     new_tokens = [generation.generate_ids(model, tokenizer(line, return_tensors="pt").input_ids, settings).shape[1] - 1
@@ -246,7 +246,7 @@ def test_stop_ends_the_line_and_skips_the_lines_left(tiny_checkpoints):
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 60, 0)
     stop = threading.Event()
     seen = []
-    for state in generation.stream_generation(model, tokenizer, "one line\nanother line\na third", settings, stop):
+    for state in streaming.stream_generation(model, tokenizer, "one line\nanother line\na third", settings, stop):
         seen.append(state)
         if not state.starting and state.stats is None:
             stop.set()
@@ -259,7 +259,7 @@ def test_closing_the_stream_early_stops_the_generation_thread(tiny_checkpoints):
     model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 400, 0)
     stop = threading.Event()
-    stream = generation.stream_generation(model, tokenizer, "Shall I", settings, stop)
+    stream = streaming.stream_generation(model, tokenizer, "Shall I", settings, stop)
     before = set(threading.enumerate())
     while next(stream).starting:
         pass
@@ -273,4 +273,4 @@ def test_a_failed_call_raises_in_the_stream(tiny_checkpoints):
     model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
     settings = DecodingSettings(False, max_new_tokens=5, repetition_penalty=-1.0)  # generate() refuses it
     with pytest.raises(ValueError, match="strictly positive"):  # raised in the thread, re-raised here
-        list(generation.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
+        list(streaming.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))

@@ -70,3 +70,21 @@ def test_checkpointing_builds_on_the_model_and_the_hugging_face_libraries_only(p
 @pytest.mark.parametrize("path", modules("modeling"), ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_the_model_imports_nothing_of_the_app_or_the_pipeline(path):
     assert not imported_packages(path) & {"training", "explorer", "ui", "app", "checkpointing"}, path
+
+
+def test_generation_does_not_import_batching_which_builds_on_it():
+    """The import cycle explorer.generation <-> explorer.batching is gone (it hid in a function-level import):
+    streaming, above both, joins them."""
+    import ast
+
+    tree = ast.parse((REPO_ROOT / "explorer" / "generation.py").read_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names} | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert "batching" not in imported and ".batching" not in imported
+
+
+def test_the_explorer_docstring_names_every_module():
+    import explorer
+
+    modules = sorted(p.stem for p in (REPO_ROOT / "explorer").glob("*.py") if p.stem != "__init__")
+    assert [m for m in modules if f"``{m}``" not in explorer.__doc__] == []

@@ -2,6 +2,7 @@
 a final result with one loss per logged step, the model saved and loaded back, the data's repeats at varying
 offsets, the induction score, and every choice bounded with a clear message."""
 
+import itertools
 import math
 import threading
 import tomllib
@@ -16,9 +17,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from checkpointing.paths import REPO_ROOT
 from explorer.inputs import InputProblem
 from checkpointing.in_context import repeat_runs
-from explorer.live_data import SHAKESPEARE_EXCERPT, LiveData, shipped_tokenizer
-from explorer.live_training import (LiveResult, Snapshot, check_settings, induction_scores, probe_lengths, save_zip,
-                                    train_live)
+from explorer.live_data import SHAKESPEARE_EXCERPT, LiveData, copyable, shipped_tokenizer
+from explorer.live_training import (PRESETS, LiveResult, Snapshot, build_model, check_settings, induction_scores,
+                                    probe_lengths, save_zip, train_live, watched_head)
 from tiny_models import tiny_causal_lm
 
 TINY = dict(data="random-repeats", n_layers=1, n_heads=2, d_model=16, context_length=16, batch_size=4, vocab_size=16, sample_tokens=4)
@@ -29,21 +30,76 @@ def run(settings, stop=None):
     return [i for i in items if isinstance(i, Snapshot)], items[-1]
 
 
-def test_snapshots_every_logged_step_then_a_result_with_one_loss_per_logged_step():
-    snapshots, result = run(check_settings(**TINY, steps=12, log_every=4))
+def test_snapshots_every_logged_step_then_a_result_with_the_loss_of_every_step_from_step_0():
+    settings = check_settings(**TINY, steps=12, log_every=4)
+    snapshots, result = run(settings)
     assert isinstance(result, LiveResult) and result.steps_done == 12 and not result.stopped
-    assert [s.step for s in snapshots] == [4, 8, 12] == result.logged_steps
-    assert len(result.to_json()["losses"]) == len(result.logged_steps) == 3
-    assert [len(s.losses) for s in snapshots] == [1, 2, 3] and snapshots[-1].losses == result.losses
+    assert [s.step for s in snapshots] == [4, 8, 12]
+    assert result.logged_steps == list(range(13)) and len(result.to_json()["losses"]) == 13
+    assert [len(s.losses) for s in snapshots] == [5, 9, 13] and snapshots[-1].losses == result.losses
+    # step 0 is the fresh model on the first batch, recomputed here; step 1's loss is that batch's, before its update
+    first = list(itertools.islice(iter(LiveData(settings, None)), settings.batch_size))
+    fresh = build_model(settings, settings.vocab_size)
+    with torch.no_grad():
+        loss0 = float(fresh(torch.stack([f["input_ids"] for f in first]), labels=torch.stack([f["labels"] for f in first])).loss)
+    assert result.losses[0] == pytest.approx(loss0, abs=1e-6) and result.losses[1] == pytest.approx(loss0, abs=1e-5)
     # random tokens of 13 ids: a model that has learnt nothing yet scores about ln 13
     assert result.losses[0] == pytest.approx(math.log(13), abs=0.3)
     last = snapshots[-1]
     T = 2 * probe_lengths(16)[-1]
+    assert last.copy_start == T // 2
     attention = np.array(last.attention)
     assert attention.shape == (T, T) and np.allclose(attention.sum(1), 1, atol=1e-5)
     assert np.allclose(np.triu(attention, 1), 0)  # causal: no weight on later tokens
     assert np.array(last.induction).shape == (1, 2)
-    assert len(last.sample.split()) == 4 and all(3 <= int(t) < 16 for t in last.sample.split())
+    # the sample: the prompt (the probe's first copy and 3 of its second), 4 tokens written, the copy they'd be
+    assert last.sample.prompt == [str(t) for t in last.probe[: T // 2 + 3]]
+    assert len(last.sample.tokens) == 4 and all(3 <= int(t) < 16 for t in last.sample.tokens)
+    assert last.sample.copy == [str(t) for t in last.probe[T // 2 + 3: T // 2 + 7]]
+    assert last.watched.startswith("the best induction head")
+
+
+def test_the_watched_head_changes_only_when_another_passes_it_clearly_and_says_so():
+    scores = np.array([[0.10, 0.12], [0.30, 0.33]])
+    (head, why) = watched_head(scores, None)
+    assert head == (1, 1) and "0.33" in why
+    assert watched_head(scores, (1, 0))[0] == (1, 0)  # 0.33 does not pass 0.30 by 0.05: no flicker
+    moved, why = watched_head(np.array([[0.1, 0.1], [0.30, 0.40]]), (1, 0))
+    assert moved == (1, 1) and "passed L1.H0" in why
+
+
+def test_copyable_tokens_are_those_an_induction_head_predicts():
+    sequence = torch.tensor([5, 6, 7, 5, 6, 9, 7, 5])
+    # t=4: after 5 (seen at 0, followed by 6) comes 6: copyable; t=5: after 6 (seen at 1, then 7) comes 9: not;
+    # t=7: after 7 (latest earlier at 2, then 5) comes 5: copyable
+    assert copyable(sequence).tolist() == [False, False, False, False, True, False, False, True]
+
+
+def test_loss_on_the_copies_only_ignores_every_other_label():
+    settings = check_settings(**TINY, copies_only=True, copy_share=0.5)
+    for item in itertools.islice(iter(LiveData(settings, None)), 20):
+        keep = copyable(item["input_ids"])
+        assert torch.equal(item["labels"][keep], item["input_ids"][keep]) and (item["labels"][~keep] == -100).all()
+        assert keep.any()
+
+
+def test_an_attention_only_model_adds_nothing_through_its_feed_forward_even_after_training():
+    _, result = run(check_settings(**TINY, attention_only=True, steps=6, log_every=3))
+    x = torch.randn(2, 5, result.model.config.d_model)
+    for layer in result.model.model.decoder.stack.layers:
+        assert torch.equal(layer.feed_forward(x), torch.zeros_like(x))
+        assert layer.feed_forward.linear2.weight.abs().sum() == 0
+    assert result.model.config.d_ff == 1
+
+
+def test_the_induction_preset_is_a_choice_named_for_it():
+    label, chosen = PRESETS["induction"]
+    assert "induction" in label.lower()
+    settings = check_settings(preset="induction")
+    assert all(getattr(settings, name) == value for name, value in chosen.items())
+    assert check_settings(preset="induction", steps=5).steps == 5  # a choice given changes the preset's
+    with pytest.raises(InputProblem, match="preset must be one of induction"):
+        check_settings(preset="grokking")
 
 
 def test_training_on_shakespeare_lowers_the_loss():
@@ -51,8 +107,8 @@ def test_training_on_shakespeare_lowers_the_loss():
                               log_every=10, learning_rate=1e-2)
     snapshots, result = run(settings)
     assert result.losses[0] > 7.0  # near ln 4096 = 8.3 at the start
-    assert result.losses[-1] < result.losses[0] - 1.0  # measured: 7.71 -> 6.37 (the mean of steps 1-10, 31-40)
-    assert snapshots[-1].sample  # decoded text from the current weights
+    assert result.losses[-1] < result.losses[0] - 1.0
+    assert snapshots[-1].sample.tokens and snapshots[-1].sample.prompt == ["ROM", "E", "O", ".", "\n"]  # its decoded prompt
 
 
 def test_the_stop_event_ends_the_job_early():
@@ -175,7 +231,9 @@ def test_the_induction_score_fires_on_an_induction_head_not_on_a_fixed_offset_or
 @pytest.mark.parametrize("values, message", [
     (dict(steps=5000), "Steps must be a whole number from 1 to 3,000"),
     (dict(steps=0), "from 1 to"),
-    (dict(n_layers=3), "N layers must be a whole number from 1 to 2"),
+    (dict(n_layers=3), "Layers must be a whole number from 1 to 2"),
+    (dict(n_heads=9), "Heads must be a whole number from 1 to 8"),
+    (dict(attention_only="yes"), "Attention only must be true or false"),
     (dict(d_model=1024), "from 16 to 256"),
     (dict(d_model=48, n_heads=5), "divisible"),
     (dict(context_length=4096), "from 16 to 128"),

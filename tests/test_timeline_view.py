@@ -14,7 +14,7 @@ from checkpointing.loading import read_config
 from checkpointing.timeline import TIMELINE_FILE, load_snapshot
 from explorer import learn_figures, teaching
 from explorer.inputs import InputProblem
-from explorer.timeline import (CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, MISSED, SAMPLE_TOKENS,
+from explorer.timeline import (repeated_ending, CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, MISSED, SAMPLE_TOKENS,
                                RecordedRun, TimelineView, timeline_runs, timeline_view)
 
 TOLERANCE = 1e-5  # float32
@@ -106,8 +106,12 @@ def test_every_heads_scores_over_training_are_timeline_json_with_the_other_runs_
     view = timeline_view(CONTROL_RUN, 0, DEFAULT_TEXT, root)
     fig = learn_figures.timeline_heads_figure(view)
     own, other = timeline_of(root, CONTROL_RUN)["snapshots"], timeline_of(root, DEFAULT_RUN)["snapshots"]
-    lines = [trace for trace in fig.data if trace.legendgroup != "other"]
+    lines = [trace for trace in fig.data if trace.legendgroup not in ("other", None)]
     assert len(lines) == 2 * 8  # every head, induction then previous-token
+    pairs = [trace for trace in fig.data if trace.name and "→" in trace.name]
+    assert [t.name for t in pairs] == [f"L0.H{a} → L1.H{b}" for a in range(4) for b in range(4)]
+    assert [list(t.y) for t in pairs] == [view.composition[(0, a, 1, b)] for a in range(4) for b in range(4)]
+    assert len(set(str(colour) for row in learn_figures.head_colours(2, 4) for colour in row)) == 8  # 8 distinct
     for i, trace in enumerate(lines):
         score, layer, head = ("induction", "previous_token")[i // 8], i % 8 // 4, i % 4
         assert trace.name == f"layer {layer}, head {head}"
@@ -137,8 +141,12 @@ def test_the_step_where_a_head_forms_is_the_first_snapshot_reaching_the_threshol
     formed = copy.deepcopy(run.timeline)
     formed["snapshots"][2]["induction"][1][3] = 0.9
     formed["snapshots"][1]["induction"][1][3] = 0.39  # just below the label threshold, 0.4
+    formed["snapshots"][1]["induction"][1][0] = 0.5  # a second head, formed earlier: both are named
     view = TimelineView(RecordedRun(run.info, formed), None, 0, None, "", [])
-    assert view.run.formed() == 2 and "formed between steps 10 and 20" in view.formed_line()
+    steps = view.run.steps
+    assert view.run.formed() == 1 and view.run.heads_formed() == [(1, 0, steps[1]), (1, 3, steps[2])]
+    assert f"2 induction heads (score at least 0.4 at a snapshot): L1.H0 from step {steps[1]:,}, L1.H3 from step " \
+           f"{steps[2]:,}" in view.formed_line()
 
 
 def test_the_guesses_are_the_snapshot_own_most_likely_next_tokens(root):
@@ -153,8 +161,16 @@ def test_the_guesses_are_the_snapshot_own_most_likely_next_tokens(root):
     assert len(view.guessed) == len(ids) - 1 and 0 < int(right.sum()) < len(right)  # some right, some wrong
     for token, is_right, actual in zip(view.guessed, right, ids[1:]):
         assert token == (tokenizer.decode([int(actual)]) if is_right else "")
-    assert view.guesses_line().count(MISSED) == int((~right).sum())
-    assert view.guesses_count() == f"Right on {int(right.sum())} of the {len(right)} next tokens of your text."
+    text_line, guess_line = view.guesses_line().split("\n")
+    assert text_line == DEFAULT_TEXT and len(guess_line) == len(text_line)  # one byte a cell, from the first character
+    assert guess_line[0] == " " and guess_line.count(MISSED) == int((~right).sum())
+    assert all(g in (MISSED, t) for g, t in zip(guess_line[1:], text_line[1:]))
+    # the repeated ending: "If music be the food" twice; right guesses counted in each copy from its second byte
+    first, repeat = DEFAULT_TEXT.index("If music"), DEFAULT_TEXT.rindex("If music")
+    L = len(DEFAULT_TEXT) - repeat
+    count = lambda start: int(right[start: start + L - 1].sum())  # right[t - 1]: token t
+    assert view.guess_counts() == {"first copy": (count(first), L - 1), "repeat": (count(repeat), L - 1)}
+    assert view.guesses_count().startswith(f"Right on {int(right.sum())} of the {len(right)} next tokens of your text.")
 
 
 def test_a_text_longer_than_the_context_is_cut_to_it_and_leaves_no_room_for_a_sample(root):
@@ -201,3 +217,72 @@ def test_the_default_text_repeats_its_line_where_the_teaching_says():
     line = DEFAULT_TEXT.split(". ")[0] + ". "
     assert DEFAULT_TEXT.startswith(line) and DEFAULT_TEXT[len(line):] == line[:len(DEFAULT_TEXT) - len(line)]
     assert f"L = {len(line.encode())}" in teaching.TIMELINE and len(line) == 39 < 64  # within the repeats the run trained on
+
+
+def test_a_byte_of_a_character_outside_ascii_is_shown_as_hex_and_keeps_the_alignment(root):
+    view = timeline_view(DEFAULT_RUN, 2, "café, café", root)
+    text_line, guess_line = view.guesses_line().split("\n")
+    assert text_line == "caf⟨c3⟩⟨a9⟩, caf⟨c3⟩⟨a9⟩" and len(guess_line) == len(text_line)
+    assert "\ufffd" not in view.guesses_line()
+
+
+def test_the_repeated_ending_is_the_longest_that_occurred_before():
+    assert repeated_ending([1, 2, 3, 4, 5, 9, 1, 2, 3, 4, 5]) == (0, 6, 5)
+    assert repeated_ending([7, 1, 2, 3, 4, 8, 1, 2, 3, 4]) == (1, 6, 4)
+    assert repeated_ending([1, 2, 3, 4, 5, 6]) is None
+
+
+def test_the_nearest_snapshot_to_a_step(root):
+    run = timeline_view(DEFAULT_RUN, -1, DEFAULT_TEXT, root).run
+    assert run.nearest(run.steps[-1]) == len(run.steps) - 1 and run.nearest(-5) == 0
+    middle = (run.steps[1] + run.steps[2]) / 2
+    assert run.nearest(middle) == 1 and run.nearest(middle + 1) == 2
+
+
+def test_switching_the_shipped_runs_keeps_the_step_not_the_index():
+    """The slider moves to the snapshot of the new run nearest the step shown (the issue: timeline-plain at step
+    8,000 went to timeline-repeats at step 250)."""
+    from explorer.timeline import pick_run
+    from ui.timeline import slider_for
+
+    plain, repeats = pick_run(CONTROL_RUN), pick_run(DEFAULT_RUN)
+    update = slider_for(DEFAULT_RUN, plain.steps[-1])
+    assert repeats.steps[update["value"]] == plain.steps[-1] == 8000
+    assert update["maximum"] == len(repeats.steps) - 1
+
+
+def test_composition_is_the_induction_score_a_later_head_loses_without_an_earlier_one(root):
+    """Recomputed another way: the earlier head removed by zeroing its columns of W_O in a copy of the model."""
+    from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_probe, induction_scores_from
+    from explorer.timeline import composition_scores
+
+    folder = root / DEFAULT_RUN
+    model = load_snapshot(folder, json.loads((folder / TIMELINE_FILE).read_text())["snapshots"][-1]["file"],
+                          read_config(folder))
+    ids = induction_probe(model.config.vocab_size, INDUCTION_LENGTH)
+    base = induction_scores_from(attention_weights(model, ids), INDUCTION_LENGTH)
+    scores = composition_scores(model)
+    d = model.config.d_head
+    for h1 in range(model.config.n_heads):
+        edited = copy.deepcopy(model)
+        with torch.no_grad():
+            edited.model.decoder.stack.layers[0].self_attn.out_proj.weight[:, h1 * d:(h1 + 1) * d] = 0
+        ablated = induction_scores_from(attention_weights(edited, ids), INDUCTION_LENGTH)
+        for h2 in range(model.config.n_heads):
+            assert scores[(0, h1, 1, h2)] == pytest.approx(float(base[1, h2] - ablated[1, h2]), abs=1e-5)
+
+
+def test_the_shipped_circuit_pair_rises_when_the_induction_head_forms():
+    """timeline-repeats: the pair feeding the first induction head to form goes from nothing to nearly all of its
+    score, at the snapshot where that head forms; the control's pairs stay low."""
+    from explorer import catalog
+    from explorer.timeline import pick_run, run_composition
+
+    run = pick_run(DEFAULT_RUN)
+    composition = run_composition(run, catalog.resolve(DEFAULT_RUN)[1])
+    layer, head, step = run.heads_formed()[0]
+    pair = max((p for p in composition if p[2:] == (layer, head)), key=lambda p: composition[p][-1])
+    formed = run.steps.index(step)
+    assert composition[pair][0] < 0.05 and composition[pair][formed - 1] < 0.2 and composition[pair][-1] > 0.9
+    control = pick_run(CONTROL_RUN)
+    assert max(max(v) for v in run_composition(control, catalog.resolve(CONTROL_RUN)[1]).values()) < 0.3

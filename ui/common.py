@@ -9,6 +9,7 @@ as a message in its status line, clearing the results of the request before (``g
 import functools
 import inspect
 import logging
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -83,11 +84,10 @@ def status(*lines: str) -> str:
 
 
 def visible_breaks(sample: str) -> str:
-    """A sample with its line breaks marked (⏎), and its spaces too (␣) when it has nothing else to show: an early
-    model's sample is often line breaks or spaces alone, which a text box shows as nothing."""
-    if sample and not sample.strip(" \n"):
-        sample = sample.replace(" ", "␣")
-    return sample.replace("\n", "⏎\n")
+    """A sample with its line breaks marked (⏎) and every space a text box would hide shown as ␣: at the start or
+    end of a line, and in a run of two or more (an early model's sample is often such spaces alone)."""
+    hidden = re.compile(r"^ +| +$| {2,}", re.MULTILINE)
+    return hidden.sub(lambda m: "␣" * len(m.group()), sample).replace("\n", "⏎\n")
 
 
 def decoding_of(decoding: tuple):
@@ -287,6 +287,7 @@ CSS = "\n".join([
     ":root, .gradio-container {--font: ui-sans-serif, system-ui, sans-serif !important}",
     ".status-line {min-height: 1.5em}",
     ".plot-row {gap: 8px}",
+    ".monospace textarea {font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace !important}",
     "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",
     "#experiment-tables td, #experiment-tables th {white-space: nowrap; word-break: normal !important}",
     ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",

@@ -6,7 +6,7 @@ from contextlib import closing
 
 import gradio as gr
 
-from explorer import catalog, generation, inputs, teaching
+from explorer import catalog, generation, inputs, streaming, teaching
 
 from .common import GENERATION, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, guarded, model_menu, rewrites, \
     sampling_controls, status
@@ -20,7 +20,7 @@ stops = generation.StopRegistry()
 def generate(prompt, model_name, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed,
              request: gr.Request = None):
     """Stream the prompt and its continuation (or, for an encoder-decoder, the rewrite) token by token
-    (``generation.stream_generation``); the Stop button sets this session's flag."""
+    (``streaming.stream_generation``); the Stop button sets this session's flag."""
     text, notices = inputs.require_text(prompt)
     settings, more = generation.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
     info, model, tokenizer = catalog.resolve(model_name)
@@ -28,14 +28,14 @@ def generate(prompt, model_name, mode, temperature, top_k, top_p, repetition_pen
     session, stop = getattr(request, "session_hash", None), threading.Event()
     stops.register(session, stop)
     try:  # a client that leaves closes this generator, which closes the stream, which stops generate()
-        with closing(generation.stream_generation(model, tokenizer, text, settings, stop)) as stream:
+        with closing(streaming.stream_generation(model, tokenizer, text, settings, stop)) as stream:
             for state in stream:
                 yield state.text, status(headline(state, info.name, settings), *notices, *state.notices)
     finally:
         stops.release(session, stop)
 
 
-def headline(state: generation.StreamState, name: str, settings: generation.DecodingSettings) -> str:
+def headline(state: streaming.StreamState, name: str, settings: generation.DecodingSettings) -> str:
     """The status line's first line for one update of the stream: a line starting, the count and speed so far,
     or the outcome with the whole generation's statistics."""
     line = f"line {state.line + 1} of {state.n_lines}, " if state.n_lines > 1 else ""

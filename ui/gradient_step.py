@@ -7,6 +7,7 @@ import gradio as gr
 from explorer import catalog, learn_figures, teaching
 from explorer.figures import percent
 from explorer.gradient_step import MAX_LEARNING_RATE, gradient_step as take_step
+from explorer.generation import token_count
 from explorer.inputs import echo
 
 from .common import INTERACTIVE, NO_FIGURE, UNCHECKED, decoder_only, guarded, model_menu, status
@@ -22,13 +23,35 @@ def gradient_step(text, model_name, position, target, learning_rate):
     info, model, tokenizer = catalog.resolve(model_name)
     step = take_step(text, model, tokenizer, position, target, learning_rate)
     context = "".join(step.tokens[-6:])
-    line = (f"**{info.name}**, after {echo(context, 60)} ({len(step.tokens)} tokens), target {echo(step.target)}, "
-            f"learning rate {step.learning_rate:g}: loss {step.loss_before:.4f} → {step.loss_after:.4f} nats, "
-            f"p(target) {percent(step.p_before)} → {percent(step.p_after)}.")
-    verdict = ("The loss fell." if step.loss_after < step.loss_before else
-               "The loss rose: the step overshot. Try a smaller learning rate.")
+    line = (f"**{info.name}**, after {echo(context, 60)} ({token_count(len(step.tokens))}), target "
+            f"{echo(step.target)} (id {step.target_id}), learning rate {step.learning_rate:g}: loss "
+            f"{step.loss_before:.4f} → {step.loss_after:.4f} nats, p(target) {percent(step.p_before)} → "
+            f"{percent(step.p_after)}. ‖∇L‖ = {step.grad_norm:.4g}: the first-order prediction lr·‖∇L‖² is a "
+            f"change of {signed(step.predicted_loss_change)} nats; measured {signed(step.loss_change)}.")
+    notes = [verdict(step), *step.notices]
+    if step.induction_head:
+        layer, head, score = step.induction_head
+        notes.append(f"L{layer}.H{head} is this model's induction head (score {score:.2f} on the probe of random "
+                     "tokens read twice): its cell is outlined in the head maps.")
     return (learn_figures.before_after_figure(step), learn_figures.head_norms_figure(step),
-            learn_figures.parameter_norms_figure(step), step.to_json(), status(line, verdict, *step.notices))
+            learn_figures.parameter_norms_figure(step), step.to_json(), status(line, *notes))
+
+
+def signed(change: float) -> str:
+    """A change with its sign, in enough digits to tell it from zero (never "-0.0000")."""
+    if change == 0:
+        return "0"
+    return f"{change:+.4f}" if abs(change) >= 5e-5 else f"{change:+.2e}"
+
+
+def verdict(step) -> str:
+    """What the step did to the loss, in words."""
+    if step.loss_after == step.loss_before:
+        return ("The step is too small to change anything: the loss is the same to the last bit of float32. "
+                "Try a larger learning rate.")
+    if step.loss_after < step.loss_before:
+        return "The loss fell."
+    return "The loss rose: the step overshot. Try a smaller learning rate."
 
 
 def tab(choices, value) -> gr.Dropdown:

@@ -19,9 +19,9 @@ def training_timeline(snapshot, text, run=None):
     other = f"Dashed and grey: {view.other.name}, for comparison." if view.other else "No other recorded run to compare with."
     circuit = learn_figures.circuit_head_figures(view)
     return (learn_figures.timeline_loss_figure(view), learn_figures.timeline_heads_figure(view), visible_breaks(view.sample),
-            visible_breaks(view.guesses_line()), learn_figures.timeline_attention_figure(view), circuit["previous_token"],
+            view.guesses_line(), learn_figures.timeline_attention_figure(view), circuit["previous_token"],
             circuit["induction"],
-            status(view.summary(), view.formed_line(), view.guesses_count(),
+            status(view.summary(), view.formed_line(), view.composition_line(), view.guesses_count(),
                    f"{view.run.name} trained on: {view.run.timeline['run']['data']}. " + other, *view.notices))
 
 
@@ -31,24 +31,22 @@ def slider_label(run: timeline.RecordedRun, index: int) -> str:
 
 
 def step_label(index, run):
-    """The slider's label, for the snapshot it is on now."""
+    """The slider's label, for the snapshot it is on now, and the step it shows (kept when the run changes)."""
     try:
         chosen = timeline.pick_run(run)
-        return gr.update(label=slider_label(chosen, timeline.pick_snapshot(index, chosen)))
+        index = timeline.pick_snapshot(index, chosen)
+        return gr.update(label=slider_label(chosen, index)), chosen.steps[index]
     except InputProblem:
-        return gr.skip()
+        return gr.skip(), gr.skip()
 
 
-def slider_for(run, index):
-    """The slider for the run picked: its snapshots, the index kept among them, its label."""
+def slider_for(run, step):
+    """The slider for the run picked: its snapshots, on the one nearest the step shown before, its label."""
     try:
         chosen = timeline.pick_run(run)
     except InputProblem:
         return gr.skip()
-    try:
-        kept = timeline.pick_snapshot(index, chosen)
-    except InputProblem:  # past this run's snapshots: its last
-        kept = len(chosen.snapshots) - 1
+    kept = chosen.nearest(step if isinstance(step, (int, float)) else 0)
     return gr.update(maximum=len(chosen.snapshots) - 1, value=kept, label=slider_label(chosen, kept))
 
 
@@ -77,9 +75,10 @@ def tab() -> None:
         sample = gr.Textbox(label=f"What this snapshot writes next (greedy: at most {timeline.SAMPLE_TOKENS} tokens, as many as "
                                   f"fit the model's {context}; ⏎ is a line break, ␣ a space)", lines=2, max_lines=4,
                             elem_id="timeline-sample")
-        guesses = gr.Textbox(label=f"Reading your text: each next token this snapshot guesses right (its most likely "
-                                   f"token), and {timeline.MISSED} where it guesses wrong", lines=2, max_lines=4,
-                             elem_id="timeline-guesses")
+        guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this snapshot "
+                                   f"guessed it (its most likely next token), {timeline.MISSED} where it guessed wrong; "
+                                   "⟨c3⟩ is one byte of a character outside ASCII", lines=2, max_lines=4,
+                             elem_id="timeline-guesses", elem_classes="monospace")
         grid = gr.Plot(label="Every head's attention on your text", elem_id="plot-timeline-grid")
         with gr.Row(elem_classes="plot-row"):
             previous = gr.Plot(label="The best previous-token head, enlarged", elem_id="plot-timeline-previous")
@@ -89,10 +88,11 @@ def tab() -> None:
     # a drag sends a change per position; "always_last" (a change's default) runs the last one after the running one
     snapshot.change(training_timeline, request, outputs, api_name="training_timeline_snapshot",
                     api_visibility="private", **INTERACTIVE, **UNCHECKED)
-    snapshot.change(step_label, [snapshot, run], snapshot, api_name="training_timeline_step", api_visibility="private",
-                    queue=False, show_progress="hidden", **UNCHECKED)
+    shown_step = gr.State(first.steps[0] if first else 0)
+    snapshot.change(step_label, [snapshot, run], [snapshot, shown_step], api_name="training_timeline_step",
+                    api_visibility="private", queue=False, show_progress="hidden", **UNCHECKED)
     page.select(training_timeline, request, outputs, api_name="training_timeline_open", api_visibility="private",
                 **INTERACTIVE, **UNCHECKED)
-    run.input(slider_for, [run, snapshot], snapshot, api_name="training_timeline_run_range", api_visibility="private",
+    run.input(slider_for, [run, shown_step], snapshot, api_name="training_timeline_run_range", api_visibility="private",
               **UNCHECKED).then(training_timeline, request, outputs, api_name="training_timeline_run",
                                 api_visibility="private", **INTERACTIVE, **UNCHECKED)
