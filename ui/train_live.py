@@ -11,11 +11,10 @@ from contextlib import closing
 import gradio as gr
 
 from explorer import catalog, generation, learn_figures, live_data, live_training, teaching
+from explorer.inputs import InputProblem
 from explorer.live_data import SPECIAL_IDS
 from explorer.live_training import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE, LiveResult, Snapshot
 from modeling import POSITION_ENCODINGS
-
-from explorer.inputs import InputProblem
 
 from .common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
 from .open_model import trained_actions
