@@ -20,7 +20,7 @@ import gradio as gr
 
 from explorer import catalog, figures, hub
 from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, open_model, patching, \
-    sampling, steps, timeline, train_live
+    sampling, steps, train_live, watch_it_learn
 
 logger = logging.getLogger("app")
 
@@ -50,7 +50,7 @@ def build_demo() -> gr.Blocks:
             patching_menu = patching.tab(choices, value)
             decoder_menus = [gradient_step.tab(choices, value), patching_menu]
             train_live.tab()
-            timeline.tab()
+            watch_it_learn.tab()
         demo.load(common.catalog_event(len(menus), len(decoder_menus)), None, [*menus, *decoder_menus, catalog_status],
                   api_name="catalog")
         open_model.wire(opening, menus, decoder_menus, catalog_status)

@@ -148,7 +148,7 @@ def teaching_latencies(client, model: str, texts: list[str]) -> dict[str, list[f
 def timeline_latencies(client, root: Path, rounds: int) -> list[float]:
     """Seconds from request to answer of /training_timeline as the slider asks it: every snapshot of the default
     run in turn, ``rounds`` times over (after one call to warm up), on the tab's default text; [] without a run."""
-    from explorer.timeline import DEFAULT_TEXT, pick_run, timeline_runs
+    from explorer.recorded_runs import DEFAULT_TEXT, pick_run, timeline_runs
 
     if not timeline_runs(root):
         return []

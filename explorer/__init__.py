@@ -30,8 +30,15 @@ Learning, seen:
 
 - ``gradient_step``: one SGD step on a copy of a model, its gradient norms, the first-order prediction;
 - ``live_data`` and ``live_training``: a tiny model trained from scratch in the app, streamed snapshot by snapshot;
-- ``timeline``: the recorded training runs, one snapshot on a text, and the heads' composition over training;
+- ``recorded_runs``: the recorded training runs, one snapshot on a text, and the heads' composition over training;
 - ``learn_figures``: their plots.
+
+Models from the Hub:
+
+- ``hub``: a Hub repo or an uploaded zip opened as our Transformer (checked, sized and converted, its parity
+  measured; no repository code runs), held in a memory-bounded LRU, per-session uploads;
+- ``hub_push``: the model trained in the app pushed to the visitor's own account, with its card;
+- ``hub_timeline``: a Hub repo's training revisions (Pythia's ``step…``) as a recorded run's views.
 
 Nothing here imports gradio.
 """

@@ -19,7 +19,7 @@ from safetensors import safe_open
 
 from checkpointing.loading import WEIGHTS_FILE, CheckpointError, checkpoint_problems, load_checkpoint
 from checkpointing.paths import CHECKPOINTS_ENV, checkpoints_dir
-from checkpointing.timeline import is_timeline
+from checkpointing.recorded_run import is_timeline
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig
 
 from .inputs import InputProblem, echo, error_text, model_name

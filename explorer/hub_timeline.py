@@ -1,6 +1,6 @@
 """A real language model learning: the training checkpoints a Hub repo publishes as revisions (Pythia: ``step0`` …
 ``step143000``), each opened as our Transformer (``explorer.hub``, cached) and seen as the recorded runs are seen
-(``explorer.timeline``): every head's induction and previous-token score on the standard probes
+(``explorer.recorded_runs``): every head's induction and previous-token score on the standard probes
 (``checkpointing.in_context``), the attention of the best induction head on the learner's text, and a greedy sample.
 
 Induction score: on random tokens r_0..r_{L-1} followed by the same tokens again, the mean attention from each token
@@ -19,7 +19,7 @@ from . import catalog, hub
 from .attention import attention_maps
 from .generation import generate_ids
 from .inputs import InputProblem, echo, kind_of
-from .timeline import GREEDY, check_text, guessed_tokens
+from .recorded_runs import GREEDY, check_text, guessed_tokens
 from .run import recorded_run
 
 MAX_REVISIONS = 12

@@ -17,7 +17,7 @@ from .gradient_step import HEAD_PARTS, GradientStep
 from .heads import THRESHOLD
 from .live_training import Snapshot
 from .teach_figures import AFTER, BEFORE, _unique
-from .timeline import CIRCUIT, TimelineView
+from .recorded_runs import CIRCUIT, TimelineView
 
 LAYER_NAME = re.compile(r"^(?P<stack>.*\.layers)\.(?P<layer>\d+)\.(?P<tensor>.+)$")  # model.….layers.3.self_attn.qkv_proj.weight
 

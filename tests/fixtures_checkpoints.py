@@ -6,7 +6,7 @@ generation_config.json, tokenizer files) for the five decoder-only encoding mode
 tokenizer is a real byte-level BPE trained on a few KB of text, so the app sees what it will see
 with the trained checkpoints: merges, multi-byte emoji, special tokens.
 
-``build_timeline_runs(root)`` adds two recorded training runs (``checkpointing.timeline``), byte-level like the
+``build_timeline_runs(root)`` adds two recorded training runs (``checkpointing.recorded_run``), byte-level like the
 shipped ones: tiny models trained for a few steps, snapshots written and measured by the code training uses.
 """
 
@@ -19,12 +19,12 @@ from tokenizers import ByteLevelBPETokenizer
 from transformers import GenerationConfig, PreTrainedTokenizerFast
 
 from checkpointing.in_context import SPECIAL_IDS, repeat_runs
-from checkpointing.timeline import load_snapshot, measure, save_snapshot, write_timeline
+from checkpointing.recorded_run import load_snapshot, measure, save_snapshot, write_timeline
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from tiny_models import tiny_config
 from training.evaluate import PUBLISHED, perplexity_ratios, summarize_seeds
 from training.presets import ENCODING_SEEDS
-from training.timeline import timeline_probes, validation_loss
+from training.snapshots import timeline_probes, validation_loss
 from training.tokenization import byte_tokenizer
 
 ENCODINGS = POSITION_ENCODINGS
@@ -139,7 +139,7 @@ def build_timeline_runs(root: Path, steps: int = 20, every: int = 10, batch_size
     32, RoPE; ``config_overrides`` change them) trained ``steps`` AdamW steps from scratch on SAMPLE_TEXT (the first
     three quarters; the rest validates), the first with half its sequences replaced by random tokens with repeated
     runs. A snapshot at step 0 and every ``every`` steps, measured on the weights as stored
-    (``checkpointing.timeline.measure``); the final model beside them in the shipped layout, then timeline.json.
+    (``checkpointing.recorded_run.measure``); the final model beside them in the shipped layout, then timeline.json.
     Returns ``root``."""
     root = Path(root)
     tokenizer = byte_tokenizer()

@@ -1,7 +1,7 @@
 """The three tabs of learning through the app's API (gradio_client on the tests' app server): One gradient step
 gives explorer.gradient_step's own numbers; Train one yourself streams every logged step, stops on Stop or when
 its client leaves, queues a second job behind the first, and serves the trained model as a zip that loads with
-from_pretrained; Watch it learn gives explorer.timeline's own view of a recorded run. Bad input ends as a message
+from_pretrained; Watch it learn gives explorer.recorded_runs's own view of a recorded run. Bad input ends as a message
 in the status line."""
 
 import base64
@@ -25,7 +25,7 @@ from conftest import figure
 from explorer.gradient_step import gradient_step
 from explorer.live_data import SPECIAL_IDS
 from explorer.live_training import DEFAULT
-from explorer.timeline import DEFAULT_TEXT, timeline_view
+from explorer.recorded_runs import DEFAULT_TEXT, timeline_view
 from fixtures_checkpoints import SEQ2SEQ_NAME
 from test_app import call_raw
 from ui.common import visible_breaks

@@ -12,11 +12,11 @@ from checkpointing.in_context import (THRESHOLD, attention_weights, head_scores,
                                       induction_scores_from, previous_token_scores_from, repeat_runs,
                                       repeated_passage_ratio)
 from checkpointing.paths import checkpoints_dir
-from checkpointing.timeline import TIMELINE_FILE, load_snapshot, measure, read_timeline
+from checkpointing.recorded_run import TIMELINE_FILE, load_snapshot, measure, read_timeline
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from training import train
 from training.data import TokenBlocks, token_ids
-from training.timeline import VALIDATION_BLOCKS, choose_snapshots, same_weights, validation_loss
+from training.snapshots import VALIDATION_BLOCKS, choose_snapshots, same_weights, validation_loss
 from training.tokenization import tokenizer_for
 
 L = 8

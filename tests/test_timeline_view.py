@@ -1,4 +1,4 @@
-"""The Watch it learn view of a recorded run (explorer.timeline, explorer.learn_figures): every number it shows is the
+"""The Watch it learn view of a recorded run (explorer.recorded_runs, explorer.learn_figures): every number it shows is the
 snapshot's own (attention and sample recomputed here from the weights file, curves and scores read from
 timeline.json), on the tiny recorded runs of tests/fixtures_checkpoints.py; bad input gets a message."""
 
@@ -11,10 +11,10 @@ import torch
 from transformers import AutoTokenizer
 
 from checkpointing.loading import read_config
-from checkpointing.timeline import TIMELINE_FILE, load_snapshot
+from checkpointing.recorded_run import TIMELINE_FILE, load_snapshot
 from explorer import learn_figures, teaching
 from explorer.inputs import InputProblem
-from explorer.timeline import (repeated_ending, CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, MISSED, SAMPLE_TOKENS,
+from explorer.recorded_runs import (repeated_ending, CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, MISSED, SAMPLE_TOKENS,
                                RecordedRun, TimelineView, timeline_runs, timeline_view)
 
 TOLERANCE = 1e-5  # float32
@@ -242,8 +242,8 @@ def test_the_nearest_snapshot_to_a_step(root):
 def test_switching_the_shipped_runs_keeps_the_step_not_the_index():
     """The slider moves to the snapshot of the new run nearest the step shown (the issue: timeline-plain at step
     8,000 went to timeline-repeats at step 250)."""
-    from explorer.timeline import pick_run
-    from ui.timeline import slider_for
+    from explorer.recorded_runs import pick_run
+    from ui.watch_it_learn import slider_for
 
     plain, repeats = pick_run(CONTROL_RUN), pick_run(DEFAULT_RUN)
     update = slider_for(DEFAULT_RUN, plain.steps[-1])
@@ -254,7 +254,7 @@ def test_switching_the_shipped_runs_keeps_the_step_not_the_index():
 def test_composition_is_the_induction_score_a_later_head_loses_without_an_earlier_one(root):
     """Recomputed another way: the earlier head removed by zeroing its columns of W_O in a copy of the model."""
     from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_probe, induction_scores_from
-    from explorer.timeline import composition_scores
+    from explorer.recorded_runs import composition_scores
 
     folder = root / DEFAULT_RUN
     model = load_snapshot(folder, json.loads((folder / TIMELINE_FILE).read_text())["snapshots"][-1]["file"],
@@ -276,7 +276,7 @@ def test_the_shipped_circuit_pair_rises_when_the_induction_head_forms():
     """timeline-repeats: the pair feeding the first induction head to form goes from nothing to nearly all of its
     score, at the snapshot where that head forms; the control's pairs stay low."""
     from explorer import catalog
-    from explorer.timeline import pick_run, run_composition
+    from explorer.recorded_runs import pick_run, run_composition
 
     run = pick_run(DEFAULT_RUN)
     composition = run_composition(run, catalog.resolve(DEFAULT_RUN)[1])

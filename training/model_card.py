@@ -16,7 +16,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from checkpointing.in_context import THRESHOLD
 from checkpointing.paths import checkpoints_dir
-from checkpointing.timeline import is_timeline, read_timeline
+from checkpointing.recorded_run import is_timeline, read_timeline
 
 from .tokenization import BYTE_VOCABULARY_SIZE
 
@@ -248,7 +248,7 @@ def timeline_section(timeline: dict) -> list[str]:
            else f"never {THRESHOLD} or more: no induction head formed"),
         f"- repeated-passage loss ratio (second copy / first): {first['repeated_passage_ratio']:.3f} -> "
         f"{last['repeated_passage_ratio']:.3f}",
-        "- see it: the app's *Watch it learn* tab; in Python, `checkpointing.timeline.load_snapshot(folder, "
+        "- see it: the app's *Watch it learn* tab; in Python, `checkpointing.recorded_run.load_snapshot(folder, "
         "snapshot[\"file\"], config)` for the entries of `read_timeline(folder)[\"snapshots\"]`",
         "",
     ]

@@ -43,7 +43,7 @@ class TrainSettings:
     random_repeat_share: float = 0.0
     passage_repeat_share: float = 0.0
     copy_share: float = 0.5
-    timeline_every: int = 0  # record a snapshot every N steps (training.timeline); 0: none
+    timeline_every: int = 0  # record a snapshot every N steps (training.snapshots); 0: none
     timeline_snapshots: int = 0  # how many of them ship beside the model, denser where the figures change
 
 
@@ -139,7 +139,7 @@ PRESETS: dict[str, Preset] = {
     # Watching a model learn to copy: two small byte-level models, identical but for the data. The first reads the plays,
     # 80% of its sequences replaced by random tokens and half of the rest with runs repeated too (half the tokens of a
     # repeating sequence are copies); the control reads the plays alone, as every model above does. Each ships its run's
-    # snapshots beside it (training.timeline); what they showed: docs/watch-it-learn.md.
+    # snapshots beside it (training.snapshots); what they showed: docs/watch-it-learn.md.
     "timeline-repeats": Preset(TIMELINE_MODEL, replace(TIMELINE_TRAIN, random_repeat_share=0.8, passage_repeat_share=0.5)),
     "timeline-plain": Preset(TIMELINE_MODEL, replace(TIMELINE_TRAIN, timeline_snapshots=6)),
     # For tests: a few seconds.

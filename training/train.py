@@ -41,7 +41,7 @@ from .distillation import DistillingTrainer, load_teachers
 from .float16 import store_float16_if_harmless
 from .presets import DEFAULT_SEED, PRESETS, TrainSettings
 from .summary import WallClock, run_summary
-from .timeline import VALIDATION_BLOCKS, TimelineRecorder, ship_timeline, timeline_probes
+from .snapshots import VALIDATION_BLOCKS, TimelineRecorder, ship_timeline, timeline_probes
 from .tokenization import tokenizer_for
 
 SCHEDULERS = {"cosine": "cosine", "constant": "constant_with_warmup"}  # a preset's schedule -> the Trainer's name

@@ -6,7 +6,7 @@ import gradio as gr
 
 from explorer import hub, hub_push, hub_timeline
 from explorer.inputs import InputProblem, echo
-from explorer.timeline import DEFAULT_TEXT
+from explorer.recorded_runs import DEFAULT_TEXT
 
 from .common import OPENING, guarded, menu_updates, session_of, status
 

@@ -1,7 +1,7 @@
 """The recorded training runs as the Watch it learn tab shows them: which checkpoints hold one, their snapshots'
 weights (loaded on first use, the most recently used kept), and one view of a run at one snapshot on a text.
 
-A recorded run is a checkpoint folder with a timeline.json beside the final model (``checkpointing.timeline``):
+A recorded run is a checkpoint folder with a timeline.json beside the final model (``checkpointing.recorded_run``):
 what was measured at every snapshot, on fixed probes, and the snapshots' float16 weights. A view takes the curves
 and scores from timeline.json as written, and computes the rest from the snapshot's own weights: every head's
 attention on the text (one recorded run of the snapshot, ``explorer.run``) and a greedy continuation of the text
@@ -17,7 +17,7 @@ import numpy as np
 from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_probe, induction_scores_from
-from checkpointing.timeline import TIMELINE_FILE, is_timeline, load_snapshot, read_timeline
+from checkpointing.recorded_run import TIMELINE_FILE, is_timeline, load_snapshot, read_timeline
 from modeling import ablate_heads, record
 
 from . import catalog
@@ -60,7 +60,7 @@ def _file_key(path: Path) -> tuple:
 
 @dataclass(frozen=True)
 class RecordedRun:
-    """One run: its checkpoint and its timeline.json, read and checked (``checkpointing.timeline.read_timeline``)."""
+    """One run: its checkpoint and its timeline.json, read and checked (``checkpointing.recorded_run.read_timeline``)."""
 
     info: catalog.CheckpointInfo
     timeline: dict

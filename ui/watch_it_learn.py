@@ -1,10 +1,10 @@
-"""The Watch it learn tab: a recorded training run (``explorer.timeline``) snapshot by snapshot. A slider picks the
+"""The Watch it learn tab: a recorded training run (``explorer.recorded_runs``) snapshot by snapshot. A slider picks the
 snapshot; the loss curves and every head's scores over training mark it, and the attention grid and the sample
 are that snapshot's own on the learner's text. The other recorded run is drawn beside it for comparison."""
 
 import gradio as gr
 
-from explorer import learn_figures, teaching, timeline
+from explorer import learn_figures, recorded_runs, teaching
 from explorer.inputs import InputProblem
 
 from .common import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status, visible_breaks
@@ -15,7 +15,7 @@ def training_timeline(snapshot, text, run=None):
     """The run (default: timeline-repeats) at snapshot index ``snapshot`` (−1: the last) on ``text``: the loss
     curves, every head's scores over training, the greedy sample, the next tokens of the text it guesses right, every
     head's attention on the text, the best previous-token and induction heads enlarged, and a status line."""
-    view = timeline.timeline_view(run, snapshot, text)
+    view = recorded_runs.timeline_view(run, snapshot, text)
     other = f"Dashed and grey: {view.other.name}, for comparison." if view.other else "No other recorded run to compare with."
     circuit = learn_figures.circuit_head_figures(view)
     return (learn_figures.timeline_loss_figure(view), learn_figures.timeline_heads_figure(view), visible_breaks(view.sample),
@@ -25,7 +25,7 @@ def training_timeline(snapshot, text, run=None):
                    f"{view.run.name} trained on: {view.run.timeline['run']['data']}. " + other, *view.notices))
 
 
-def slider_label(run: timeline.RecordedRun, index: int) -> str:
+def slider_label(run: recorded_runs.RecordedRun, index: int) -> str:
     """What the slider says it is on: the snapshot and its step."""
     return f"Snapshot {index} of 0–{len(run.steps) - 1}: step {run.steps[index]:,} of {run.steps[-1]:,}"
 
@@ -33,8 +33,8 @@ def slider_label(run: timeline.RecordedRun, index: int) -> str:
 def step_label(index, run):
     """The slider's label, for the snapshot it is on now, and the step it shows (kept when the run changes)."""
     try:
-        chosen = timeline.pick_run(run)
-        index = timeline.pick_snapshot(index, chosen)
+        chosen = recorded_runs.pick_run(run)
+        index = recorded_runs.pick_snapshot(index, chosen)
         return gr.update(label=slider_label(chosen, index)), chosen.steps[index]
     except InputProblem:
         return gr.skip(), gr.skip()
@@ -43,7 +43,7 @@ def step_label(index, run):
 def slider_for(run, step):
     """The slider for the run picked: its snapshots, on the one nearest the step shown before, its label."""
     try:
-        chosen = timeline.pick_run(run)
+        chosen = recorded_runs.pick_run(run)
     except InputProblem:
         return gr.skip()
     kept = chosen.nearest(step if isinstance(step, (int, float)) else 0)
@@ -51,8 +51,8 @@ def slider_for(run, step):
 
 
 def tab() -> None:
-    runs = timeline.timeline_runs()
-    first = timeline.recorded(next(iter(runs.values()))) if runs else None
+    runs = recorded_runs.timeline_runs()
+    first = recorded_runs.recorded(next(iter(runs.values()))) if runs else None
     last = len(first.snapshots) - 1 if first else 1
     context = f"{first.info.config.context_length} tokens" if first else "its context"
     with gr.Tab("Watch it learn", id="timeline") as page:
@@ -61,22 +61,22 @@ def tab() -> None:
                 run = gr.Radio(list(runs), value=first and first.name, label="Recorded run", elem_id="timeline-run")
                 snapshot = gr.Slider(0, last, value=0, step=1, elem_id="timeline-snapshot",
                                      label=slider_label(first, 0) if first else "Snapshot")
-                status_line = gr.Markdown(timeline.no_runs_message() if not runs else "", elem_id="timeline-status",
+                status_line = gr.Markdown(recorded_runs.no_runs_message() if not runs else "", elem_id="timeline-status",
                                           elem_classes="status-line")
                 losses = gr.Plot(label="Loss", elem_id="plot-timeline-loss")
                 heads = gr.Plot(label="Every head's scores over training", elem_id="plot-timeline-heads")
             with gr.Column(scale=2, min_width=360):
                 gr.Markdown(teaching.TIMELINE, elem_id="timeline-teaching")
         with gr.Row():
-            text = gr.Textbox(value=timeline.DEFAULT_TEXT, lines=2, scale=4, elem_id="timeline-text",
-                              label=f"Your text (at most {timeline.MAX_TEXT_CHARS:,} characters; the model reads the "
+            text = gr.Textbox(value=recorded_runs.DEFAULT_TEXT, lines=2, scale=4, elem_id="timeline-text",
+                              label=f"Your text (at most {recorded_runs.MAX_TEXT_CHARS:,} characters; the model reads the "
                                     f"first {context}, one per byte)")
             show = gr.Button("Show", variant="primary", scale=1, elem_id="timeline-button")
-        sample = gr.Textbox(label=f"What this snapshot writes next (greedy: at most {timeline.SAMPLE_TOKENS} tokens, as many as "
+        sample = gr.Textbox(label=f"What this snapshot writes next (greedy: at most {recorded_runs.SAMPLE_TOKENS} tokens, as many as "
                                   f"fit the model's {context}; ⏎ is a line break, ␣ a space)", lines=2, max_lines=4,
                             elem_id="timeline-sample")
         guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this snapshot "
-                                   f"guessed it (its most likely next token), {timeline.MISSED} where it guessed wrong; "
+                                   f"guessed it (its most likely next token), {recorded_runs.MISSED} where it guessed wrong; "
                                    "⟨c3⟩ is one byte of a character outside ASCII", lines=2, max_lines=4,
                              elem_id="timeline-guesses", elem_classes="monospace")
         grid = gr.Plot(label="Every head's attention on your text", elem_id="plot-timeline-grid")
