@@ -1,5 +1,6 @@
 """What the app computes, one module per concern, tested without a server; the tabs in ``ui`` wire it to widgets.
 
+- ``machine``: the machine the app is sized for (``CORES``);
 - ``inputs``: what users type, checked (``InputProblem`` says what was wrong and what is allowed) and echoed safely;
 - ``catalog``: the checkpoints on disk (damaged ones marked with the reason), results.json, the menus' lines,
   the shared loader;

@@ -22,6 +22,7 @@ from modeling import record
 
 from .generation import DecodingSettings
 from .inputs import InputProblem, echo, kind_of
+from .machine import CORES
 from .run import AttentionSite, Run, recorded_run, site_of
 from .tokens import FORWARD_MAX_TOKENS, token_labels
 
@@ -146,11 +147,11 @@ class HeadRanking:
 
 
 def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: DecodingSettings = DecodingSettings(False),
-               progress=None, workers: int = 2) -> HeadRanking:
+               progress=None, workers: int = CORES) -> HeadRanking:
     """Every head removed alone, one forward pass each: how much the loss on the text rises.
 
     The passes are independent, so ``workers`` threads run them side by side: torch releases the GIL inside
-    its kernels, and the app runs one torch thread per request, so two workers use the machine's two cores.
+    its kernels, and the app runs one torch thread per request, so ``CORES`` workers use the machine's cores.
     ``progress(fraction, description)`` is called as the passes finish."""
     site, run, losses = prepare(model, tokenizer, text, kind, decoding)
     n_layers, n_heads = site.n_layers(model.config), model.config.n_heads

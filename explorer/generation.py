@@ -12,10 +12,11 @@ from transformers import LogitsProcessor, LogitsProcessorList, RepetitionPenalty
     StoppingCriteriaList, TemperatureLogitsWarper, TextIteratorStreamer, TopKLogitsWarper, TopPLogitsWarper
 
 from .inputs import SEED_RANGE, InputProblem, count, echo, number, whole_number
+from .machine import CORES
 
 MAX_NEW_TOKENS = 512
 MAX_TEMPERATURE = 5.0
-SOLO_TURNS = threading.Semaphore(2)  # ``generate`` calls outside a batch (an encoder-decoder's) run 2 at a time: 2 cores
+SOLO_TURNS = threading.Semaphore(CORES)  # ``generate`` calls outside a batch (an encoder-decoder's): one a core
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ import torch
 from modeling import Site, record
 
 from .inputs import InputProblem, echo, kind_of, require_text
+from .machine import CORES
 from .run import recorded_run
 from .tokens import token_labels
 
@@ -35,7 +36,7 @@ MAX_TOKENS = 128  # tokens of each text: the residual grid is layers x T patched
 CHUNK_TOKENS = 4096  # batch rows x tokens in one patched forward pass: bounds memory (about 4 MB per d_model-wide
 #                      tensor at d_model 256), and big enough that a forward pass is mostly arithmetic
 TOP_K = 5  # the next tokens shown for a clicked cell
-WORKERS = 2  # chunks run side by side: torch releases the GIL in its kernels, and a request runs one torch thread
+WORKERS = CORES  # chunks run side by side, one a core: torch releases the GIL in its kernels
 
 
 # The default example: on shakespeare-main the answer can only come from copying the earlier passage (the name,

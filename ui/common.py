@@ -21,7 +21,7 @@ from modeling import POSITION_ENCODINGS
 
 logger = logging.getLogger("app")
 
-# concurrency (the machine has 2 cores, one torch thread per request): generations have slots of their own, so
+# concurrency (``explorer.machine.CORES`` cores, one torch thread per request): generations have slots of their own, so
 # a view never waits behind a streaming generation; their handlers only stream what the model's ONE decode
 # thread makes for all of them in one batch (explorer.batching); the interactive views share one slot, the
 # other core. The long jobs get a slot each of their own, so that however many are queued, a click on
