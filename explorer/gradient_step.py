@@ -25,7 +25,7 @@ import torch
 
 from .heads import THRESHOLD, induction_scores
 from .inputs import MAX_TEXT_CHARS, InputProblem, echo, number, pick, require_text
-from .tokens import FORWARD_MAX_TOKENS, token_labels
+from .tokens import FORWARD_MAX_TOKENS, one_token, token_labels
 
 MAX_LEARNING_RATE = 100.0  # enough to watch a step overshoot (50 diverges); more only shows the same blow-up
 TOP_TOKENS = 10
@@ -98,20 +98,8 @@ def check_learning_rate(value) -> float:
 
 
 def target_token(tokenizer, target) -> int:
-    """The id of ``target`` when the tokenizer reads it as exactly one token; else an InputProblem saying how
-    it does read it (and the one-token form with a leading space, where there is one)."""
-    if not isinstance(target, str) or target == "":
-        raise InputProblem("Type the target: one token of the model's vocabulary, such as ` the` (with its "
-                           "leading space) or `,`.")
-    ids = tokenizer(target, add_special_tokens=False).input_ids
-    if len(ids) == 1:
-        return ids[0]
-    pieces = " ".join(echo(label) for label in token_labels(tokenizer, ids[:12])) + (" …" if len(ids) > 12 else "")
-    hint = ""
-    if not target.startswith(" ") and len(tokenizer(" " + target, add_special_tokens=False).input_ids) == 1:
-        hint = f" With a leading space, {echo(' ' + target)} is one token: a word after a space is."
-    raise InputProblem(f"The target must be exactly one token of this model's tokenizer; {echo(target)} is "
-                       f"{len(ids)} tokens: {pieces}.{hint}")
+    """The id of ``target`` when the tokenizer reads it as exactly one token (``tokens.one_token``)."""
+    return one_token(tokenizer, target, "The target")
 
 
 def spacing_notice(tokenizer, target: str, target_id: int) -> list[str]:

@@ -30,7 +30,7 @@ from modeling import Site, record
 from .inputs import InputProblem, echo, kind_of, require_text
 from .machine import CORES
 from .run import recorded_run
-from .tokens import token_labels
+from .tokens import one_token, token_labels
 
 MAX_TOKENS = 128  # tokens of each text: the residual grid is layers x T patched runs of T tokens each
 CHUNK_TOKENS = 4096  # batch rows x tokens in one patched forward pass: bounds memory (about 4 MB per d_model-wide
@@ -107,23 +107,6 @@ def parse_sites(sites) -> list[str]:
     if unknown:
         raise InputProblem(f"Sites: {allowed}; {echo(unknown[0], 30)} is not one of them.")
     return [name for name in GRIDS if name in sites]
-
-
-def one_token(tokenizer, value, what: str) -> int:
-    """The id of ``value`` when the tokenizer reads it as exactly one token ('␣' and '↵', as the app labels
-    tokens, read as a space and a newline); else an InputProblem saying how it does read it."""
-    if not isinstance(value, str) or value == "":
-        raise InputProblem(f"{what}: one token of the model's vocabulary, such as ` the` (with its leading space).")
-    text = value.replace("␣", " ").replace("↵", "\n")
-    ids = tokenizer(text, add_special_tokens=False).input_ids
-    if len(ids) == 1:
-        return ids[0]
-    pieces = " ".join(echo(label) for label in token_labels(tokenizer, ids[:8])) + (" …" if len(ids) > 8 else "")
-    hint = ""
-    if not text.startswith(" ") and len(tokenizer(" " + text, add_special_tokens=False).input_ids) == 1:
-        hint = f" With a leading space, {echo(' ' + text)} is one token."
-    raise InputProblem(f"{what} must be exactly one token of this model's tokenizer; {echo(value)} is {len(ids)} "
-                       f"tokens: {pieces}.{hint}")
 
 
 def text_ids(tokenizer, text, what: str, limit: int) -> tuple[str, torch.Tensor]:

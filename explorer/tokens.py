@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from .generation import DecodingSettings, encode_prompt, first_line, generate_ids
+from .inputs import InputProblem, echo
 
 FORWARD_MAX_TOKENS = 256  # tokens of the user's text one view reads
 
@@ -21,6 +22,24 @@ def token_labels(tokenizer, ids) -> list[str]:
             text = tokenizer.convert_ids_to_tokens(i) or f"<{i}>"
         labels.append(text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥"))
     return labels
+
+
+def one_token(tokenizer, value, what: str) -> int:
+    """The id of ``value`` when the tokenizer reads it as exactly one token ('␣' and '↵', as the app labels
+    tokens, read as a space and a newline); else an InputProblem saying how it does read it."""
+    if not isinstance(value, str) or value == "":
+        raise InputProblem(f"Type {what.lower()}: one token of the model's vocabulary, such as ` the` (with its "
+                           "leading space) or `,`.")
+    text = value.replace("␣", " ").replace("↵", "\n")
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    if len(ids) == 1:
+        return ids[0]
+    pieces = " ".join(echo(label) for label in token_labels(tokenizer, ids[:8])) + (" …" if len(ids) > 8 else "")
+    hint = ""
+    if not text.startswith(" ") and len(tokenizer(" " + text, add_special_tokens=False).input_ids) == 1:
+        hint = f" With a leading space, {echo(' ' + text)} is one token: a word after a space is."
+    raise InputProblem(f"{what} must be exactly one token of this model's tokenizer; {echo(value)} is {len(ids)} "
+                       f"tokens: {pieces}.{hint}")
 
 
 def numbered(labels: list[str]) -> list[str]:
