@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from transformers import GenerationConfig
 
-from checkpointing.in_context import attention_weights, induction_baseline, induction_probe, induction_scores_from
+from checkpointing.in_context import THRESHOLD, attention_weights, induction_baseline, induction_probe, induction_scores_from
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig, ScratchTransformerForCausalLM
 
 from .live_data import SPECIAL_IDS, LiveData, shipped_tokenizer, text_ids, training_ids
@@ -182,6 +182,14 @@ def induction_scores(model, context_length: int) -> np.ndarray:
         ids = induction_probe(model.config.vocab_size, length, seed=i, skip=SPECIAL_IDS)
         scores.append(induction_scores_from(attention_weights(model, ids), length))
     return np.min(scores, axis=0)
+
+
+def formed_head(induction, step: int) -> tuple[int, int, float, int] | None:
+    """(layer, head, score, step) of the best head when its induction score reaches ``THRESHOLD`` (the label the
+    app gives an induction head), else None: a job's status names the first step this is not None."""
+    scores = np.asarray(induction, dtype=float)
+    layer, head = divmod(int(scores.argmax()), scores.shape[1])
+    return (layer, head, float(scores[layer, head]), step) if scores[layer, head] >= THRESHOLD else None
 
 
 @dataclass

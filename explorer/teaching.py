@@ -190,8 +190,8 @@ TRAIN_LIVE = """### Train one yourself
   copying predicts them, and a token seldom recurs by chance), half of them copies at varying offsets, attention
   only (no feed-forward to learn token statistics with), and the loss counted on the copyable tokens alone, so the
   curve is the loss on the copies. The sample shows the prompt, what the model writes and, under it, what a copy
-  would be. Expect a long plateau near ln V, then the sudden drop as the heads form, after some 1500-2000 steps
-  (a minute or more, depending on how busy the machine is); a longer recorded run is on the *Watch it learn* tab.
+  would be. Expect a plateau near ln V (the dashed line), then the sudden drop as the heads form: the status line
+  names the step at which one first passed the label threshold. A longer recorded run is on the *Watch it learn* tab.
 - **Keep it:** when a job ends, download the zip, unzip it into a folder `my-model`, and load it with
   `AutoModelForCausalLM.from_pretrained("my-model", trust_remote_code=True)` (and `AutoTokenizer`, for text)."""
 

@@ -256,3 +256,14 @@ def test_an_own_text_shorter_than_a_window_is_refused_before_training():
     with pytest.raises(InputProblem, match="at least 33"):
         next(train_live(check_settings(**TINY | dict(context_length=32, data="own-text"), text="To be or not.")))
 
+
+
+def test_a_job_names_the_head_once_its_induction_score_reaches_the_label_threshold():
+    """formed_head: the best head and the step, when its score reaches the threshold the app labels a head an
+    induction head with (0.4); below it, nothing."""
+    from explorer.live_training import THRESHOLD, formed_head
+
+    below = [[0.01, 0.02], [THRESHOLD - 0.001, 0.2]]
+    assert formed_head(below, 900) is None
+    at = [[0.01, 0.02], [0.2, THRESHOLD]]
+    assert formed_head(at, 1000) == (1, 1, THRESHOLD, 1000)

@@ -13,7 +13,7 @@ import gradio as gr
 from explorer import catalog, generation, learn_figures, live_data, live_training, teaching
 from explorer.inputs import InputProblem
 from explorer.live_data import SPECIAL_IDS
-from explorer.live_training import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE, LiveResult, Snapshot
+from explorer.live_training import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE, THRESHOLD, LiveResult, Snapshot
 from modeling import POSITION_ENCODINGS
 
 from .common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
@@ -99,24 +99,35 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
                NO_FIGURE, NO_FIGURE, None, NO_DOWNLOAD, status(f"Starting: a fresh model ({described})…"))
         with closing(live_training.train_live(settings, stop, tokenizer=tokenizer)) as job:
             shown = (NO_TEXT, NO_FIGURE, NO_FIGURE)  # the last snapshot's sample, attention and induction scores
+            formed = None  # the first snapshot with an induction head: (layer, head, score, step)
             for item in job:
                 curve = learn_figures.loss_curve_figure(item.logged_steps, item.losses, settings.steps, uniform,
                                                         settings.copies_only)
                 if isinstance(item, Snapshot):
+                    formed = formed or live_training.formed_head(item.induction, item.step)
                     shown = (sample_text(item.sample), learn_figures.probe_attention_figure(item),
                              learn_figures.induction_figure(item.induction, item.induction_baseline))
                     yield (curve, *shown, None, NO_DOWNLOAD,
                            status(f"Step {item.step} of {settings.steps} · loss {item.loss:.3f} · {item.seconds:.0f} s",
-                                  described, f"The attention plot shows L{item.layer}.H{item.head}: {item.watched}."))
+                                  described, f"The attention plot shows L{item.layer}.H{item.head}: {item.watched}.",
+                                  *formed_line(formed)))
                 else:
-                    yield finished(item, curve, shown, folder.name, described)
+                    yield finished(item, curve, shown, folder.name, described, formed)
     finally:
         running.release()
         stops.release(session, stop)
         folder.cleanup()
 
 
-def finished(result: LiveResult, curve, shown, folder: str, described):
+def formed_line(formed) -> list[str]:
+    """The status line naming the induction head, once one has formed (``live_training.formed_head``)."""
+    if formed is None:
+        return []
+    layer, head, score, step = formed
+    return [f"An induction head formed: L{layer}.H{head} scored {score:.2f} (at least {THRESHOLD}) at step {step:,}."]
+
+
+def finished(result: LiveResult, curve, shown, folder: str, described, formed=None):
     """The last update: the curve, the JSON, the zip to download (written into ``folder``), and how the job ended."""
     archive = live_training.save_zip(result, folder)
     outcome = "Stopped" if result.stopped else "Done"
@@ -125,7 +136,7 @@ def finished(result: LiveResult, curve, shown, folder: str, described):
     return (curve, *shown, result.to_json(),
             str(archive),
             status(f"{outcome}: {result.steps_done} of {result.settings.steps} steps in {result.seconds:.0f} s, {last}.",
-                   described, "Download the model below; the tab's last paragraph says how to load it."))
+                   described, *formed_line(formed), "Download the model below; the tab's last paragraph says how to load it."))
 
 
 def download_ready(download):
