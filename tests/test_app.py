@@ -69,7 +69,8 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "ablation_clear_rank", "ablation_clear_removal", "grad_model_note", "train_live_stop_on", "train_live_stop_off",
                "training_timeline_snapshot", "training_timeline_step", "training_timeline_open", "training_timeline_run_range",
                "training_timeline_run", "patching_model_note", "patching_cell", "patching_change_word",
-               "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus"}
+               "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus", "train_live_preset",
+               "train_live_leave_preset"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 

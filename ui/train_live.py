@@ -215,8 +215,8 @@ def tab() -> None:
                attention_only, copies_only, preset]
     preset.change(preset_values, preset, request[:-1], api_name="train_live_preset", api_visibility="private",
                   queue=False)
-    for control in request[:-1]:  # a choice the learner edits leaves the preset: what runs is what the controls say
-        control.input(lambda: YOUR_CHOICES, None, preset, api_visibility="private", queue=False)
+    gr.on([control.input for control in request[:-1]], lambda: YOUR_CHOICES, None, preset,  # an edited choice
+          api_name="train_live_leave_preset", api_visibility="private", queue=False)  # leaves the preset
     start.click(lambda: (gr.update(interactive=True), gr.update(interactive=False), waiting_note()), None,
                 [stop, download, status_line], api_name="train_live_stop_on", api_visibility="private", queue=False)
     start.click(train_live, request, [curve, sample, attention, induction, numbers, download, status_line],
