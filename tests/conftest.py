@@ -28,6 +28,15 @@ def add_slow_checkpoint(root):
     return root
 
 
+def pytest_sessionstart(session):
+    """Set-up before any test: the Shakespeare corpus (``training.corpus.prepare``; nothing to do once prepared). On a
+    fresh clone it downloads and aligns the plays, about 100 s on 2 cores, which would otherwise land in the time of
+    whichever test reads the corpus first."""
+    from training.corpus import prepare
+
+    prepare(verbose=False)
+
+
 @pytest.fixture
 def fresh_compiler():
     """The test compiles from nothing. Dynamo's caches live for the process, and its recompile limit (8) counts
