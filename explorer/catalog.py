@@ -257,8 +257,9 @@ def config_summary(name: str, config: ScratchTransformerConfig) -> str:
 
 _models: dict[tuple, tuple[torch.nn.Module, object]] = {}
 # THE load lock: every from_pretrained in the app runs behind it (shipped checkpoints here, opened models in
-# explorer.hub). transformers 5.23 loading in two threads at once can leave a tied lm_head uninitialised or
-# parameters on the meta device.
+# explorer.hub), and so does every model the app builds (live training, recorded-run snapshots). transformers 5.23
+# loading in two threads at once can leave a tied lm_head uninitialised or parameters on the meta device, and while
+# it loads it makes torch's init functions no-ops for the whole process.
 LOAD_LOCK = threading.RLock()
 _models_lock = threading.Lock()  # the dict only: a request for a loaded model never waits on a load
 

@@ -28,6 +28,7 @@ from transformers import GenerationConfig
 from checkpointing.in_context import THRESHOLD, attention_weights, induction_baseline, induction_probe, induction_scores_from
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig, ScratchTransformerForCausalLM
 
+from . import catalog
 from .live_data import SPECIAL_IDS, LiveData, shipped_tokenizer, text_ids, training_ids
 from .inputs import InputProblem, echo, number, whole_number
 
@@ -146,7 +147,9 @@ def check_settings(**values) -> LiveSettings:
 
 
 def build_model(settings: LiveSettings, vocab_size: int) -> ScratchTransformerForCausalLM:
-    """A fresh, seeded model: pre-norm, d_ff = 4 d_model, no dropout, tied embeddings.
+    """A fresh, seeded model: pre-norm, d_ff = 4 d_model, no dropout, tied embeddings. Built behind
+    ``catalog.LOAD_LOCK``: transformers' ``from_pretrained`` replaces torch's init functions with no-ops for the
+    whole process while it loads, so a model built beside it would keep uninitialised weights.
 
     ``attention_only``: the feed-forward sublayers add nothing. The model has no switch to leave them out, so each
     is made as small as the config allows (d_ff = 1) with its output layer zero and frozen: FFN(x) = 0 · act(…) + 0
@@ -156,8 +159,9 @@ def build_model(settings: LiveSettings, vocab_size: int) -> ScratchTransformerFo
         d_ff=1 if settings.attention_only else 4 * settings.d_model, dropout=0.0, position_encoding=settings.position_encoding,
         max_position_embeddings=settings.context_length, training_context_length=settings.context_length,
         pad_token_id=1, bos_token_id=0, eos_token_id=0)
-    torch.manual_seed(settings.seed)
-    model = ScratchTransformerForCausalLM(config)
+    with catalog.LOAD_LOCK:  # never while a from_pretrained elsewhere has switched torch's init functions off
+        torch.manual_seed(settings.seed)
+        model = ScratchTransformerForCausalLM(config)
     if settings.attention_only:
         for layer in model.model.decoder.stack.layers:
             torch.nn.init.zeros_(layer.feed_forward.linear2.weight)

@@ -159,7 +159,8 @@ def snapshot_model(run: RecordedRun, index: int, final):
     entry = run.snapshots[index]
 
     def load():
-        model = load_snapshot(run.info.path, entry["file"], final.config).requires_grad_(False)
+        with catalog.LOAD_LOCK:  # built as every model the app loads is: never beside another load
+            model = load_snapshot(run.info.path, entry["file"], final.config).requires_grad_(False)
         model.generation_config = copy.deepcopy(final.generation_config)
         return model
 

@@ -267,3 +267,39 @@ def test_a_job_names_the_head_once_its_induction_score_reaches_the_label_thresho
     assert formed_head(below, 900) is None
     at = [[0.01, 0.02], [0.2, THRESHOLD]]
     assert formed_head(at, 1000) == (1, 1, THRESHOLD, 1000)
+
+
+def test_a_model_built_while_another_loads_waits_for_it_and_is_initialised():
+    """transformers' from_pretrained turns torch's init functions into no-ops for the whole process while it loads
+    (``transformers.initialization.no_init_weights``). A live-training model built meanwhile in another thread kept
+    uninitialised memory as weights; it now waits on catalog.LOAD_LOCK, and equals the same seed built alone."""
+    from transformers.initialization import no_init_weights
+
+    from explorer import catalog
+
+    settings = check_settings(**TINY, steps=1)
+    alone = build_model(settings, TINY["vocab_size"]).state_dict()
+    loading, done = threading.Event(), threading.Event()
+    built = {}
+
+    def another_load():
+        with catalog.LOAD_LOCK, no_init_weights():
+            loading.set()
+            done.wait(10)
+
+    def build():
+        built["model"] = build_model(settings, TINY["vocab_size"])
+
+    loader = threading.Thread(target=another_load)
+    loader.start()
+    assert loading.wait(10)
+    builder = threading.Thread(target=build)
+    builder.start()
+    builder.join(1.0)
+    waited = builder.is_alive()  # still waiting for the load to end
+    done.set()
+    builder.join(10)
+    loader.join(10)
+    beside = built["model"].state_dict()
+    assert all(torch.equal(alone[name], beside[name]) for name in alone)
+    assert waited
