@@ -117,6 +117,8 @@ def test_a_second_browser_sees_its_place_in_the_queue_and_runs_after_stop(browse
     first.wait_for_selector("#live-status >> text=Step ")
     second.click("#live-button")
     second.wait_for_selector("#plot-live-loss >> text=queue: 1/1")  # gradio's own line: its place in the queue
+    # and ours: what it waits for (Gradio's counter alone does not say another learner's job holds the machine)
+    second.wait_for_selector("#live-status >> text=another learner's training job is running")
     second.screenshot(path=SHOTS / "learn-queued.png", full_page=True)
     first.click("#live-stop")
     first.wait_for_selector("#live-status >> text=Stopped:")
