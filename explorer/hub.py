@@ -18,6 +18,7 @@ models sit in ``HELD``, an LRU bounded by memory: an evicted model is only dropp
 it finishes, and its menu name loads it again from the files on disk.
 """
 
+import atexit
 import json
 import os
 import re
@@ -598,7 +599,8 @@ def open_repo(repo_id, revision=None) -> Opened:
 _sessions: OrderedDict[str, list[str]] = OrderedDict()  # session -> its models' names, oldest first
 _sessions_lock = threading.Lock()
 MAX_SESSIONS = 64
-_root = Path(tempfile.mkdtemp(prefix="opened-models-"))
+_root = Path(tempfile.mkdtemp(prefix="opened-models-"))  # the unpacked uploads of this process, removed at its exit
+atexit.register(shutil.rmtree, _root, ignore_errors=True)
 
 
 def _session_name(title: str) -> str:

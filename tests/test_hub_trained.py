@@ -133,3 +133,23 @@ def test_a_random_token_model_is_refused_with_the_reason(tmp_path):
     with pytest.raises(InputProblem, match="random tokens"):
         opener.open_upload(archive, session="s", source="trained")
     assert Path(archive).exists()
+
+
+def test_an_opened_upload_is_unpacked_under_the_process_and_removed_when_it_exits(trained):
+    """The app unpacks each upload into a temporary folder of its own process; the folder goes when the process
+    ends, so a restarted Space or a closed local app leaves no models behind in /tmp."""
+    import os
+    import subprocess
+    import sys
+
+    from checkpointing.paths import REPO_ROOT
+
+    archive = trained[0]
+    code = ("import json; from explorer import hub; opened = hub.open_upload(%r, session='s'); "
+            "print(json.dumps([str(hub._root), str(opened.folder), opened.folder.is_dir()]))" % str(archive))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
+                         timeout=120, check=True)
+    root, folder, existed = json.loads(out.stdout.strip().splitlines()[-1])
+    assert existed and Path(folder).parent == Path(root)
+    assert not Path(root).exists()
