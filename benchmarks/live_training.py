@@ -37,7 +37,7 @@ def value(text: str):
 
 def bare_loop(settings, batches: list[dict]) -> float:
     """Seconds for a plain loop over ``batches`` on a fresh model of ``settings``: forward, backward, AdamW step
-    (the optimizer the Trainer makes: torch's AdamW, no weight decay, the trainable parameters)."""
+    (the optimizer the tab makes: torch's AdamW, no weight decay, the trainable parameters)."""
     model = build_model(settings, settings.vocab_size).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=settings.learning_rate,
                                   weight_decay=0.0)
@@ -51,7 +51,7 @@ def bare_loop(settings, batches: list[dict]) -> float:
 
 
 def against_bare(settings, rounds: int = 3) -> dict:
-    """The tab's job (``train_live``: the Trainer in its thread, data drawn as it goes, one snapshot at the end)
+    """The tab's job (``train_live``: its AdamW loop in a thread, data drawn as it goes, one snapshot at the end)
     and the bare loop, alternated ``rounds`` times so that both see the same load; the best of each, per step."""
     settings = replace(settings, log_every=settings.steps, sample_tokens=0)
     data = LiveData(settings, None).batches()

@@ -94,7 +94,7 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
     # asks the generator for more, so the folder goes when the job does.
     folder = tempfile.TemporaryDirectory(prefix="live-model-")
     running.acquire()
-    try:  # a client that leaves closes this generator, which closes the job's, which stops the Trainer
+    try:  # a client that leaves closes this generator, which closes the job's, which stops the training loop
         yield (learn_figures.loss_curve_figure([], [], settings.steps, uniform, settings.copies_only), NO_TEXT,
                NO_FIGURE, NO_FIGURE, None, NO_DOWNLOAD, status(f"Starting: a fresh model ({described})…"))
         with closing(live_training.train_live(settings, stop, tokenizer=tokenizer)) as job:
