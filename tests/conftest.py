@@ -99,6 +99,12 @@ def figure(plot) -> dict:
     return json.loads(plot["plot"])
 
 
+@pytest.fixture(scope="module")
+def tokenizer():
+    """A tiny byte-level BPE (vocabulary 384), one per test module."""
+    return train_tokenizer()
+
+
 @pytest.fixture(scope="session")
 def corpus():
     """The prepared corpus in data/ (downloaded, verified and aligned once; reused afterwards)."""

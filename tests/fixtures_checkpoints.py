@@ -71,6 +71,25 @@ def checkpoint_config(tokenizer, position_encoding: str, seq2seq: bool = False, 
     return tiny_config(seq2seq=seq2seq, **{**values, **overrides})
 
 
+def causal_lm(tokenizer, position_encoding: str = "rope", seed: int = 0, **overrides) -> ScratchTransformerForCausalLM:
+    """A random decoder-only model of ``checkpoint_config``, seeded, in eval mode."""
+    torch.manual_seed(seed)
+    return ScratchTransformerForCausalLM(checkpoint_config(tokenizer, position_encoding, **overrides)).eval()
+
+
+def seq2seq_lm(tokenizer, seed: int = 0) -> ScratchTransformerForSeq2SeqLM:
+    """A random encoder-decoder of ``checkpoint_config`` (sinusoidal, as folio-to-modern), seeded, in eval mode."""
+    torch.manual_seed(seed)
+    return ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True)).eval()
+
+
+def load_named(root, name: str):
+    """(model, tokenizer) of the checkpoint ``name`` under ``root``, through the app's loader."""
+    from explorer import catalog
+
+    return catalog.load_model(catalog.discover_checkpoints(root)[name])
+
+
 def save_checkpoint(model, tokenizer, directory: Path) -> Path:
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,

@@ -7,9 +7,9 @@ import time
 import pytest
 import torch
 
-from explorer import batching, catalog, generation, streaming
+from explorer import batching, generation, streaming
 from explorer.generation import DecodingSettings
-from fixtures_checkpoints import SEQ2SEQ_NAME, train_tokenizer
+from fixtures_checkpoints import SEQ2SEQ_NAME, load_named
 
 PROMPTS = ["Shall I", "Shall I compare thee to a summer's day? Thou art more lovely",  # shorter and longer
            "To be, or not", "Rough winds do shake the darling buds of May, and summer's lease hath all too short",
@@ -18,15 +18,6 @@ SETTINGS = [DecodingSettings(True, 0.8, 40, 0.95, 1.1, 60, 11), DecodingSettings
             DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=40), DecodingSettings(True, 1.3, 5, 0.8, 1.0, 33, 13),
             DecodingSettings(True, 0.8, 40, 0.95, 1.1, 45, 14),  # shaped with the first, sampled with its own seed
             DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=30)]  # shaped with the third
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer()
-
-
-def load(root, name):
-    return catalog.load_model(catalog.discover_checkpoints(root)[name])
 
 
 def alone(model, tokenizer, prompt, settings):
@@ -48,7 +39,7 @@ def start(model, tokenizer, prompt, settings, stop=None):
 @pytest.mark.parametrize("name", ["shakespeare-rope", "shakespeare-alibi", "shakespeare-learned", "shakespeare-sinusoidal",
                                   "shakespeare-none"])
 def test_requests_joining_a_running_batch_each_get_their_solo_text(tiny_checkpoints, name):
-    model, tokenizer = load(tiny_checkpoints, name)
+    model, tokenizer = load_named(tiny_checkpoints, name)
     expected = [alone(model, tokenizer, p, s) for p, s in zip(PROMPTS, SETTINGS)]
     loop = batching.decode_loop(model)
     loop.largest_batch = 0
@@ -66,7 +57,7 @@ def test_requests_joining_a_running_batch_each_get_their_solo_text(tiny_checkpoi
 
 
 def test_stopping_one_request_ends_it_alone(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-rope")
     long = DecodingSettings(True, 0.8, 40, 0.95, 1.1, 300, 5)
     stop = threading.Event()
     stopped, other = start(model, tokenizer, PROMPTS[0], long, stop), start(model, tokenizer, PROMPTS[1], long)
@@ -79,7 +70,7 @@ def test_stopping_one_request_ends_it_alone(tiny_checkpoints):
 
 
 def test_a_request_that_fails_reports_its_error_and_the_batch_goes_on(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-rope")
     good = start(model, tokenizer, PROMPTS[0], SETTINGS[0])
     ids = tokenizer("x" * 10, return_tensors="pt").input_ids
     bad = batching.start_batched(model, tokenizer, ids + 10**6, SETTINGS[1])  # token ids past the vocabulary
@@ -103,7 +94,7 @@ def test_a_reader_that_falls_behind_gets_the_queued_text_in_one_piece(tokenizer)
 def test_generations_outside_a_batch_take_turns_two_at_a_time(tiny_checkpoints, monkeypatch):
     """An encoder-decoder generates line by line through ``generate``, each request in its own thread: at most two
     of those calls run at once (the machine has 2 cores), however many requests come."""
-    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    model, tokenizer = load_named(tiny_checkpoints, SEQ2SEQ_NAME)
     running, most, lock, generate = [0], [0], threading.Lock(), model.generate
 
     def counted(*args, **kwargs):

@@ -8,26 +8,10 @@ from explorer import attention, generation
 from explorer.generation import DecodingSettings
 from explorer.run import LRUCache
 from explorer.tokens import forward_inputs, numbered, token_labels
-from fixtures_checkpoints import checkpoint_config, train_tokenizer
-from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from fixtures_checkpoints import causal_lm, seq2seq_lm
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
 GREEDY = DecodingSettings(False, max_new_tokens=80)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer()
-
-
-def causal(tokenizer, encoding="rope", seed=0):
-    torch.manual_seed(seed)
-    return ScratchTransformerForCausalLM(checkpoint_config(tokenizer, encoding)).eval()
-
-
-def seq2seq(tokenizer, seed=0):
-    torch.manual_seed(seed)
-    return ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True)).eval()
 
 
 def test_token_labels_are_readable(tokenizer):
@@ -38,7 +22,7 @@ def test_token_labels_are_readable(tokenizer):
 
 
 def test_attention_maps_are_the_models_weights(tokenizer):
-    model = causal(tokenizer, "alibi")
+    model = causal_lm(tokenizer, "alibi")
     maps = attention.attention_maps(model, tokenizer, TEXT, GREEDY)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
     with torch.no_grad():
@@ -53,12 +37,12 @@ def test_attention_maps_are_the_models_weights(tokenizer):
 
 
 def test_attention_of_a_long_text_is_cut_with_a_notice(tokenizer):
-    maps = attention.attention_maps(causal(tokenizer, "learned"), tokenizer, TEXT * 10, GREEDY)
+    maps = attention.attention_maps(causal_lm(tokenizer, "learned"), tokenizer, TEXT * 10, GREEDY)
     assert maps.weights["self"].shape[-1] == 64 and "first 64" in maps.notices[0]
 
 
 def test_seq2seq_shows_encoder_decoder_and_cross_attention(tokenizer):
-    maps = attention.attention_maps(seq2seq(tokenizer), tokenizer, TEXT, GREEDY)
+    maps = attention.attention_maps(seq2seq_lm(tokenizer), tokenizer, TEXT, GREEDY)
     source = len(tokenizer(TEXT).input_ids)
     target = len(maps.query_labels["decoder"])
     assert maps.weights["encoder"].shape == (2, 4, source, source)
@@ -71,7 +55,7 @@ def test_seq2seq_shows_encoder_decoder_and_cross_attention(tokenizer):
                                       DecodingSettings(True, 0.8, 40, 0.95, 1.1, 60, seed=3)])
 def test_the_decoder_reads_the_models_whole_rewrite_decoded_as_the_user_chose(tokenizer, decoding):
     """Not cut short: the decoder input is exactly what the Generate tab would write with these settings."""
-    model = seq2seq(tokenizer)
+    model = seq2seq_lm(tokenizer)
     read = forward_inputs(model, tokenizer, TEXT, decoding)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
     written = generation.generate_ids(model, ids, decoding)[0]
@@ -85,7 +69,7 @@ def test_the_decoder_reads_the_models_whole_rewrite_decoded_as_the_user_chose(to
 
 def test_an_encoder_decoder_reads_the_first_line_of_a_passage_and_says_so(tokenizer):
     """As the Generate tab feeds it: one line (blank lines and surrounding spaces dropped), with a notice."""
-    model = seq2seq(tokenizer)
+    model = seq2seq_lm(tokenizer)
     read = forward_inputs(model, tokenizer, f"\n  {TEXT}  \n\nThou art more louely\nand more temperate", GREEDY)
     assert torch.equal(read.source_ids, tokenizer(TEXT, return_tensors="pt").input_ids[0])
     assert read.notices[0] == "This model rewrites one line at a time: showing the first of your 3 lines."
@@ -94,7 +78,7 @@ def test_an_encoder_decoder_reads_the_first_line_of_a_passage_and_says_so(tokeni
 
 
 def test_pick_view_keeps_kind_layer_and_head_to_what_the_model_has(tokenizer):
-    maps = attention.attention_maps(causal(tokenizer), tokenizer, TEXT, GREEDY)
+    maps = attention.attention_maps(causal_lm(tokenizer), tokenizer, TEXT, GREEDY)
     assert attention.pick_view(maps, "self", "1", "2") == (attention.View("self", 1, 2), [])
     assert attention.pick_view(maps, "self", 0, "average") == (attention.View("self", 0, None), [])
     view, notices = attention.pick_view(maps, "cross", "Infinity", "99")
@@ -102,7 +86,7 @@ def test_pick_view_keeps_kind_layer_and_head_to_what_the_model_has(tokenizer):
     assert notices == ["This model has no attention kind `cross`; it has self: showing self.",
                        "Layer `Infinity` is not a whole number (this model has layers 0 to 1); showing layer 0.",
                        "Head 99 does not exist (this model has heads 0 to 3); showing head 3."]
-    seq = attention.attention_maps(seq2seq(tokenizer), tokenizer, TEXT, GREEDY)
+    seq = attention.attention_maps(seq2seq_lm(tokenizer), tokenizer, TEXT, GREEDY)
     assert attention.pick_view(seq, "self", 0, None) == (attention.View("cross", 0, None), [])  # the menu's default
     assert attention.pick_view(seq, "encoder", 1, 0)[0] == attention.View("encoder", 1, 0)
 
@@ -124,7 +108,7 @@ def test_kinds_are_one_list():
 
 
 def test_seq2seq_maps_are_the_models_own_weights_on_what_the_decoder_read(tokenizer):
-    model = seq2seq(tokenizer)
+    model = seq2seq_lm(tokenizer)
     maps = attention.attention_maps(model, tokenizer, TEXT, GREEDY)
     read = forward_inputs(model, tokenizer, TEXT, GREEDY)
     with torch.no_grad():

@@ -10,21 +10,11 @@ import torch.nn.functional as F
 
 from checkpointing import scoring
 from explorer import catalog, encodings
-from fixtures_checkpoints import ENCODINGS, checkpoint_config, train_tokenizer
-from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
+from fixtures_checkpoints import ENCODINGS, causal_lm, checkpoint_config
+from modeling import ScratchTransformerForSeq2SeqLM
 from modeling.modeling_scratch_transformer import alibi_slopes
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer()
-
-
-def causal(tokenizer, encoding="rope", seed=0, **overrides):
-    torch.manual_seed(seed)
-    return ScratchTransformerForCausalLM(checkpoint_config(tokenizer, encoding, **overrides)).eval()
 
 
 def test_sinusoidal_table_is_the_papers_formula_with_the_pair_index():
@@ -34,10 +24,10 @@ def test_sinusoidal_table_is_the_papers_formula_with_the_pair_index():
 
 
 def test_learned_table_is_the_checkpoints_weights(tokenizer):
-    model = causal(tokenizer, "learned")
+    model = causal_lm(tokenizer, "learned")
     assert np.array_equal(encodings.learned_table(model), model.model.decoder.embed.position.weight.detach().numpy())
     with pytest.raises(ValueError, match="not a learned table"):
-        encodings.learned_table(causal(tokenizer, "rope"))
+        encodings.learned_table(causal_lm(tokenizer, "rope"))
 
 
 def test_rope_angles_turn_pair_i_by_m_theta_i():
@@ -67,7 +57,7 @@ def test_similarity_is_one_at_distance_zero_and_falls_away():
 @pytest.mark.parametrize("context", [2, 5, 16])
 def test_bits_per_character_is_the_evaluations_measure(tokenizer, context):
     """Windows of L tokens overlapping by one: every token but the first scored once, per character scored."""
-    model = causal(tokenizer, "rope")
+    model = causal_lm(tokenizer, "rope")
     ids = tokenizer(TEXT, add_special_tokens=False).input_ids
     windows = [ids[s: s + context] for s in range(0, len(ids) - 1, context - 1)]
     with torch.no_grad():
@@ -81,7 +71,7 @@ def test_bits_per_character_is_the_evaluations_measure(tokenizer, context):
 
 
 def test_bits_per_character_is_none_where_it_cannot_be_measured(tokenizer):
-    learned = causal(tokenizer, "learned")
+    learned = causal_lm(tokenizer, "learned")
     assert encodings.bits_per_character(learned, tokenizer, TEXT * 3, 65) is None  # past the 64-row table
     assert encodings.bits_per_character(learned, tokenizer, TEXT * 3, 64) is not None
     assert encodings.bits_per_character(learned, tokenizer, "Hi there", 32) is None  # text shorter than a window
@@ -95,7 +85,7 @@ def test_bits_per_character_is_none_where_it_cannot_be_measured(tokenizer):
 
 def test_bits_per_character_stops_at_its_deadline(tokenizer):
     with pytest.raises(encodings.TimeLimit):
-        encodings.bits_per_character(causal(tokenizer), tokenizer, TEXT * 20, 8, batch_size=1, deadline=time.monotonic())
+        encodings.bits_per_character(causal_lm(tokenizer), tokenizer, TEXT * 20, 8, batch_size=1, deadline=time.monotonic())
 
 
 def test_within_tokens_cuts_after_a_whole_token(tokenizer):

@@ -6,21 +6,12 @@ from dataclasses import replace
 import pytest
 import torch
 
-from explorer import catalog, generation, streaming
+from explorer import generation, streaming
 from explorer.generation import DecodingSettings, sanitize_decoding
 from explorer.inputs import InputProblem
-from fixtures_checkpoints import SEQ2SEQ_NAME, train_tokenizer
+from fixtures_checkpoints import SEQ2SEQ_NAME, load_named
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer()
-
-
-def load(root, name):
-    return catalog.load_model(catalog.discover_checkpoints(root)[name])
 
 
 def test_sampling_at_temperature_zero_becomes_greedy():
@@ -83,7 +74,7 @@ def test_values_that_cannot_be_read_are_refused_with_what_is_allowed(field, valu
 
 
 def test_long_prompt_keeps_its_end_with_a_notice(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-rope")
     full = tokenizer(TEXT * 10).input_ids
     ids, max_new, notices = generation.encode_prompt(model, tokenizer, TEXT * 10, 20)
     assert ids.shape[1] == 64 and ids[0].tolist() == full[-64:] and max_new == 20
@@ -92,13 +83,13 @@ def test_long_prompt_keeps_its_end_with_a_notice(tiny_checkpoints):
 
 
 def test_learned_positions_bound_prompt_plus_new_tokens(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-learned")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-learned")
     ids, max_new, notices = generation.encode_prompt(model, tokenizer, TEXT * 10, 500)
     assert max_new == 63 and ids.shape[1] + max_new <= 64 and len(notices) == 2
 
 
 def test_seq2seq_source_keeps_its_beginning(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    model, tokenizer = load_named(tiny_checkpoints, SEQ2SEQ_NAME)
     ids, _, notices = generation.encode_prompt(model, tokenizer, TEXT * 10, 20)
     assert ids[0].tolist() == tokenizer(TEXT * 10).input_ids[:64] and "first 64" in notices[0]
 
@@ -134,7 +125,7 @@ def _generate(model, tokenizer, settings):
 
 
 def test_seeded_sampling_repeats_even_with_concurrent_requests(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-rope")
     settings, _ = sanitize_decoding("sampling", 1.0, 0, 1.0, 1.0, 30, 123)
     alone = _generate(model, tokenizer, settings)[0]
     texts = []
@@ -149,7 +140,7 @@ def test_seeded_sampling_repeats_even_with_concurrent_requests(tiny_checkpoints)
 
 
 def test_streamed_text_is_the_generated_text_and_counts_its_tokens(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-alibi")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-alibi")
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 15, 0)
     text, run = _generate(model, tokenizer, settings)
     ids = tokenizer("Shall I", return_tensors="pt").input_ids
@@ -159,7 +150,7 @@ def test_streamed_text_is_the_generated_text_and_counts_its_tokens(tiny_checkpoi
 
 
 def test_stop_flag_ends_generation(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-rope")
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 400, 0)
     ids = tokenizer("Shall I", return_tensors="pt").input_ids
     run = generation.start_generation(model, tokenizer, ids, settings)
@@ -179,7 +170,7 @@ def test_stop_registry_stops_only_the_sessions_own_generation():
 
 
 def test_seq2seq_generation_streams_the_rewrite(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    model, tokenizer = load_named(tiny_checkpoints, SEQ2SEQ_NAME)
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 10, 0)
     text, run = _generate(model, tokenizer, settings)
     assert 0 < run.streamer.n_tokens <= 10  # the decoder start token is not counted
@@ -213,7 +204,7 @@ def _consume(stream):
 
 
 def test_a_continuation_streams_after_its_prompt_and_equals_generate(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-alibi")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-alibi")
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 15, 0)
     states, starts, tokens = _consume(streaming.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
     continuation, _ = generation.generate_text(model, tokenizer, "Shall I", settings)
@@ -227,7 +218,7 @@ def test_a_continuation_streams_after_its_prompt_and_equals_generate(tiny_checkp
 
 
 def test_an_encoder_decoder_rewrites_line_by_line_each_line_as_generate_rewrites_it(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    model, tokenizer = load_named(tiny_checkpoints, SEQ2SEQ_NAME)
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 8, 0)
     lines = ["Shall I compare thee", "Thou art more louely"]
     states, starts, _ = _consume(streaming.stream_generation(model, tokenizer, f"{lines[0]}\n\n  {lines[1]}\n", settings,
@@ -242,7 +233,7 @@ def test_an_encoder_decoder_rewrites_line_by_line_each_line_as_generate_rewrites
 
 
 def test_stop_ends_the_line_and_skips_the_lines_left(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
+    model, tokenizer = load_named(tiny_checkpoints, SEQ2SEQ_NAME)
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 60, 0)
     stop = threading.Event()
     seen = []
@@ -256,7 +247,7 @@ def test_stop_ends_the_line_and_skips_the_lines_left(tiny_checkpoints):
 
 
 def test_closing_the_stream_early_stops_the_generation_thread(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-rope")
     settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 400, 0)
     stop = threading.Event()
     stream = streaming.stream_generation(model, tokenizer, "Shall I", settings, stop)
@@ -270,7 +261,7 @@ def test_closing_the_stream_early_stops_the_generation_thread(tiny_checkpoints):
 
 
 def test_a_failed_call_raises_in_the_stream(tiny_checkpoints):
-    model, tokenizer = load(tiny_checkpoints, "shakespeare-rope")
+    model, tokenizer = load_named(tiny_checkpoints, "shakespeare-rope")
     settings = DecodingSettings(False, max_new_tokens=5, repetition_penalty=-1.0)  # generate() refuses it
     with pytest.raises(ValueError, match="strictly positive"):  # raised in the thread, re-raised here
         list(streaming.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))

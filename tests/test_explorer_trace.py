@@ -9,26 +9,11 @@ import torch
 from explorer import trace
 from explorer.generation import DecodingSettings
 from explorer.tokens import token_labels
-from fixtures_checkpoints import checkpoint_config, train_tokenizer
-from modeling import ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM, record
+from fixtures_checkpoints import causal_lm, seq2seq_lm
+from modeling import record
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."
 GREEDY = DecodingSettings(False, max_new_tokens=40)
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return train_tokenizer()
-
-
-def causal(tokenizer, encoding="rope", seed=0, **overrides):
-    torch.manual_seed(seed)
-    return ScratchTransformerForCausalLM(checkpoint_config(tokenizer, encoding, **overrides)).eval()
-
-
-def seq2seq(tokenizer, seed=0):
-    torch.manual_seed(seed)
-    return ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True)).eval()
 
 
 def shapes(result):
@@ -37,7 +22,7 @@ def shapes(result):
 
 @pytest.mark.parametrize("d_model, n_heads, n_layers, d_ff", [(32, 4, 2, 64), (48, 6, 3, 40)])
 def test_forward_trace_reads_shapes_from_the_real_pass(tokenizer, d_model, n_heads, n_layers, d_ff):
-    model = causal(tokenizer, "sinusoidal", d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff)
+    model = causal_lm(tokenizer, "sinusoidal", d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff)
     result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
     T, Dh = ids.shape[1], d_model // n_heads
@@ -62,7 +47,7 @@ def test_forward_trace_reads_shapes_from_the_real_pass(tokenizer, d_model, n_hea
 
 
 def test_every_row_names_where_its_tensor_is_in_the_models_output(tokenizer):
-    model = causal(tokenizer, "rope")
+    model = causal_lm(tokenizer, "rope")
     result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
     with torch.no_grad(), record() as recording:
@@ -74,7 +59,7 @@ def test_every_row_names_where_its_tensor_is_in_the_models_output(tokenizer):
 
 
 def test_forward_trace_leaves_the_model_as_it_was(tokenizer):
-    model = causal(tokenizer, "rope")
+    model = causal_lm(tokenizer, "rope")
     before = {name: dict(vars(m)) for name, m in model.named_modules()}
     trace.forward_trace(model, tokenizer, TEXT, GREEDY)
     assert all(not m._forward_hooks and not m._forward_pre_hooks for m in model.modules())
@@ -83,7 +68,7 @@ def test_forward_trace_leaves_the_model_as_it_was(tokenizer):
 
 def test_concurrent_traces_on_one_shared_model_are_whole_and_identical(tokenizer):
     """Four threads trace the same model at once, over and over; every table is the single-threaded one."""
-    model = causal(tokenizer, "rope")
+    model = causal_lm(tokenizer, "rope")
     texts = [TEXT, "To be, or not to be", "Another request entirely, longer than the others by a few words"]
     alone = {text: trace.forward_trace(model, tokenizer, text, GREEDY) for text in texts}
     results, errors, start = [], [], threading.Barrier(4)
@@ -116,13 +101,13 @@ def test_concurrent_traces_on_one_shared_model_are_whole_and_identical(tokenizer
     ("learned", "positional encodings (learned)", lambda T, H, Dh: (1, T, H * Dh)),
 ])
 def test_forward_trace_shows_each_encoding_where_it_acts(tokenizer, encoding, step, shape):
-    result = trace.forward_trace(causal(tokenizer, encoding), tokenizer, TEXT, GREEDY)
+    result = trace.forward_trace(causal_lm(tokenizer, encoding), tokenizer, TEXT, GREEDY)
     T = len(tokenizer(TEXT).input_ids)
     assert shapes(result)[("decoder", step)] == shape(T, 4, 8)
 
 
 def test_forward_trace_of_seq2seq_has_cross_attention_and_says_what_the_decoder_read(tokenizer):
-    model = seq2seq(tokenizer)
+    model = seq2seq_lm(tokenizer)
     result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)
     found = shapes(result)
     S, T = found[("encoder", "token ids")][1], found[("decoder", "token ids")][1]
