@@ -231,7 +231,7 @@ TIMELINE = """### Watch it learn: an induction head forms
 - **Scores and losses:** the head scores are measured on a fixed probe, random tokens read twice (the standard
   induction score), not on your text. The validation loss is on the same held-out plays for both runs; each
   training loss is on its run's own data.
-- **A real model learning** (the section below the grid): Pythia publishes the checkpoints of its training as
+- **A real model learning** (the section at the foot of this tab): Pythia publishes the checkpoints of its training as
   revisions of its Hub repo (`step0` … `step143000`). Name a repo and the revisions, and each is downloaded once,
   converted into this app's Transformer and measured on the same probe: every head's scores over training, and for
   the revision you pick, its best induction head on your text, its sample and its guesses."""

@@ -191,3 +191,12 @@ def test_a_head_is_named_with_the_first_revision_it_reaches_the_threshold_at():
     assert formed == [(0, 1, 1000), (0, 0, "main")]
     assert formed_line("repo", formed, "revision") == (f"repo forms 2 induction heads (score at least {THRESHOLD:g} at a "
                                                        "revision): L0.H1 from step 1,000, L0.H0 from main.")
+
+
+def test_the_readme_says_the_limit_the_code_keeps():
+    from pathlib import Path
+
+    from explorer.hub_timeline import MAX_REVISIONS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"{MAX_REVISIONS} evenly spaced or the ones you name" in readme

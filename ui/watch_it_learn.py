@@ -130,7 +130,7 @@ def hub_section(text: gr.Textbox) -> None:
                             max_lines=4, elem_id="hub-timeline-sample")
         guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this revision "
                                    f"guessed it (its most likely next token), {recorded_runs.MISSED} where it guessed wrong",
-                             lines=2, max_lines=4, elem_id="hub-timeline-guesses", elem_classes="monospace")
+                             lines=2, max_lines=4, elem_id="hub-timeline-guesses", elem_classes=["monospace", "aligned"])
         attention = gr.Plot(label="The best induction head's attention on your text", elem_id="plot-hub-timeline-attention")
     timeline, asked = gr.State(NO_TIMELINE), gr.State(NO_REQUEST)
     gr.on([button.click, repo.submit, revisions.submit], open_revisions, [repo, revisions, text], [asked, line],
@@ -169,7 +169,7 @@ def tab() -> None:
         guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this snapshot "
                                    f"guessed it (its most likely next token), {recorded_runs.MISSED} where it guessed wrong; "
                                    "⟨c3⟩ is one byte of a character outside ASCII", lines=2, max_lines=4,
-                             elem_id="timeline-guesses", elem_classes="monospace")
+                             elem_id="timeline-guesses", elem_classes=["monospace", "aligned"])
         grid = gr.Plot(label="Every head's attention on your text", elem_id="plot-timeline-grid")
         with gr.Row(elem_classes="plot-row"):
             previous = gr.Plot(label="The best previous-token head, enlarged", elem_id="plot-timeline-previous")
