@@ -88,8 +88,16 @@ def test_watch_a_hub_repo_learn_and_pick_a_revision(browser, app_server, hub, wi
     open_tab(page, "Watch it learn")
     page.get_by_text("A real model learning:").first.click()
     page.fill("#hub-timeline-repo input, #hub-timeline-repo textarea", PYTHIA)
+    page.evaluate("""() => {  // every text the status line shows, as it streams
+        window.__lines = [];
+        const status = document.querySelector('#hub-timeline-status');
+        new MutationObserver(() => window.__lines.push(status.innerText)).observe(
+            status, {childList: true, subtree: true, characterData: true});
+    }""")
     page.click("#hub-timeline-button")  # the revisions left empty: the repo's step<N> ones
     page.wait_for_selector("#hub-timeline-status >> text=best induction head")
+    streamed = page.evaluate("() => window.__lines")
+    assert any(f"revision step{STEPS[-1]} ({len(STEPS)} of {len(STEPS)})" in text for text in streamed), streamed
     line = page.inner_text("#hub-timeline-status")
     assert f"step {STEPS[-1]:,} (commit" in line and f"{len(STEPS)} of {len(STEPS)} opened" in line
     for plot in ("plot-hub-timeline-heads", "plot-hub-timeline-attention"):
