@@ -27,8 +27,8 @@ from .recorded_runs import GREEDY, check_text, guessed_tokens, shown_token
 from .run import recorded_run
 
 MAX_REVISIONS = 12
-# one measurement at a time, whichever event asks: the API's runs in the opening slots, which wait on the network,
-# and must not take the cores the views and the generations' decode thread use
+# one measurement at a time, whichever event asks (the API's, in the opening slots, of which there are four; the
+# tab's, in the views' slot): the model's work never takes more than one core from the generations' decode thread
 MEASURING = threading.Lock()
 
 

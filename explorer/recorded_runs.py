@@ -1,6 +1,7 @@
 """The recorded training runs as the Watch it learn tab shows them: which checkpoints hold one, their snapshots'
 weights (loaded on first use, the most recently used kept), and one view of a run at one snapshot on a text; what
-any model's steps of training share with it (``heads_formed``, ``formed_line``, ``step_label``, ``guesses_line``).
+any model's steps of training share with it (``heads_formed``, ``formed_line``, ``step_label``, ``guesses_line``,
+``guesses_right``).
 
 A recorded run is a checkpoint folder with a timeline.json beside the final model (``checkpointing.recorded_run``):
 what was measured at every snapshot, on fixed probes, and the snapshots' float16 weights. A view takes the curves
@@ -128,6 +129,11 @@ def guesses_line(cells: list[str], guessed: list[str]) -> str:
     widths = [len(c) for c in cells]
     guesses = [" " * widths[0]] + [(c if g else MISSED).ljust(w) for c, g, w in zip(cells[1:], guessed, widths[1:])]
     return "".join(cells) + "\n" + "".join(guesses)
+
+
+def guesses_right(guessed: list[str]) -> str:
+    """How many of the text's next tokens the model guessed (``guessed_tokens``: "" where it missed)."""
+    return f"Right on {sum(1 for token in guessed if token)} of the {len(guessed)} next tokens of your text."
 
 
 def recorded(info: catalog.CheckpointInfo) -> RecordedRun:
@@ -303,8 +309,7 @@ class TimelineView:
         return {"first copy": (right(first), length - 1), "repeat": (right(repeat), length - 1)}
 
     def guesses_count(self) -> str:
-        right = sum(1 for token in self.guessed if token)
-        line = f"Right on {right} of the {len(self.guessed)} next tokens of your text."
+        line = guesses_right(self.guessed)
         counts = self.guess_counts()
         if counts:
             (a, n), (b, _) = counts.values()

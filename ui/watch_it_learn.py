@@ -98,7 +98,6 @@ def revision_views(timeline: dict, index: int) -> tuple:
     view, steps = timeline["revisions"][index], hub_timeline.steps_of(timeline)
     induction, previous = view["best_induction"], view["best_previous_token"]
     formed = recorded_runs.heads_formed(steps, [v["induction"] for v in timeline["revisions"]])
-    right = sum(1 for token in view["guessed"] if token)
     commit = f"commit `{view['commit'][:12]}`; " if view["commit"] else ""
     line = status(
         f"**{recorded_runs.step_label(steps[index])}** ({commit}{index + 1} of {len(steps)} opened, "
@@ -107,7 +106,7 @@ def revision_views(timeline: dict, index: int) -> tuple:
         f"{previous['layer']}, head {previous['head']} ({previous['score']:.2f}) · a head spreading its attention "
         f"evenly on the probe scores {timeline['induction_baseline']:.2f}",
         recorded_runs.formed_line(echo(timeline["repo_id"], 90), formed, "revision"),
-        f"Right on {right} of the {len(view['guessed'])} next tokens of your text.", *timeline["notices"])
+        recorded_runs.guesses_right(view["guessed"]), *timeline["notices"])
     return (learn_figures.hub_heads_figure(timeline, index), learn_figures.hub_attention_figure(timeline, index),
             visible_breaks(view["sample"]), recorded_runs.guesses_line(view["read_tokens"], view["guessed"]), line)
 
