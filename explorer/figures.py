@@ -142,14 +142,19 @@ def attention_head_figure(maps: AttentionMaps, view: View) -> go.Figure:
     """One head (or the mean over heads) with token labels; hover shows query, key and weight."""
     weights = maps.weights[view.kind][view.layer]
     z = weights.mean(0) if view.head is None else weights[view.head]
-    queries, keys = plotly_text(maps.query_labels[view.kind]), plotly_text(maps.key_labels[view.kind])
     which = "mean over heads" if view.head is None else f"head {view.head}"
-    fig = go.Figure(go.Heatmap(z=z.astype(np.float32), x=keys, y=queries, colorscale="Blues", zmin=0, zmax=float(z.max()),
+    return token_attention_figure(z, maps.query_labels[view.kind], maps.key_labels[view.kind],
+                                  f"{ATTENTION_KINDS[view.kind]}, layer {view.layer}, {which}", *SITES[view.kind].axis_labels)
+
+
+def token_attention_figure(z, queries: list[str], keys: list[str], title: str, query: str, key: str) -> go.Figure:
+    """A (queries, keys) attention map with the tokens on its axes (``query``, ``key``: what they are); hover
+    shows query, key and weight."""
+    z, queries, keys = np.asarray(z, dtype=np.float32), plotly_text(queries), plotly_text(keys)
+    fig = go.Figure(go.Heatmap(z=z, x=keys, y=queries, colorscale="Blues", zmin=0, zmax=float(z.max()),
                                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     size = max(420, min(900, 14 * max(len(queries), len(keys)) + 160))
-    query, key = SITES[view.kind].axis_labels
-    fig.update_layout(title=f"{ATTENTION_KINDS[view.kind]}, layer {view.layer}, {which}", xaxis_title=f"key: {key}",
-                      yaxis_title=f"query: {query}", height=size, **LAYOUT)
+    fig.update_layout(title=title, xaxis_title=f"key: {key}", yaxis_title=f"query: {query}", height=size, **LAYOUT)
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
     fig.update_yaxes(type="category", autorange="reversed", tickfont_size=10)
     return fig

@@ -3,13 +3,17 @@
 (``explorer.recorded_runs``): every head's induction and previous-token score on the standard probes
 (``checkpointing.in_context``), the attention of the best induction head on the learner's text, and a greedy sample.
 
+``request`` checks what was asked; its ``opening()`` streams the downloads' progress, its ``measure()`` returns the
+JSON; ``hub_timeline`` does both (the API), the Watch it learn tab runs them as two events (``ui.watch_it_learn``).
+
 Induction score: on random tokens r_0..r_{L-1} followed by the same tokens again, the mean attention from each token
 of the second copy to the token after its first occurrence; a head spreading its weight evenly scores about 1/T.
 """
 
 import re
-from dataclasses import replace
-from typing import Callable
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -19,16 +23,25 @@ from . import catalog, hub
 from .attention import attention_maps
 from .generation import generate_ids
 from .inputs import InputProblem, echo, kind_of
-from .recorded_runs import GREEDY, check_text, guessed_tokens
+from .recorded_runs import GREEDY, check_text, guessed_tokens, shown_token
 from .run import recorded_run
 
 MAX_REVISIONS = 12
+# one measurement at a time, whichever event asks (the API's, in the opening slots, of which there are four; the
+# tab's, in the views' slot): the model's work never takes more than one core from the generations' decode thread
+MEASURING = threading.Lock()
 
 
 def step_of(revision: str) -> int | None:
     """The training step a revision names (``step1000`` -> 1000), else None."""
     match = re.fullmatch(r"step(\d+)", revision)
     return int(match.group(1)) if match else None
+
+
+def steps_of(timeline: dict) -> list:
+    """Each opened revision's training step, the x axis of the views (a revision that names none, such as
+    ``main``, by its name)."""
+    return [v["step"] if v["step"] is not None else v["revision"] or v["menu_name"] for v in timeline["revisions"]]
 
 
 def spaced(names: list, n: int = MAX_REVISIONS) -> list:
@@ -90,24 +103,55 @@ def revision_view(name: str, text: str) -> dict:
             "best_induction": top, "best_previous_token": best(previous),
             "attention_of_best_induction_head": maps.weights["self"][top["layer"], top["head"]].round(6).tolist(),
             "sample": tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True),
-            "guessed": guessed_tokens(read.logits, ids[0], tokenizer)}
+            "guessed": guessed_tokens(read.logits, ids[0], tokenizer),
+            "read_tokens": [shown_token(tokenizer, int(i)) for i in ids[0]]}
+
+
+@dataclass
+class Request:
+    """A checked request: the repo, the revisions to open (in the order asked), the learner's text. ``opening()``
+    opens them (downloads wait on the network), ``measure()`` then reads them (the model's work)."""
+
+    repo_id: str
+    revisions: list[str]
+    text: str
+    notices: list[str]
+    names: list[str] = field(default_factory=list)  # the menu name of each revision opened so far
+
+    def opening(self) -> Iterator[str]:
+        """Open every revision (each downloaded once, whoever asks; cached), one progress line at a time."""
+        self.names = []
+        for number, revision in enumerate(self.revisions, 1):
+            job = hub.start_open(self.repo_id, revision)
+            for line in ["opening", *job.follow()]:
+                yield f"revision {revision} ({number} of {len(self.revisions)}): {line}"
+            self.names.append(job.outcome().name)
+
+    def measure(self) -> dict:
+        """The JSON the views draw: every opened revision measured, in step order (``revision_view``)."""
+        with MEASURING:
+            views = sorted((revision_view(name, self.text) for name in self.names),
+                           key=lambda v: (v["step"] is None, v["step"] or 0))
+            return {"repo_id": self.repo_id, "revisions": views,
+                    "tokens": attention_tokens(views[0]["menu_name"], self.text),
+                    "induction_baseline": induction_baseline(INDUCTION_LENGTH), "notices": self.notices}
+
+
+def request(repo_id, revisions, text) -> Request:
+    """Check what was asked (repo id, at most ``MAX_REVISIONS`` revisions, the text); InputProblem saying what is
+    allowed. No revisions: the repo's ``step<N>`` ones, listed by the Hub."""
+    repo_id = hub.check_repo_id(repo_id)
+    text, notices = check_text(text, 2048)
+    return Request(repo_id, pick_revisions(repo_id, revisions), text, notices)
 
 
 def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | None = None) -> dict:
     """Every revision asked for, opened (downloads cached) and measured; the JSON the Watch it learn views draw."""
-    repo_id = hub.check_repo_id(repo_id)
-    text, notices = check_text(text, 2048)
-    chosen = pick_revisions(repo_id, revisions)
-    views = []
-    for number, revision in enumerate(chosen, 1):
-        job = hub.start_open(repo_id, revision)
-        for line in ["opening", *job.follow()]:
-            if on_progress:
-                on_progress(f"revision {revision} ({number} of {len(chosen)}): {line}")
-        views.append(revision_view(job.outcome().name, text))
-    views.sort(key=lambda v: (v["step"] is None, v["step"] or 0))
-    return {"repo_id": repo_id, "revisions": views, "tokens": attention_tokens(views[0]["menu_name"], text),
-            "induction_baseline": induction_baseline(INDUCTION_LENGTH), "notices": notices}
+    asked = request(repo_id, revisions, text)
+    for line in asked.opening():
+        if on_progress:
+            on_progress(line)
+    return asked.measure()
 
 
 def attention_tokens(name: str, text: str) -> list[str]:

@@ -1,6 +1,7 @@
 """Plotly figures of learning itself: the live loss curve, a head's attention on the probe, the induction scores
 (``live_training``), what one gradient step did (``gradient_step``), and a recorded run at one snapshot
-(``timeline``): its loss curves and head scores over training beside another run's, every head's attention.
+(``timeline``): its loss curves and head scores over training beside another run's, every head's attention; a Hub
+repo's training revisions (``hub_timeline``'s JSON): the same head scores, its best induction head's attention.
 
 Token labels go through ``plotly_text``: plotly reads ``<...>`` as markup, and a label is user text.
 """
@@ -12,12 +13,13 @@ import plotly.graph_objects as go
 from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
-from .figures import LAYOUT, attention_head_figure, heatmap_figure, percent, plotly_text
+from .figures import LAYOUT, attention_head_figure, heatmap_figure, percent, plotly_text, token_attention_figure
 from .gradient_step import HEAD_PARTS, GradientStep
 from .heads import THRESHOLD
+from .hub_timeline import steps_of
 from .live_training import Snapshot
 from .teach_figures import AFTER, BEFORE, _unique
-from .recorded_runs import CIRCUIT, TimelineView
+from .recorded_runs import CIRCUIT, TimelineView, step_label
 
 LAYER_NAME = re.compile(r"^(?P<stack>.*\.layers)\.(?P<layer>\d+)\.(?P<tensor>.+)$")  # model.….layers.3.self_attn.qkv_proj.weight
 
@@ -199,42 +201,57 @@ def head_colours(n_layers: int, n_heads: int) -> list[list[str]]:
 
 
 def timeline_heads_figure(view: TimelineView) -> go.Figure:
-    """Every head's induction score (top) and previous-token score (middle) at every snapshot of this run, one
-    line per head; the other run's best head at each snapshot dashed; below, the composition of every pair of an
-    earlier and a later head (``timeline.composition_scores``): a pair that ever reaches 0.1 drawn in the later
-    head's colour and named, the rest thin and grey; a dotted line at the current step."""
-    rows = 3 if view.composition else 2
+    """``heads_figure`` of a recorded run at a snapshot: the scores from its timeline.json, the other run's best head
+    dashed, and the composition of every earlier/later head pair."""
+    other = None
+    if view.other is not None:
+        other = (view.other.name, view.other.steps,
+                 {what: [float(np.max(s[what])) for s in view.other.snapshots] for what in ("induction", "previous_token")})
+    return heads_figure(view.run.steps, [s["induction"] for s in view.run.snapshots],
+                        [s["previous_token"] for s in view.run.snapshots], view.step, other, view.composition)
+
+
+def heads_figure(steps: list, induction, previous, at, other: tuple | None = None,
+                 composition: dict | None = None) -> go.Figure:
+    """Every head's induction score (top) and previous-token score (middle) at every step, one line per head
+    (``induction``, ``previous``: one layers x heads array per step; a step that is not a number, such as a revision
+    named ``main``, is a category of the x axis); a dotted line at the step ``at``. ``other``: (name, its steps,
+    {"induction", "previous_token": its best head's score at each}) dashed. ``composition``: {(l1, h1, l2, h2): one
+    score per step}, drawn below (``recorded_runs.composition_scores``): a pair that ever reaches 0.1 in the later
+    head's colour and named, the rest thin and grey."""
+    rows = 3 if composition else 2
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=["Induction score of every head", "Previous-token score of every head",
                                         "K-composition: what a later head's induction score loses without an earlier head"][:rows])
-    induction = np.asarray([s["induction"] for s in view.run.snapshots])  # (snapshots, layers, heads)
-    previous = np.asarray([s["previous_token"] for s in view.run.snapshots])
+    induction, previous = np.asarray(induction, dtype=float), np.asarray(previous, dtype=float)  # (steps, layers, heads)
     colours = head_colours(*induction.shape[1:])
     for row, (scores, what) in enumerate(((induction, "induction"), (previous, "previous_token")), start=1):
         for layer in range(scores.shape[1]):
             for head in range(scores.shape[2]):
                 name = f"layer {layer}, head {head}"
-                fig.add_scatter(x=view.run.steps, y=scores[:, layer, head], mode="lines+markers", name=name,
+                fig.add_scatter(x=steps, y=scores[:, layer, head], mode="lines+markers", name=name,
                                 legendgroup=name, showlegend=row == 1, marker_size=4,
                                 line=dict(color=colours[layer][head], width=2),
                                 hovertemplate=f"{name}<br>step %{{x}}<br>score %{{y:.3f}}<extra></extra>", row=row, col=1)
-        if view.other is not None:
-            best = [float(np.max(s[what])) for s in view.other.snapshots]
-            label = plotly_text(f"{view.other.name}: its best head")
-            fig.add_scatter(x=view.other.steps, y=best, mode="lines", name=label, legendgroup="other",
+        if other is not None:
+            name, other_steps, best = other
+            label = plotly_text(f"{name}: its best head")
+            fig.add_scatter(x=other_steps, y=best[what], mode="lines", name=label, legendgroup="other",
                             showlegend=row == 1, line=dict(color=OTHER_RUN, width=2, dash="dash"),
                             hovertemplate=f"{label}<br>step %{{x}}<br>score %{{y:.3f}}<extra></extra>", row=row, col=1)
-    for (l1, h1, l2, h2), scores in view.composition.items():
+    for (l1, h1, l2, h2), scores in (composition or {}).items():
         strong = max(scores) >= 0.1
         name = f"L{l1}.H{h1} → L{l2}.H{h2}"
-        fig.add_scatter(x=view.run.steps, y=scores, mode="lines", name=name, showlegend=strong,
+        fig.add_scatter(x=steps, y=scores, mode="lines", name=name, showlegend=strong,
                         line=dict(color=colours[l2][h2] if strong else "#cccccc", width=2.5 if strong else 1,
                                   dash="solid" if h1 % 2 == 0 else "dashdot"),
                         hovertemplate=f"{name}<br>step %{{x}}<br>loses %{{y:.3f}}<extra></extra>", row=3, col=1)
     fig.add_hline(y=THRESHOLD, line=dict(color="#999999", width=1, dash="dot"), row=1, col=1,
                   annotation_text=f"labelled induction from {THRESHOLD:g}", annotation_position="top left")
     for row in range(1, rows + 1):
-        _mark_step(fig, view.step, row=row, col=1)
+        _mark_step(fig, at, row=row, col=1)
+    if not all(isinstance(step, int) for step in steps):
+        fig.update_xaxes(type="category")
     fig.update_yaxes(range=[0, 1.02], title_text="score")
     fig.update_yaxes(range=[-0.05, 1.02], title_text="loses", row=3, col=1)
     fig.update_xaxes(title_text="step", row=rows, col=1)
@@ -285,3 +302,17 @@ def circuit_head_figures(view: TimelineView) -> dict[str, go.Figure]:
                                 f"{view_of.head} (score {value:.2f})")
         figures[score] = fig
     return figures
+
+
+def hub_heads_figure(timeline: dict, index: int) -> go.Figure:
+    """``heads_figure`` of a Hub repo's revisions (``hub_timeline``'s JSON), a dotted line at revision ``index``."""
+    views, steps = timeline["revisions"], steps_of(timeline)
+    return heads_figure(steps, [v["induction"] for v in views], [v["previous_token"] for v in views], steps[index])
+
+
+def hub_attention_figure(timeline: dict, index: int) -> go.Figure:
+    """The attention of revision ``index``'s best induction head on the learner's text, every token on the axes."""
+    view, top = timeline["revisions"][index], timeline["revisions"][index]["best_induction"]
+    return token_attention_figure(view["attention_of_best_induction_head"], timeline["tokens"], timeline["tokens"],
+                                  f"Best {CIRCUIT['induction']}, {plotly_text(step_label(steps_of(timeline)[index]))}:<br>layer "
+                                  f"{top['layer']}, head {top['head']} (score {top['score']:.2f})", "token", "token")

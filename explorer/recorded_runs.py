@@ -1,5 +1,7 @@
 """The recorded training runs as the Watch it learn tab shows them: which checkpoints hold one, their snapshots'
-weights (loaded on first use, the most recently used kept), and one view of a run at one snapshot on a text.
+weights (loaded on first use, the most recently used kept), and one view of a run at one snapshot on a text; what
+any model's steps of training share with it (``heads_formed``, ``formed_line``, ``step_label``, ``guesses_line``,
+``guesses_right``).
 
 A recorded run is a checkpoint folder with a timeline.json beside the final model (``checkpointing.recorded_run``):
 what was measured at every snapshot, on fixed probes, and the snapshots' float16 weights. A view takes the curves
@@ -88,15 +90,50 @@ class RecordedRun:
     def heads_formed(self, score: str = "induction") -> list[tuple[int, int, int]]:
         """(layer, head, step) of every head whose ``score`` reaches THRESHOLD at some snapshot, with the first such
         step, in the order they formed."""
-        scores = np.asarray([s[score] for s in self.snapshots])  # (snapshots, layers, heads)
-        found = [(int(np.argmax(scores[:, l, h] >= THRESHOLD)), l, h) for l in range(scores.shape[1])
-                 for h in range(scores.shape[2]) if scores[:, l, h].max() >= THRESHOLD]
-        return [(l, h, self.steps[i]) for i, l, h in sorted(found)]
+        return heads_formed(self.steps, [s[score] for s in self.snapshots])
 
     def formed(self) -> int | None:
         """The index of the first snapshot where some head's induction score reaches ``THRESHOLD`` (the score at which
         the Attention heads tab labels a head "induction"), or None."""
         return next((i for i, score in enumerate(self.best_induction()) if score >= THRESHOLD), None)
+
+
+def heads_formed(steps: list, scores) -> list[tuple[int, int, object]]:
+    """(layer, head, step) of every head whose score (``scores``: one layers x heads array per step) reaches
+    THRESHOLD at some step, with the first such step, in the order they formed."""
+    scores = np.asarray(scores)  # (steps, layers, heads)
+    found = [(int(np.argmax(scores[:, l, h] >= THRESHOLD)), l, h) for l in range(scores.shape[1])
+             for h in range(scores.shape[2]) if scores[:, l, h].max() >= THRESHOLD]
+    return [(l, h, steps[i]) for i, l, h in sorted(found)]
+
+
+def step_label(step) -> str:
+    """A step as the views name it: "step 1,000"; a revision that names no step (``main``) by its name."""
+    return f"step {step:,}" if isinstance(step, int) else str(step)
+
+
+def formed_line(name: str, formed: list[tuple[int, int, object]], where: str) -> str:
+    """Every induction head of ``heads_formed`` named with the step it first reached THRESHOLD at (a step that is
+    not a number, such as a revision named ``main``, as it is named); ``where``: what a step is (a snapshot)."""
+    if not formed:
+        return f"No head of {name} reaches an induction score of {THRESHOLD:g} at any {where}."
+    named = ", ".join(f"L{layer}.H{head} from {step_label(step)}" for layer, head, step in formed)
+    kind = "an induction head" if len(formed) == 1 else f"{len(formed)} induction heads"
+    return f"{name} forms {kind} (score at least {THRESHOLD:g} at a {where}): {named}."
+
+
+def guesses_line(cells: list[str], guessed: list[str]) -> str:
+    """Two aligned lines: the text as the model reads it, one cell per token (a byte outside ASCII as ⟨hex⟩), and
+    under each token from the second on, the token again where the model guessed it (``guessed_tokens``: its most
+    likely next token), else a ·. Meant for a monospace font."""
+    widths = [len(c) for c in cells]
+    guesses = [" " * widths[0]] + [(c if g else MISSED).ljust(w) for c, g, w in zip(cells[1:], guessed, widths[1:])]
+    return "".join(cells) + "\n" + "".join(guesses)
+
+
+def guesses_right(guessed: list[str]) -> str:
+    """How many of the text's next tokens the model guessed (``guessed_tokens``: "" where it missed)."""
+    return f"Right on {sum(1 for token in guessed if token)} of the {len(guessed)} next tokens of your text."
 
 
 def recorded(info: catalog.CheckpointInfo) -> RecordedRun:
@@ -258,13 +295,8 @@ class TimelineView:
                 f"repeated-passage ratio {s['repeated_passage_ratio']:.2f}")
 
     def guesses_line(self) -> str:
-        """Two aligned lines: the text as the model reads it, one cell per token (a byte outside ASCII as ⟨hex⟩),
-        and under each token from the second on, the token again where the snapshot guessed it (its most likely
-        next token), else a ·. Meant for a monospace font."""
-        cells = self.read_tokens
-        widths = [len(c) for c in cells]
-        guesses = [" " * widths[0]] + [(c if g else MISSED).ljust(w) for c, g, w in zip(cells[1:], self.guessed, widths[1:])]
-        return "".join(cells) + "\n" + "".join(guesses)
+        """``guesses_line``: the tokens read, and under each the snapshot's right guesses."""
+        return guesses_line(self.read_tokens, self.guessed)
 
     def guess_counts(self) -> dict[str, tuple[int, int]] | None:
         """{"first copy", "repeat"}: (right, of how many) over the two copies of the text's repeated ending
@@ -278,8 +310,7 @@ class TimelineView:
         return {"first copy": (right(first), length - 1), "repeat": (right(repeat), length - 1)}
 
     def guesses_count(self) -> str:
-        right = sum(1 for token in self.guessed if token)
-        line = f"Right on {right} of the {len(self.guessed)} next tokens of your text."
+        line = guesses_right(self.guessed)
         counts = self.guess_counts()
         if counts:
             (a, n), (b, _) = counts.values()
@@ -306,12 +337,7 @@ class TimelineView:
 
     def formed_line(self) -> str:
         """When each of the run's induction heads formed, from its snapshots: every head named."""
-        formed = self.run.heads_formed()
-        if not formed:
-            return f"No head of {self.run.name} reaches an induction score of {THRESHOLD:g} at any snapshot."
-        named = ", ".join(f"L{layer}.H{head} from step {step:,}" for layer, head, step in formed)
-        kind = "an induction head" if len(formed) == 1 else f"{len(formed)} induction heads"
-        return f"{self.run.name} forms {kind} (score at least {THRESHOLD:g} at a snapshot): {named}."
+        return formed_line(self.run.name, self.run.heads_formed(), "snapshot")
 
 
 def timeline_view(run, snapshot, text, root: Path | None = None) -> TimelineView:

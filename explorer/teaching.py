@@ -230,4 +230,14 @@ TIMELINE = """### Watch it learn: an induction head forms
   its guesses are no better in the repeat, so the data decide.
 - **Scores and losses:** the head scores are measured on a fixed probe, random tokens read twice (the standard
   induction score), not on your text. The validation loss is on the same held-out plays for both runs; each
-  training loss is on its run's own data."""
+  training loss is on its run's own data.
+- **A real model learning** (the section at the foot of this tab): Pythia publishes the checkpoints of its training as
+  revisions of its Hub repo (`step0` … `step143000`). Name a repo and the revisions, and each is downloaded once,
+  converted into this app's Transformer and measured on the same probe: every head's scores over training, and for
+  the revision you pick, its best induction head on your text, its sample and its guesses."""
+
+HUB_TIMELINE = """A repo that publishes its training checkpoints as revisions, as Pythia does (`step0` … `step143000`;
+EleutherAI/pythia-14m is small enough for this CPU): each revision asked for is downloaded once (then cached for
+everyone), converted into this app's Transformer, and measured as the recorded runs are: every head's induction and
+previous-token score on the probe (random tokens read twice), and on your text above (read with the repo's own
+tokenizer) the attention of the revision's best induction head, its greedy sample and its right guesses."""

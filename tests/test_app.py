@@ -70,21 +70,22 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "training_timeline_snapshot", "training_timeline_step", "training_timeline_open", "training_timeline_run_range",
                "training_timeline_run", "patching_model_note", "patching_cell", "patching_change_word",
                "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus", "train_live_preset",
-               "train_live_leave_preset"}
+               "train_live_leave_preset", "hub_timeline_open", "hub_timeline_measure", "hub_timeline_revision"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
 def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved(app):
     groups = {app.demo.fns[dep["id"]].name: (app.demo.fns[dep["id"]].concurrency_id, app.demo.fns[dep["id"]].concurrency_limit)
               for dep in app.demo.config["dependencies"]}
-    for interactive in ("encoding_plots", "show_attention", "show_head", "trace_forward", "training_timeline"):
+    for interactive in ("encoding_plots", "show_attention", "show_head", "trace_forward", "training_timeline",
+                        "measure_revisions"):
         assert groups[interactive] == ("model", 1)  # one core for the views, one for the generations' decode thread
     assert groups["generate"] == ("generation", 16)  # the views never wait behind generations, decoded in one batch
     assert groups["recompute_extrapolation"] == ("extrapolation", 1)
     assert groups["compare_encodings"] == ("comparison", 1)
     assert groups["gradient_step"] == ("model", 1)
     assert groups["train_live"] == ("training", 1)  # one training job at a time, never in the generation slots
-    for opening in ("open_model", "open_upload", "open_trained", "push_to_hub", "timeline_of_revisions"):
+    for opening in ("open_model", "open_upload", "open_trained", "push_to_hub", "timeline_of_revisions", "open_revisions"):
         assert groups[opening] == ("opening", 4)  # waits on the network, so never in the views' slot
 
 

@@ -2,6 +2,7 @@
 every head's induction and previous-token score, equal to the scores of transformers' own model of that revision
 (1e-4), the best induction head's attention on the text, a sample; at most 12 revisions, evenly spaced by default."""
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
@@ -94,3 +95,108 @@ def test_the_app_serves_hub_timeline(client, hub):
 
     with pytest.raises(AppError, match="at most 12"):
         client.predict(REPO, ",".join(f"step{s}" for s in STEPS), TEXT, api_name="/hub_timeline")
+
+
+# ----------------------------------------------------------------------------------------------
+# The Watch it learn tab's section (ui.watch_it_learn): its handlers draw the numbers hub_timeline measured
+# ----------------------------------------------------------------------------------------------
+
+ASKED = "step4000, step0, step1000"
+
+
+def opened_in_the_tab(revisions=ASKED):
+    from ui import watch_it_learn
+
+    streamed = list(watch_it_learn.open_revisions(REPO, revisions, TEXT))
+    return streamed, watch_it_learn.measure_revisions(streamed[-1][0])
+
+
+def test_the_tab_streams_the_opening_then_draws_every_head_as_hub_timeline_measured_it(hub):
+    from explorer.heads import THRESHOLD
+    from explorer.hub_timeline import hub_timeline
+    from ui import watch_it_learn
+
+    streamed, (timeline, menu, heads, attention, sample, guesses, line) = opened_in_the_tab()
+    assert any("`tiny/pythia-like`, revision step0 (2 of 3): opening" in status for _, status in streamed)
+    assert streamed[-1][1].startswith("- ⏳ Opened 3 revisions of `tiny/pythia-like`")
+    expected = hub_timeline(REPO, ASKED, TEXT)
+    assert timeline["revisions"] == expected["revisions"] and timeline["tokens"] == expected["tokens"]
+    assert menu["choices"] == [("step 0", 0), ("step 1,000", 1), ("step 4,000", 2)] and menu["value"] == 2
+    drawn = {(trace.name, trace.yaxis): trace for trace in heads.data}
+    for view_index, view in enumerate(expected["revisions"]):
+        for layer, row in enumerate(view["induction"]):
+            for head, score in enumerate(row):
+                name = f"layer {layer}, head {head}"
+                assert list(drawn[(name, "y")].x) == [0, 1000, 4000]
+                assert drawn[(name, "y")].y[view_index] == score
+                assert drawn[(name, "y2")].y[view_index] == view["previous_token"][layer][head]
+    last = expected["revisions"][-1]
+    assert np.asarray(attention.data[0].z) == pytest.approx(np.asarray(last["attention_of_best_induction_head"]), abs=1e-6)
+    assert list(attention.data[0].x) == expected["tokens"]
+    top = last["best_induction"]
+    assert f"layer {top['layer']}, head {top['head']} (score {top['score']:.2f})" in attention.layout.title.text
+    assert guesses.splitlines()[0] == "".join(last["read_tokens"])
+    assert f"best induction head: layer {top['layer']}, head {top['head']} ({top['score']:.2f})" in line
+    formed = [(l, h) for l in range(len(last["induction"])) for h in range(len(last["induction"][0]))
+              if any(v["induction"][l][h] >= THRESHOLD for v in expected["revisions"])]
+    assert (f"No head of `{REPO}` reaches" in line) == (not formed)
+    assert all(f"L{l}.H{h} from step" in line for l, h in formed)
+    assert f"Right on {sum(map(bool, last['guessed']))} of the {len(last['guessed'])} next tokens" in line
+
+    heads0, attention0, sample0, guesses0, line0 = watch_it_learn.show_revision(timeline, 0)  # the menu picks step 0
+    first = expected["revisions"][0]
+    assert np.asarray(attention0.data[0].z) == pytest.approx(np.asarray(first["attention_of_best_induction_head"]), abs=1e-6)
+    assert sample0 == watch_it_learn.visible_breaks(first["sample"]) and line0.startswith("- **step 0** (commit")
+    assert [shape.x0 for shape in heads0.layout.shapes if shape.line.dash == "dot" and shape.x0 == shape.x1] == [0, 0]
+
+
+@pytest.mark.parametrize("repo, revisions, message", [
+    ("not a repo", "", "is not a Hub repo id"),
+    ("tiny/no-steps", "", "no revisions named `step<N>`"),
+    (REPO, ",".join(f"step{s}" for s in STEPS), "at most 12"),
+    ("tiny/nothing-here", "step0", "No such model repo"),
+])
+def test_the_tab_says_what_is_wrong_in_its_status_line(hub, repo, revisions, message):
+    streamed, measured = opened_in_the_tab_of(repo, revisions)
+    asked, line = streamed[-1]
+    assert asked is None and line.startswith("⚠️") and message in line, line
+    assert all(value is not None and value.get("__type__") == "update" for value in measured)  # nothing redrawn
+
+
+def opened_in_the_tab_of(repo, revisions):
+    from ui import watch_it_learn
+
+    streamed = list(watch_it_learn.open_revisions(repo, revisions, TEXT))
+    return streamed, watch_it_learn.measure_revisions(streamed[-1][0])
+
+
+def test_an_unreachable_hub_is_a_message_too(hub, monkeypatch):
+    from local_server import free_port
+    from ui import watch_it_learn
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")  # nothing listens there
+    asked, line = list(watch_it_learn.open_revisions(REPO, "", TEXT))[-1]
+    assert asked is None and "did not answer in time" in line and "unreachable" in line, line
+    *_, line = watch_it_learn.show_revision(None, 0)
+    assert line == "⚠️ Open a Hub repo's revisions first."
+
+
+def test_a_head_is_named_with_the_first_revision_it_reaches_the_threshold_at():
+    from explorer.heads import THRESHOLD
+    from explorer.recorded_runs import formed_line, heads_formed
+
+    below, above = THRESHOLD / 2, THRESHOLD
+    scores = [[[below, below]], [[below, above]], [[above, above]]]  # 3 revisions x 1 layer x 2 heads
+    formed = heads_formed([0, 1000, "main"], scores)
+    assert formed == [(0, 1, 1000), (0, 0, "main")]
+    assert formed_line("repo", formed, "revision") == (f"repo forms 2 induction heads (score at least {THRESHOLD:g} at a "
+                                                       "revision): L0.H1 from step 1,000, L0.H0 from main.")
+
+
+def test_the_readme_says_the_limit_the_code_keeps():
+    from pathlib import Path
+
+    from explorer.hub_timeline import MAX_REVISIONS
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    assert f"{MAX_REVISIONS} evenly spaced or the ones you name" in readme

@@ -288,6 +288,8 @@ CSS = "\n".join([
     ".status-line {min-height: 1.5em}",
     ".plot-row {gap: 8px}",
     ".monospace textarea {font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace !important}",
+    # lines aligned token under token (the guesses) scroll sideways rather than wrap out of alignment
+    ".aligned textarea {white-space: pre !important; overflow-x: auto !important}",
     "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",
     "#experiment-tables td, #experiment-tables th {white-space: nowrap; word-break: normal !important}",
     ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",

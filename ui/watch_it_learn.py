@@ -1,13 +1,18 @@
 """The Watch it learn tab: a recorded training run (``explorer.recorded_runs``) snapshot by snapshot. A slider picks the
 snapshot; the loss curves and every head's scores over training mark it, and the attention grid and the sample
-are that snapshot's own on the learner's text. The other recorded run is drawn beside it for comparison."""
+are that snapshot's own on the learner's text. The other recorded run is drawn beside it for comparison.
+
+Below it, a real model learning (``explorer.hub_timeline``): a Hub repo's training checkpoints, its revisions
+(Pythia's ``step…``), opened (``open_revisions``, streaming the downloads) and measured (``measure_revisions``): every
+head's scores over training, and a menu picking the revision whose best induction head, sample and guesses on the
+learner's text are shown (``show_revision``)."""
 
 import gradio as gr
 
-from explorer import learn_figures, recorded_runs, teaching
-from explorer.inputs import InputProblem
+from explorer import hub_timeline, learn_figures, recorded_runs, teaching
+from explorer.inputs import InputProblem, echo, whole_number
 
-from .common import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status, visible_breaks
+from .common import INTERACTIVE, NO_FIGURE, NO_TEXT, OPENING, UNCHECKED, guarded, status, visible_breaks
 
 
 @guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT, NO_FIGURE, NO_FIGURE, NO_FIGURE)
@@ -50,6 +55,91 @@ def slider_for(run, step):
     return gr.update(maximum=len(chosen.snapshots) - 1, value=kept, label=slider_label(chosen, kept))
 
 
+NO_REQUEST = NO_TIMELINE = None
+NO_REVISIONS = gr.update(choices=[], value=None)
+
+
+@guarded(NO_REQUEST)
+def open_revisions(repo_id, revisions, text):
+    """A Hub repo's revisions (empty: its ``step<N>`` ones, evenly spaced), each opened (downloaded once, cached),
+    the progress streamed; then the checked request, for ``measure_revisions``. Runs in the opening slots: it waits
+    on the network, not on the cores."""
+    asked = hub_timeline.request(repo_id, revisions, text)
+    for line in asked.opening():
+        yield NO_REQUEST, status(f"⏳ {echo(asked.repo_id, 90)}, {line}…")
+    yield asked, status(f"⏳ Opened {len(asked.names)} revisions of {echo(asked.repo_id, 90)}: measuring every head of "
+                        "each, and reading your text…")
+
+
+@guarded(NO_TIMELINE, NO_REVISIONS, NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT)
+def measure_revisions(asked):
+    """The opened revisions measured (``hub_timeline``'s JSON, kept for ``show_revision``), the revision menu on the
+    last one, and its views. Runs in the views' slot: the model's work, beside the generations' decode thread."""
+    if asked is None:  # the opening failed, and its status line says why
+        return (gr.skip(),) * 7
+    timeline = asked.measure()
+    steps, last = hub_timeline.steps_of(timeline), len(timeline["revisions"]) - 1
+    menu = gr.update(choices=[(recorded_runs.step_label(step), i) for i, step in enumerate(steps)], value=last)
+    return (timeline, menu, *revision_views(timeline, last))
+
+
+@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT)
+def show_revision(timeline, index):
+    """The views of revision ``index`` (0: the earliest step) of the opened timeline."""
+    if not isinstance(timeline, dict) or not timeline.get("revisions"):
+        raise InputProblem("Open a Hub repo's revisions first.")
+    n = len(timeline["revisions"])
+    return revision_views(timeline, whole_number(index, f"The revision (0–{n - 1}, in step order)", 0, n - 1))
+
+
+def revision_views(timeline: dict, index: int) -> tuple:
+    """Every head over training marked at the revision, its best induction head's attention on the text, its sample,
+    its guesses, and the status line: the revision's best heads, every induction head formed and when."""
+    view, steps = timeline["revisions"][index], hub_timeline.steps_of(timeline)
+    induction, previous = view["best_induction"], view["best_previous_token"]
+    formed = recorded_runs.heads_formed(steps, [v["induction"] for v in timeline["revisions"]])
+    commit = f"commit `{view['commit'][:12]}`; " if view["commit"] else ""
+    line = status(
+        f"**{recorded_runs.step_label(steps[index])}** ({commit}{index + 1} of {len(steps)} opened, "
+        f"{recorded_runs.step_label(steps[0])} to {recorded_runs.step_label(steps[-1])}) · best induction head: layer "
+        f"{induction['layer']}, head {induction['head']} ({induction['score']:.2f}) · best previous-token head: layer "
+        f"{previous['layer']}, head {previous['head']} ({previous['score']:.2f}) · a head spreading its attention "
+        f"evenly on the probe scores {timeline['induction_baseline']:.2f}",
+        recorded_runs.formed_line(echo(timeline["repo_id"], 90), formed, "revision"),
+        recorded_runs.guesses_right(view["guessed"]), *timeline["notices"])
+    return (learn_figures.hub_heads_figure(timeline, index), learn_figures.hub_attention_figure(timeline, index),
+            visible_breaks(view["sample"]), recorded_runs.guesses_line(view["read_tokens"], view["guessed"]), line)
+
+
+def hub_section(text: gr.Textbox) -> None:
+    """The accordion of a Hub repo's training checkpoints, read on the tab's ``text``, and its events."""
+    with gr.Accordion("A real model learning: a Hub repo's training checkpoints", open=False, elem_id="hub-timeline"):
+        gr.Markdown(teaching.HUB_TIMELINE, elem_classes="model-note")
+        with gr.Row(equal_height=True):
+            repo = gr.Textbox(label="Hub repo id", placeholder="EleutherAI/pythia-14m", scale=3, elem_id="hub-timeline-repo")
+            revisions = gr.Textbox(label=f"Revisions, with commas (at most {hub_timeline.MAX_REVISIONS}; empty: the repo's "
+                                         f"step<N> revisions, {hub_timeline.MAX_REVISIONS} evenly spaced)",
+                                   placeholder="step0, step1000, step143000", scale=3, elem_id="hub-timeline-revisions")
+            button = gr.Button("Open and measure", variant="primary", scale=1, min_width=120, elem_id="hub-timeline-button")
+        line = gr.Markdown(elem_id="hub-timeline-status", elem_classes="status-line")
+        heads = gr.Plot(label="Every head's scores over training", elem_id="plot-hub-timeline-heads")
+        picked = gr.Dropdown(choices=[], label="Revision (its training step): its attention, sample and guesses below",
+                             elem_id="hub-timeline-revision")
+        sample = gr.Textbox(label="What this revision writes next (greedy; ⏎ is a line break, ␣ a space)", lines=2,
+                            max_lines=4, elem_id="hub-timeline-sample")
+        guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this revision "
+                                   f"guessed it (its most likely next token), {recorded_runs.MISSED} where it guessed wrong",
+                             lines=2, max_lines=4, elem_id="hub-timeline-guesses", elem_classes=["monospace", "aligned"])
+        attention = gr.Plot(label="The best induction head's attention on your text", elem_id="plot-hub-timeline-attention")
+    timeline, asked = gr.State(NO_TIMELINE), gr.State(NO_REQUEST)
+    gr.on([button.click, repo.submit, revisions.submit], open_revisions, [repo, revisions, text], [asked, line],
+          api_name="hub_timeline_open", api_visibility="private", show_progress="minimal", **OPENING, **UNCHECKED).then(
+        measure_revisions, asked, [timeline, picked, heads, attention, sample, guesses, line],
+        api_name="hub_timeline_measure", api_visibility="private", **INTERACTIVE, **UNCHECKED)
+    picked.input(show_revision, [timeline, picked], [heads, attention, sample, guesses, line],
+                 api_name="hub_timeline_revision", api_visibility="private", **UNCHECKED)
+
+
 def tab() -> None:
     runs = recorded_runs.timeline_runs()
     first = recorded_runs.recorded(next(iter(runs.values()))) if runs else None
@@ -78,11 +168,12 @@ def tab() -> None:
         guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this snapshot "
                                    f"guessed it (its most likely next token), {recorded_runs.MISSED} where it guessed wrong; "
                                    "⟨c3⟩ is one byte of a character outside ASCII", lines=2, max_lines=4,
-                             elem_id="timeline-guesses", elem_classes="monospace")
+                             elem_id="timeline-guesses", elem_classes=["monospace", "aligned"])
         grid = gr.Plot(label="Every head's attention on your text", elem_id="plot-timeline-grid")
         with gr.Row(elem_classes="plot-row"):
             previous = gr.Plot(label="The best previous-token head, enlarged", elem_id="plot-timeline-previous")
             induction = gr.Plot(label="The best induction head, enlarged", elem_id="plot-timeline-induction")
+        hub_section(text)
     request, outputs = [snapshot, text, run], [losses, heads, sample, guesses, grid, previous, induction, status_line]
     show.click(training_timeline, request, outputs, api_name="training_timeline", **INTERACTIVE, **UNCHECKED)
     # a drag sends a change per position; "always_last" (a change's default) runs the last one after the running one
