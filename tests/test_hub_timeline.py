@@ -19,7 +19,9 @@ TEXT = "If music be the food of love, play on. If music be the food"
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
+def hub(app_server, tmp_path_factory):
+    """The fake Hub serving REPO at every step of STEPS. After the session's app is built: a page built while
+    revisions are open would list them in its menus, and test_app checks the menus a fresh app builds."""
     tmp = tmp_path_factory.mktemp("timeline-hub")
     with FakeHub() as server, pytest.MonkeyPatch.context() as patch:
         folders = {}
