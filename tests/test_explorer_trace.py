@@ -26,9 +26,9 @@ def causal(tokenizer, encoding="rope", seed=0, **overrides):
     return ScratchTransformerForCausalLM(checkpoint_config(tokenizer, encoding, **overrides)).eval()
 
 
-def seq2seq(tokenizer, seed=0):
+def seq2seq(tokenizer, seed=0, **overrides):
     torch.manual_seed(seed)
-    return ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True)).eval()
+    return ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True, **overrides)).eval()
 
 
 def shapes(result):
@@ -59,6 +59,17 @@ def test_forward_trace_reads_shapes_from_the_real_pass(tokenizer, d_model, n_hea
     top = logits[0, -1].softmax(-1).topk(10)
     assert [token for token, _ in result.top_next] == token_labels(tokenizer, top.indices)
     assert all(math.isclose(p, float(q), rel_tol=1e-5) for (_, p), q in zip(result.top_next, top.values))
+
+
+@pytest.mark.parametrize("kind", ["decoder-only", "encoder-decoder"])
+def test_an_attention_only_model_shows_no_feed_forward_step(tokenizer, kind):
+    model = (causal(tokenizer, feed_forward="none") if kind == "decoder-only"
+             else seq2seq(tokenizer, feed_forward="none"))
+    result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)
+    assert not [s.step for s in result.steps if "feed-forward" in s.step]
+    outputs = [s for s in result.steps if s.step.startswith("layer ") and s.step.endswith(" output") and ":" not in s.step]
+    assert len(outputs) == model.config.n_layers + (model.config.n_encoder_layers if kind == "encoder-decoder" else 0)
+    assert all("attention only: no feed-forward" in s.meaning and "of its feed-forward" not in s.meaning for s in outputs)
 
 
 def test_every_row_names_where_its_tensor_is_in_the_models_output(tokenizer):
