@@ -146,24 +146,16 @@ def check_settings(**values) -> LiveSettings:
 
 
 def build_model(settings: LiveSettings, vocab_size: int) -> ScratchTransformerForCausalLM:
-    """A fresh, seeded model: pre-norm, d_ff = 4 d_model, no dropout, tied embeddings.
-
-    ``attention_only``: the feed-forward sublayers add nothing. The model has no switch to leave them out, so each
-    is made as small as the config allows (d_ff = 1) with its output layer zero and frozen: FFN(x) = 0 · act(…) + 0
-    exactly, at every step, and the saved model loads as any other."""
+    """A fresh, seeded model: pre-norm, d_ff = 4 d_model, no dropout, tied embeddings; ``attention_only``: layers
+    with no feed-forward, x + Attn(LN(x)) (``feed_forward="none"``)."""
+    feed_forward = dict(feed_forward="none") if settings.attention_only else dict(d_ff=4 * settings.d_model)
     config = ScratchTransformerConfig(
         vocab_size=vocab_size, d_model=settings.d_model, n_heads=settings.n_heads, n_layers=settings.n_layers,
-        d_ff=1 if settings.attention_only else 4 * settings.d_model, dropout=0.0, position_encoding=settings.position_encoding,
+        **feed_forward, dropout=0.0, position_encoding=settings.position_encoding,
         max_position_embeddings=settings.context_length, training_context_length=settings.context_length,
         pad_token_id=1, bos_token_id=0, eos_token_id=0)
     torch.manual_seed(settings.seed)
-    model = ScratchTransformerForCausalLM(config)
-    if settings.attention_only:
-        for layer in model.model.decoder.stack.layers:
-            torch.nn.init.zeros_(layer.feed_forward.linear2.weight)
-            torch.nn.init.zeros_(layer.feed_forward.linear2.bias)
-            layer.feed_forward.requires_grad_(False)
-    return model
+    return ScratchTransformerForCausalLM(config)
 
 
 # --- what a snapshot shows -----------------------------------------------------------------------------------
@@ -323,8 +315,7 @@ class _Job:
     def run(self) -> None:
         s, model = self.settings, self.model
         torch.manual_seed(s.seed)
-        optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=s.learning_rate,
-                                      weight_decay=0.0)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=s.learning_rate, weight_decay=0.0)
         batches = self.data.batches()
         batch = next(batches)
         model.train()
