@@ -1,6 +1,7 @@
 """The block options (norm, gated feed-forward, attention-only layers, grouped-query attention, biases, tied head,
-partial RoPE, parallel residual), each checked against its formula computed by hand from the module's own weights (float32, 1e-5 unless
-stated); and the shipped checkpoints, which predate the options, load and compute exactly as before."""
+partial RoPE, parallel residual), each checked against its formula computed by hand from the module's own weights
+(float32, 1e-5 unless stated); and the shipped checkpoints, which predate the options, load and compute exactly as
+before."""
 
 import json
 import math
@@ -189,7 +190,8 @@ def test_an_attention_only_layer_is_x_plus_attention_of_its_layer_norm():
         assert layer.feed_forward is None and layer.feed_forward_norm is None
         x = recording["decoder", i, None, "input"]
         norm = layer.self_attn_norm.norm
-        normed = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5) * norm.weight + norm.bias
+        centred = x - x.mean(-1, keepdim=True)
+        normed = centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + 1e-5) * norm.weight + norm.bias
         q, k, v = (normed @ layer.self_attn.qkv_proj.weight.T + layer.self_attn.qkv_proj.bias).split(d, -1)
         q, k, v = (t.unflatten(-1, (heads, d // heads)).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_head)
         scores = q @ k.transpose(-2, -1) / math.sqrt(d // heads)

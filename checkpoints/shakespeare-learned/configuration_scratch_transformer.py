@@ -256,9 +256,10 @@ class ScratchTransformerConfig(PretrainedConfig):
                              f"decoder-only model (is_encoder_decoder=False); got norm_first={self.norm_first}, "
                              f"is_encoder_decoder={self.is_encoder_decoder}")
         if self.parallel_residual and self.feed_forward == "none":
-            raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) adds a feed-forward beside attention: it "
-                             f"needs feed_forward one of {', '.join(f for f in FEED_FORWARDS if f != 'none')}; got "
-                             "feed_forward='none' (attention-only layers, x + Attn(LN(x)))")
+            with_one = ", ".join(kind for kind in FEED_FORWARDS if kind != "none")
+            raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) adds a feed-forward beside attention: "
+                             f"it needs feed_forward one of {with_one}; got feed_forward='none' (attention-only "
+                             "layers, x + Attn(LN(x)))")
 
 
 def _is_number(value) -> bool:
