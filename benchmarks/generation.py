@@ -85,7 +85,8 @@ def functional_decode(model, fused_qkv: bool = True):
     ``fused_qkv=False`` projects Q, K and V apart (three products): the two floors' gap is what fusing them buys.
     Returns step(token (1, 1), position, cache list) -> logits (1, 1, vocab)."""
     c = model.config
-    if (c.position_encoding, c.norm_first, c.final_layer_norm, c.scale_embeddings) != ("learned", True, True, False):
+    if (c.position_encoding, c.norm_first, c.final_layer_norm, c.scale_embeddings, c.feed_forward) != (
+            "learned", True, True, False, "mlp"):
         raise ValueError("the functional floor is written for a GPT-2-shaped model (see causal_lm_from_gpt2)")
     d, h = c.d_model, c.n_heads
     decoder = model.model.decoder

@@ -250,9 +250,10 @@ def config_summary(name: str, config: ScratchTransformerConfig) -> str:
     """A Markdown line with the architecture of a model, from its config."""
     layers = (f"{config.n_encoder_layers} encoder + {config.n_layers} decoder layers" if config.is_encoder_decoder
               else f"{config.n_layers} layers")
+    feed_forward = "attention only (no feed-forward)" if config.feed_forward == "none" else f"d_ff={config.d_ff}"
     return (f"**{name}**: {'encoder-decoder' if config.is_encoder_decoder else 'decoder-only'}, position encoding "
             f"**{config.position_encoding}**, d_model={config.d_model}, heads={config.n_heads} (d_head={config.d_head}), "
-            f"{layers}, d_ff={config.d_ff}, vocab={config.vocab_size}, {'pre' if config.norm_first else 'post'}-norm.")
+            f"{layers}, {feed_forward}, vocab={config.vocab_size}, {'pre' if config.norm_first else 'post'}-norm.")
 
 
 _models: dict[tuple, tuple[torch.nn.Module, object]] = {}

@@ -109,6 +109,20 @@ def parse_sites(sites) -> list[str]:
     return [name for name in GRIDS if name in sites]
 
 
+def model_grids(model, names: list[str]) -> tuple[list[str], list[str]]:
+    """(the grids of ``names`` the model has, a notice for those left out): an attention-only model
+    (``feed_forward="none"``) has no feed-forward output to patch. None of them left: an InputProblem."""
+    attention_only = model.config.feed_forward == "none"
+    has = [name for name in GRIDS if not (attention_only and name == "feed_forward")]
+    kept = [name for name in names if name in has]
+    if kept == names:
+        return names, []
+    why = "this model is attention only (feed_forward='none'): its layers have no feed-forward sublayer to patch"
+    if not kept:
+        raise InputProblem(f"No feed-forward grid: {why}. Pick any of {', '.join(has)}.")
+    return kept, [f"The feed-forward grid is left out: {why}."]
+
+
 def text_ids(tokenizer, text, what: str, limit: int) -> tuple[str, torch.Tensor]:
     """(the cleaned text, its (T,) ids as the app feeds them); empty or over ``limit`` tokens is an InputProblem."""
     cleaned, _ = require_text(text, f"a {what}")
@@ -390,7 +404,7 @@ def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=Non
     next tokens. ``progress(fraction, description)`` as the patched runs finish; ``chunk_tokens`` and ``workers``:
     ``run_batched``."""
     check_model(model)
-    names = parse_sites(sites)
+    names, left_out = model_grids(model, parse_sites(sites))
     limit = min(max_tokens, model.config.position_limit or max_tokens)
     clean_text, clean_ids = text_ids(tokenizer, clean_text, "clean text", limit)
     corrupted_text, corrupted_ids = text_ids(tokenizer, corrupted_text, "corrupted text", limit)
@@ -410,7 +424,7 @@ def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=Non
                            "the metric is the difference of their logits. Pick two different tokens.")
     clean_ld = float(logit_difference(clean_last, answer_id, wrong_id))
     corrupted_ld = float(logit_difference(corrupted_last, answer_id, wrong_id))
-    notices = []
+    notices = left_out
     if not changed:
         raise InputProblem("The clean and corrupted texts are the same tokens: there is nothing to patch. Change a word "
                            "of the corrupted text (or use one of the buttons that make a corrupted copy).")
@@ -477,7 +491,8 @@ A patch can overshoot (above 1) or hurt (below 0, red).
 **How to read a grid.** *Residual stream*: row L is the stream entering layer L (row 0: the embeddings), a column
 one position. Row 0 lights up only where the texts differ (their embeddings); where the bright cell jumps to a later
 position between two rows, an attention layer moved the information there. *Attention* and *feed-forward*: what that
-sublayer writes into the stream at that position (our layers are pre-norm: x + Sublayer(LayerNorm(x))).
+sublayer writes into the stream at that position (our layers are pre-norm: x + Sublayer(LayerNorm(x)); a model
+trained attention only has no feed-forward, so no feed-forward grid).
 *Heads*: one head's output (before W_O) patched alone, at every position and at the last position only."""
 
 

@@ -47,7 +47,8 @@ LayerNorm(x) = (x − mean(x)) / √(var(x) + ε) · γ + β, over the d_model n
 
 FEED_FORWARD = """**Feed-forward network.** After attention mixes information between tokens, the same two-layer
 network runs on every position alone: FFN(x) = act(x W_1 + b_1) W_2 + b_2, widened to d_ff (4 × d_model in our
-models) and back. Ours use GELU where the paper used ReLU."""
+models) and back. Ours use GELU where the paper used ReLU. A model trained *attention only* (the induction preset of
+Train one yourself) has none: each of its layers is x + Attn(LayerNorm(x)) alone."""
 
 SHIFTED_RIGHT = """**Outputs shifted right.** Training feeds the target sequence shifted one step right: the decoder
 reads [start, y_1, …, y_{n−1}] and must predict [y_1, …, y_n], so with the causal mask position t predicts

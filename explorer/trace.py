@@ -82,8 +82,8 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
 
 def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS) -> ForwardTrace:
     """The shape of every step of one real forward pass over ``text``: the embeddings, layer 0 of each stack
-    in detail (attention step by step, the residual add, feed-forward), every layer's output, the final LayerNorm,
-    the logits and the next-token probabilities, all read from the text's recorded run."""
+    in detail (attention step by step, the residual add, feed-forward where the model has one), every layer's output,
+    the final LayerNorm, the logits and the next-token probabilities, all read from the text's recorded run."""
     run = recorded_run(model, tokenizer, text, decoding, max_tokens)
     read, logits = run.read, run.logits[None]  # (batch 1, tokens, vocab), as the model returned it
     config, steps = model.config, _Steps()
@@ -126,13 +126,16 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
                             f"{where}.layers[0].cross_attention", tokens, "source tokens", config)
             steps.add(stack, f"layer 0: after cross-attention's {add}", f"{where}.layers[0].after_cross_attention",
                       first.after_cross_attention, dims, "the residual stream after cross-attention")
-        steps.add(stack, "layer 0: feed-forward hidden", f"{where}.layers[0].feed_forward_hidden", first.feed_forward_hidden,
-                  ("batch", tokens, "d_ff"), f"{config.activation}(x W_1 + b_1): widened to d_ff")
-        steps.add(stack, "layer 0: feed-forward output", f"{where}.layers[0].feed_forward_output", first.feed_forward_output, dims,
-                  "act(x W_1 + b_1) W_2 + b_2: back to d_model")
+        if first.feed_forward_output is not None:  # an attention-only model (feed_forward="none") has none
+            steps.add(stack, "layer 0: feed-forward hidden", f"{where}.layers[0].feed_forward_hidden",
+                      first.feed_forward_hidden, ("batch", tokens, "d_ff"), f"{config.activation}(x W_1 + b_1): widened to d_ff")
+            steps.add(stack, "layer 0: feed-forward output", f"{where}.layers[0].feed_forward_output", first.feed_forward_output,
+                      dims, "act(x W_1 + b_1) W_2 + b_2: back to d_model")
+        last = "its feed-forward" if first.feed_forward_output is not None else \
+            "its last attention sublayer (attention only: no feed-forward)"
         for i, layer in enumerate(record.layers):
             steps.add(stack, f"layer {i} output", f"{where}.layers[{i}].output", layer.output, dims,
-                      f"the residual stream after the layer (its feed-forward's {add})")
+                      f"the residual stream after the layer: {add} of {last}")
         if config.final_layer_norm:
             steps.add(stack, "final LayerNorm", f"{where}.output", record.output, dims,
                       "LayerNorm of the last layer's output" + (": what the LM head reads" if stack == "decoder" else ": the memory cross-attention reads"))

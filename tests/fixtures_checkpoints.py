@@ -77,10 +77,10 @@ def causal_lm(tokenizer, position_encoding: str = "rope", seed: int = 0, **overr
     return ScratchTransformerForCausalLM(checkpoint_config(tokenizer, position_encoding, **overrides)).eval()
 
 
-def seq2seq_lm(tokenizer, seed: int = 0) -> ScratchTransformerForSeq2SeqLM:
+def seq2seq_lm(tokenizer, seed: int = 0, **overrides) -> ScratchTransformerForSeq2SeqLM:
     """A random encoder-decoder of ``checkpoint_config`` (sinusoidal, as folio-to-modern), seeded, in eval mode."""
     torch.manual_seed(seed)
-    return ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True)).eval()
+    return ScratchTransformerForSeq2SeqLM(checkpoint_config(tokenizer, "sinusoidal", seq2seq=True, **overrides)).eval()
 
 
 def load_named(root, name: str):

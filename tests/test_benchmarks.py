@@ -39,8 +39,9 @@ def test_the_functional_floor_computes_the_models_own_logits_step_by_step(fused_
     assert functional_steps_per_second(model, ids, new_tokens=4, fused_qkv=fused_qkv) > 0
 
 
-def test_the_functional_floor_refuses_a_model_it_does_not_describe():
-    model = ScratchTransformerForCausalLM(ScratchTransformerConfig(**{**SMALL.to_dict(), "position_encoding": "rope"}))
+@pytest.mark.parametrize("change", [dict(position_encoding="rope"), dict(feed_forward="none")])
+def test_the_functional_floor_refuses_a_model_it_does_not_describe(change):
+    model = ScratchTransformerForCausalLM(ScratchTransformerConfig(**{**SMALL.to_dict(), **change}))
     with pytest.raises(ValueError, match="GPT-2-shaped"):
         functional_decode(model)
 

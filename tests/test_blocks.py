@@ -1,7 +1,10 @@
-"""The block options (norm, gated feed-forward, grouped-query attention, biases, tied head, partial RoPE, parallel
-residual), each checked against its formula computed by hand from the module's own weights (float32, 1e-5 unless
-stated); and the shipped checkpoints, which predate the options, load and compute exactly as before."""
+"""The block options (norm, gated feed-forward, attention-only layers, grouped-query attention, biases, tied head,
+partial RoPE, parallel residual), each checked against its formula computed by hand from the module's own weights
+(float32, 1e-5 unless stated); and the shipped checkpoints, which predate the options, load and compute exactly as
+before."""
 
+import json
+import math
 from pathlib import Path
 
 import pytest
@@ -9,11 +12,12 @@ import torch
 import torch.nn.functional as F
 from safetensors import safe_open
 from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM
 
 from checkpointing.loading import checkpoint_folders, load_checkpoint
 from modeling import record
 from modeling.modeling_scratch_transformer import RMSNorm
-from tiny_models import random_ids, tiny_causal_lm, tiny_config
+from tiny_models import random_ids, tiny_causal_lm, tiny_config, tiny_seq2seq
 
 ROOT = Path(__file__).resolve().parent.parent
 # logits at the last position of a fixed input, saved from every shipped checkpoint by the model code before
@@ -173,3 +177,70 @@ def test_the_views_read_a_llama_and_a_neox_block(style):
     with torch.no_grad():
         expected = model(ids).logits[0].float()
     torch.testing.assert_close(lens.logit_lens(model, tokenizer, text).logits[-1], expected, rtol=0, atol=1e-5)
+
+
+def test_an_attention_only_layer_is_x_plus_attention_of_its_layer_norm():
+    """feed_forward="none" (Elhage et al. 2021): layer(x) = x + Attn(LN(x)), Attn computed by hand from the layer's own
+    weights (causal softmax of q k^T / sqrt(d_head), heads concatenated, W_O): within 1e-6 in float32."""
+    model = tiny_causal_lm("learned", feed_forward="none")
+    with record() as recording:
+        model(random_ids(2, 7))
+    d, heads = 32, 4
+    for i, layer in enumerate(model.model.decoder.stack.layers):
+        assert layer.feed_forward is None and layer.feed_forward_norm is None
+        x = recording["decoder", i, None, "input"]
+        norm = layer.self_attn_norm.norm
+        centred = x - x.mean(-1, keepdim=True)
+        normed = centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + 1e-5) * norm.weight + norm.bias
+        q, k, v = (normed @ layer.self_attn.qkv_proj.weight.T + layer.self_attn.qkv_proj.bias).split(d, -1)
+        q, k, v = (t.unflatten(-1, (heads, d // heads)).transpose(1, 2) for t in (q, k, v))  # (B, H, T, d_head)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d // heads)
+        scores = scores.masked_fill(torch.ones(7, 7, dtype=torch.bool).triu(1), float("-inf"))
+        concatenated = (scores.softmax(-1) @ v).transpose(1, 2).flatten(2)
+        attention = concatenated @ layer.self_attn.out_proj.weight.T + layer.self_attn.out_proj.bias
+        assert (recording["decoder", i, None, "output"] - (x + attention)).abs().max().item() <= 1e-6
+        record_ = recording.layer("decoder", i)
+        assert record_.feed_forward_hidden is None and record_.feed_forward_output is None
+        assert not any(site.part == "ffn" for site in recording.values)
+
+
+def test_an_attention_only_encoder_decoder_adds_nothing_after_its_attention():
+    """Encoder and decoder layers alike: the layer's output is the stream after its last attention, exactly."""
+    model = tiny_seq2seq(feed_forward="none")
+    with record() as recording:
+        model(random_ids(1, 6), decoder_input_ids=random_ids(1, 4, seed=2))
+    for i in range(2):
+        assert torch.equal(recording["encoder", i, None, "output"], recording["encoder", i, None, "after_self_attention"])
+        assert torch.equal(recording["decoder", i, None, "output"], recording["decoder", i, None, "after_cross_attention"])
+    assert not any("feed_forward" in name for name, _ in model.named_parameters())
+
+
+def test_an_attention_only_model_has_exactly_the_attention_norm_and_embedding_parameters():
+    """Counted by hand, d_model D = 32, 2 layers, vocab V = 64, 64 learned positions P, tied head: V D + P D, then each
+    layer W^{Q,K,V} (3 D D + 3 D), W_O (D D + D) and its LayerNorm (2 D), then the final LayerNorm (2 D). The same
+    model with a feed-forward (d_ff F = 64) has D F + F + F D + D and a LayerNorm (2 D) more a layer."""
+    D, V, P, F, layers = 32, 64, 64, 64, 2
+    by_hand = V * D + P * D + layers * (3 * D * D + 3 * D + D * D + D + 2 * D) + 2 * D
+    attention_only = tiny_causal_lm("learned", feed_forward="none")
+    assert not any("feed_forward" in name for name, _ in attention_only.named_parameters())
+    assert attention_only.num_parameters() == by_hand == 12_736
+    with_mlp = tiny_causal_lm("learned", d_ff=F)
+    assert with_mlp.num_parameters() - by_hand == layers * (D * F + F + F * D + D + 2 * D)
+
+
+def test_an_attention_only_model_saves_loads_and_generates(tmp_path):
+    model = tiny_causal_lm("rope", feed_forward="none")
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert (saved["feed_forward"], saved["d_ff"]) == ("none", None)
+    with safe_open(tmp_path / "model.safetensors", "pt") as stored:
+        assert not any("feed_forward" in name for name in stored.keys())
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path).eval()
+    ids = random_ids(1, 6)
+    with torch.no_grad():
+        assert torch.equal(loaded(ids).logits, model(ids).logits)
+        generated = loaded.generate(ids, max_new_tokens=5, do_sample=False)
+        greedy = ids
+        for _ in range(5):  # the same greedy tokens without a cache, one whole forward pass a token
+            greedy = torch.cat((greedy, loaded(greedy).logits[:, -1:].argmax(-1)), dim=1)
+    assert torch.equal(generated, greedy)

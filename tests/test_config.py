@@ -61,7 +61,9 @@ def test_importing_modeling_registers_the_auto_classes():
         (dict(n_kv_heads=3), r"n_kv_heads \(num_key_value_heads\) must divide n_heads \(num_attention_heads\).*got 4 / 3"),
         (dict(n_kv_heads=0), r"n_kv_heads must be a positive integer, got 0"),
         (dict(norm="batchnorm"), r"norm must be one of layernorm, rmsnorm; got 'batchnorm'"),
-        (dict(feed_forward="swiglu"), r"feed_forward must be one of mlp, gated; got 'swiglu'"),
+        (dict(feed_forward="swiglu"), r"feed_forward must be one of mlp, gated, none; got 'swiglu'"),
+        (dict(feed_forward="none", parallel_residual=True),
+         r"parallel_residual .* needs feed_forward one of mlp, gated; got feed_forward='none' \(attention-only"),
         (dict(activation="swish"), r"activation must be one of relu, gelu, gelu_new, silu; got 'swish'"),
         (dict(rotary_fraction=0.0), r"rotary_fraction must be a number in \(0, 1\], got 0.0"),
         (dict(rotary_fraction=1.5), r"rotary_fraction must be a number in \(0, 1\], got 1.5"),
@@ -79,6 +81,21 @@ def test_importing_modeling_registers_the_auto_classes():
 def test_impossible_configs_raise_value_error_naming_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):
         tiny_config(**overrides)
+
+
+def test_attention_only_layers_need_no_d_ff_in_either_kind_of_model():
+    """feed_forward="none": d_ff is None (a width given is dropped, not checked: there is no feed-forward); the
+    feed-forward's other fields are accepted as they are. Switching a feed-forward back on without a d_ff is refused
+    when the model is built."""
+    assert ScratchTransformerConfig(feed_forward="none").d_ff is None
+    assert ScratchTransformerConfig().d_ff == 1024 and ScratchTransformerConfig(feed_forward="gated").d_ff == 1024
+    for config in (tiny_config(feed_forward="none"), tiny_config(seq2seq=True, feed_forward="none", d_ff=0),
+                   tiny_config(feed_forward="none", intermediate_size=256)):
+        assert (config.feed_forward, config.d_ff, config.intermediate_size) == ("none", None, None)
+    config = tiny_config(feed_forward="none")
+    config.feed_forward = "mlp"
+    with pytest.raises(ValueError, match="d_ff must be a positive integer, got None"):
+        ScratchTransformerForCausalLM(config)
 
 
 def test_token_ids_outside_the_vocabulary_raise_a_clear_error():

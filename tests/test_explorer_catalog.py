@@ -186,6 +186,13 @@ def test_the_architecture_line_counts_encoder_and_decoder_layers_apart():
     assert "4 encoder + 3 decoder layers" in line and "encoder-decoder" in line
     causal = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=3, d_ff=64)
     assert "3 layers" in catalog.config_summary("c", causal) and "encoder +" not in catalog.config_summary("c", causal)
+    assert "d_ff=64" in catalog.config_summary("c", causal)
+
+
+def test_the_architecture_line_of_an_attention_only_model_says_it_has_no_feed_forward():
+    config = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, feed_forward="none")
+    line = catalog.config_summary("a", config)
+    assert "attention only (no feed-forward)" in line and "d_ff" not in line
 
 
 def test_default_model_is_the_main_model_else_the_first_usable_language_model(tiny_checkpoints):

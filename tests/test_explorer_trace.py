@@ -46,6 +46,17 @@ def test_forward_trace_reads_shapes_from_the_real_pass(tokenizer, d_model, n_hea
     assert all(math.isclose(p, float(q), rel_tol=1e-5) for (_, p), q in zip(result.top_next, top.values))
 
 
+@pytest.mark.parametrize("kind", ["decoder-only", "encoder-decoder"])
+def test_an_attention_only_model_shows_no_feed_forward_step(tokenizer, kind):
+    model = (causal_lm(tokenizer, feed_forward="none") if kind == "decoder-only"
+             else seq2seq_lm(tokenizer, feed_forward="none"))
+    result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)
+    assert not [s.step for s in result.steps if "feed-forward" in s.step]
+    outputs = [s for s in result.steps if s.step.startswith("layer ") and s.step.endswith(" output") and ":" not in s.step]
+    assert len(outputs) == model.config.n_layers + (model.config.n_encoder_layers if kind == "encoder-decoder" else 0)
+    assert all("attention only: no feed-forward" in s.meaning and "of its feed-forward" not in s.meaning for s in outputs)
+
+
 def test_every_row_names_where_its_tensor_is_in_the_models_output(tokenizer):
     model = causal_lm(tokenizer, "rope")
     result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)

@@ -3,6 +3,7 @@ a final result with one loss per logged step, the model saved and loaded back, t
 offsets, the induction score, and every choice bounded with a clear message."""
 
 import itertools
+import json
 import math
 import threading
 import tomllib
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
 from checkpointing.paths import REPO_ROOT
 from explorer.inputs import InputProblem
@@ -83,13 +85,65 @@ def test_loss_on_the_copies_only_ignores_every_other_label():
         assert keep.any()
 
 
-def test_an_attention_only_model_adds_nothing_through_its_feed_forward_even_after_training():
-    _, result = run(check_settings(**TINY, attention_only=True, steps=6, log_every=3))
-    x = torch.randn(2, 5, result.model.config.d_model)
-    for layer in result.model.model.decoder.stack.layers:
-        assert torch.equal(layer.feed_forward(x), torch.zeros_like(x))
-        assert layer.feed_forward.linear2.weight.abs().sum() == 0
-    assert result.model.config.d_ff == 1
+def test_the_induction_preset_trains_attention_only_layers_that_load_again(tmp_path):
+    """Attention only is the model's own option (feed_forward="none"): no feed-forward module or parameter anywhere;
+    the tab's zip loads with from_pretrained, and through the model code it ships (config.json's auto_map, what
+    trust_remote_code loads where our package is absent: a module of transformers_modules), both giving the trained
+    model's logits."""
+    _, result = run(check_settings(preset="induction", steps=3, log_every=3, sample_tokens=2))
+    model = result.model.eval()
+    assert (model.config.feed_forward, model.config.d_ff) == ("none", None)
+    assert not [name for name, _ in model.named_modules() if "feed_forward" in name]
+    assert all(layer.feed_forward is None for layer in model.model.decoder.stack.layers)
+    with zipfile.ZipFile(save_zip(result, tmp_path)) as z:
+        z.extractall(tmp_path / "attention-only")
+    folder = tmp_path / "attention-only"
+    shipped = get_class_from_dynamic_module(
+        json.loads((folder / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"], folder)
+    assert shipped.__module__.startswith("transformers_modules.")
+    ids = torch.arange(3, 40)[None]
+    with torch.no_grad():
+        expected = model(ids).logits
+        for loaded in (AutoModelForCausalLM.from_pretrained(folder), shipped.from_pretrained(folder)):
+            assert all(layer.feed_forward is None for layer in loaded.eval().model.decoder.stack.layers)
+            assert torch.equal(loaded(ids).logits, expected)
+
+
+def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
+    """The induction preset's model trained on text (random tokens have no tokenizer to open with), opened as "Open
+    in every tab" opens it: the forward pass shows no feed-forward step, step by step equals the model's own numbers,
+    the logit lens's last row is its logits, patching leaves the feed-forward grid out, and attention, heads,
+    ablation, a gradient step and the next-token view run."""
+    from explorer import ablation, attention, catalog, gradient_step, heads, hub, lens, patching, sampling, steps, trace
+    from explorer.generation import DecodingSettings
+
+    settings = check_settings(preset="induction", data="own-text", text=SHAKESPEARE_EXCERPT.read_text()[:4000],
+                              steps=3, log_every=3, sample_tokens=2)
+    _, result = run(settings)
+    try:
+        opened = hub.open_upload(save_zip(result, tmp_path), session="attention-only", source="trained")
+        _, model, tokenizer = catalog.resolve(opened.name)
+        assert model.config.feed_forward == "none"
+        text, greedy = "ROMEO. But soft, what light through yonder window breaks? ROMEO. But soft", DecodingSettings(False)
+        forward = trace.forward_trace(model, tokenizer, text, greedy)
+        assert forward.steps and not [s for s in forward.steps if "feed-forward" in s.step]
+        assert "attention only" in catalog.config_summary(opened.name, model.config)
+        assert steps.attention_steps(model, tokenizer, text, "self", 1, 2, 9).max_difference <= 1e-5
+        ids = tokenizer(text, return_tensors="pt").input_ids
+        with torch.no_grad():
+            logits = model(ids).logits[0].float()
+        torch.testing.assert_close(lens.logit_lens(model, tokenizer, text).logits[-1], logits, rtol=0, atol=1e-5)
+        maps = attention.attention_maps(model, tokenizer, text, greedy)
+        assert heads.head_types(model, maps.weights["self"], "self").scores
+        assert ablation.ablate_heads(model, tokenizer, text, "1.0").loss_after is not None
+        step = gradient_step.gradient_step(text, model, tokenizer, -1, " soft", 0.01)
+        assert not [name for name in step.grad_norms if "feed_forward" in name]
+        assert len(sampling.next_token_distribution(model, tokenizer, text, DecodingSettings(True)).labels) > 0
+        corrupted, _ = patching.change_one_word(tokenizer, text, "ROMEO")
+        patched = patching.activation_patching(model, tokenizer, text, corrupted)
+        assert list(patched.grids) == ["residual", "heads", "attention"] and "left out" in patched.notices[0]
+    finally:
+        hub.forget_all()
 
 
 def test_the_induction_preset_is_a_choice_named_for_it():

@@ -14,7 +14,7 @@ from explorer.patching import GRIDS, Patch, activation_patching, change_one_word
     swap_repeated_half
 from explorer.run import recorded_run
 from fixtures_checkpoints import checkpoint_config, train_tokenizer
-from modeling import Site
+from modeling import ScratchTransformerForCausalLM, Site
 from modeling.convert import causal_lm_from_gpt2
 from shipped import SHIPPED_ROOT, load, shipped
 
@@ -296,7 +296,7 @@ def check_model_end_to_end(model, tokenizer):
     corrupted = two_words_changed(model, tokenizer)
     result = activation_patching(model, tokenizer, TINY_TEXT, corrupted)
     first = result.changed[0]
-    for grid in GRIDS:
+    for grid in result.grids:
         values = result.grids[grid].values
         assert np.isfinite(values).all()
         last_row, last_column = values.shape[0] - 1, values.shape[1] - 1
@@ -308,6 +308,7 @@ def check_model_end_to_end(model, tokenizer):
     site = GRIDS["residual"].site(model.config.n_layers - 1)
     whole = [[Patch(site, tuple(range(ids.shape[0])))]]
     assert normalised(result, run_batched(model, ids, whole, {site: clean.recording[site]}))[0] == pytest.approx(1.0, abs=1e-4)
+    return result
 
 
 @pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "rope", "alibi", "none"])
@@ -323,6 +324,20 @@ def test_a_converted_gpt2():
     gpt2 = gpt2_like(checkpoint_config(tokenizer, "learned", d_model=64, n_heads=4, n_layers=3, d_ff=128,
                                        initializer_range=0.2), positions=64).eval()
     check_model_end_to_end(causal_lm_from_gpt2(gpt2).eval(), tokenizer)
+
+
+def test_an_attention_only_model_has_every_grid_but_the_feed_forward_and_says_why():
+    """feed_forward="none": the feed-forward grid is left out with a notice (the other grids checked by hooks, as for
+    every model); asked for alone, it is refused naming the grids the model has."""
+    tokenizer = train_tokenizer()
+    torch.manual_seed(0)
+    model = ScratchTransformerForCausalLM(checkpoint_config(tokenizer, "rope", feed_forward="none",
+                                                            initializer_range=0.2)).eval()
+    result = check_model_end_to_end(model, tokenizer)
+    assert list(result.grids) == ["residual", "heads", "attention"]
+    assert any("feed-forward grid is left out" in notice and "attention only" in notice for notice in result.notices)
+    with pytest.raises(InputProblem, match=r"attention only.*Pick any of residual, heads, attention\."):
+        activation_patching(model, tokenizer, TINY_TEXT, TINY_TEXT, sites="feed_forward")
 
 
 def test_an_encoder_decoder_is_refused_with_the_reason(tiny_checkpoints):

@@ -6,10 +6,11 @@ Reading order follows the data through the model:
     token ids -> TokenEmbedding (x sqrt(d_model)) -> + positional encoding -> TransformerStack of
     TransformerLayer (MultiHeadAttention, FeedForward, each inside AddAndNorm) -> LM head -> logits
 
-The options (``ScratchTransformerConfig``): LayerNorm or RMSNorm (``make_norm``); pre- or post-norm, and a parallel
-residual (``TransformerLayer``); the paper's feed-forward or a gated one, SwiGLU (``FeedForward``); grouped-query
-attention and the biases (``MultiHeadAttention``); RoPE's base and rotary fraction (``rope_angles``, ``rotate``); a
-tied or untied LM head. GPT-2, Llama, Qwen2, Mistral and Pythia are settings of this one file (``convert.py``).
+The options (``ScratchTransformerConfig``): LayerNorm or RMSNorm (``make_norm``); pre- or post-norm, a parallel
+residual, and attention-only layers with no feed-forward (``TransformerLayer``); the paper's feed-forward or a gated
+one, SwiGLU (``FeedForward``); grouped-query attention and the biases (``MultiHeadAttention``); RoPE's base and rotary
+fraction (``rope_angles``, ``rotate``); a tied or untied LM head. GPT-2, Llama, Qwen2, Mistral and Pythia are
+settings of this one file (``convert.py``).
 
 ``ScratchTransformerModel`` / ``...ForCausalLM`` / ``...ForSeq2SeqLM`` are the Hugging Face models; ``Transformer``
 (torch.nn.Transformer's API) lives in ``torch_transformer.py``. Attention runs through transformers' attention
@@ -339,6 +340,8 @@ class TransformerLayer(GradientCheckpointingLayer):
     encoder memory, then feed-forward. Each sublayer sits inside its own Add & Norm.
     Parallel residual (GPT-NeoX, GPT-J): x + Attn(LN_1(x)) + FFN(LN_2(x)); both read the layer input x, and the
     stream between them (``after_self_attention``) is x + Attn(LN_1(x)), to which FFN(LN_2(x)) is then added.
+    Attention only (``feed_forward="none"``; Elhage et al. 2021): x + Attn(LN(x)) (and cross-attention), no
+    feed-forward and no norm for it: ``feed_forward`` and ``feed_forward_norm`` are None.
     """
 
     def __init__(self, config: ScratchTransformerConfig, layer_idx: int, cross_attention: bool = False,
@@ -352,8 +355,11 @@ class TransformerLayer(GradientCheckpointingLayer):
             self.cross_attn_norm = AddAndNorm(config)
         else:
             self.cross_attn = self.cross_attn_norm = None
-        self.feed_forward = FeedForward(config)
-        self.feed_forward_norm = AddAndNorm(config)
+        if config.feed_forward == "none":
+            self.feed_forward = self.feed_forward_norm = None
+        else:
+            self.feed_forward = FeedForward(config)
+            self.feed_forward_norm = AddAndNorm(config)
         self.parallel_residual = config.parallel_residual
 
     def forward(self, x: torch.Tensor, position_bias: torch.Tensor | None = None,
@@ -373,8 +379,9 @@ class TransformerLayer(GradientCheckpointingLayer):
             h = self.cross_attn(self.cross_attn_norm.sublayer_input(x), key_value_states=memory,
                                 attention_mask=memory_mask, past_key_values=past_key_values, **kwargs)
             x = note(self.site, "after_cross_attention", self.cross_attn_norm(x, h))
-        ffn_reads = layer_input if self.parallel_residual else x
-        x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(ffn_reads)))
+        if self.feed_forward is not None:
+            ffn_reads = layer_input if self.parallel_residual else x
+            x = self.feed_forward_norm(x, self.feed_forward(self.feed_forward_norm.sublayer_input(ffn_reads)))
         return note(self.site, "output", x)
 
 

@@ -14,7 +14,7 @@ from transformers import PretrainedConfig
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu")
 NORMS = ("layernorm", "rmsnorm")
-FEED_FORWARDS = ("mlp", "gated")
+FEED_FORWARDS = ("mlp", "gated", "none")
 
 
 class ScratchTransformerConfig(PretrainedConfig):
@@ -26,7 +26,8 @@ class ScratchTransformerConfig(PretrainedConfig):
         n_heads: attention heads per layer; each head works in d_head = d_model / n_heads dimensions (the paper's d_k).
         n_layers: decoder layers (the only stack of a decoder-only model; ``num_hidden_layers``).
         n_encoder_layers: encoder layers of an encoder-decoder model (defaults to ``n_layers``).
-        d_ff: inner width of the position-wise feed-forward network (``intermediate_size``).
+        d_ff: inner width of the position-wise feed-forward network (``intermediate_size``; default 1024). None with
+            ``feed_forward="none"`` (whatever is given: there is no feed-forward).
         max_position_embeddings: size of the learned position table; for the other encodings the
             context length the model is meant for (they run past it).
         position_encoding: "sinusoidal" (added to the embeddings, the paper), "learned" (a trained
@@ -41,13 +42,16 @@ class ScratchTransformerConfig(PretrainedConfig):
         norm: "layernorm" (LN(x) = (x - mean) / sqrt(var + eps) * g + b, the paper, GPT-2) or "rmsnorm"
             (x / sqrt(mean(x^2) + eps) * g: no centring, no bias; Llama).
         parallel_residual: x + Attn(LN_1(x)) + FFN(LN_2(x)): attention and feed-forward both read the layer's
-            input (GPT-NeoX, GPT-J), instead of the feed-forward reading x + Attn(LN_1(x)). Pre-norm decoder only.
+            input (GPT-NeoX, GPT-J), instead of the feed-forward reading x + Attn(LN_1(x)). Pre-norm decoder with a
+            feed-forward only.
         final_layer_norm: LayerNorm after the last layer of each stack (default: ``norm_first``,
             which pre-norm needs; ``torch.nn.Transformer`` has it in both modes).
         activation: feed-forward non-linearity: "relu", "gelu" (exact), "gelu_new" (tanh approximation) or "silu"
             (x * sigmoid(x)).
-        feed_forward: "mlp" (the paper's act(x W_1 + b_1) W_2 + b_2) or "gated" (act(x W_gate) * (x W_up), then
-            W_2; with silu: SwiGLU, Llama's).
+        feed_forward: "mlp" (the paper's act(x W_1 + b_1) W_2 + b_2), "gated" (act(x W_gate) * (x W_up), then
+            W_2; with silu: SwiGLU, Llama's) or "none": attention-only layers, x + Attn(LN(x)) and nothing more
+            (Elhage et al. 2021's attention-only transformers); d_ff, activation, activation_dropout and
+            feed_forward_bias then go unused.
         scale_embeddings: multiply token embeddings by sqrt(d_model) as the paper does (GPT-2 does not).
         dropout: dropout on embeddings and on every sublayer output.
         activation_dropout: dropout on the feed-forward hidden act(x W1 + b1) (default: ``dropout``, as in
@@ -80,7 +84,7 @@ class ScratchTransformerConfig(PretrainedConfig):
         n_heads: int = 4,
         n_layers: int = 4,
         n_encoder_layers: int | None = None,
-        d_ff: int = 1024,
+        d_ff: int | None = None,
         max_position_embeddings: int = 256,
         position_encoding: str = "sinusoidal",
         rope_theta: float = 10000.0,
@@ -133,6 +137,10 @@ class ScratchTransformerConfig(PretrainedConfig):
         self.final_layer_norm = norm_first if final_layer_norm is None else final_layer_norm
         self.activation = activation
         self.feed_forward = feed_forward
+        if feed_forward == "none":
+            self.d_ff = None  # no feed-forward, no width: a d_ff given is dropped, not saved as if it were used
+        elif self.d_ff is None:
+            self.d_ff = 1024
         self.scale_embeddings = scale_embeddings
         self.dropout = dropout
         self.activation_dropout = dropout if activation_dropout is None else activation_dropout
@@ -186,7 +194,8 @@ class ScratchTransformerConfig(PretrainedConfig):
         """Raise ValueError naming the field and what is allowed when the config cannot work.
 
         Runs when a config is made and again when a model is built from it (fields may change between)."""
-        for name in ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_layers", "d_ff", "max_position_embeddings"):
+        sizes = ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_layers", "max_position_embeddings")
+        for name in sizes + (() if self.feed_forward == "none" else ("d_ff",)):  # no feed-forward: d_ff unused
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -246,6 +255,11 @@ class ScratchTransformerConfig(PretrainedConfig):
             raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) needs norm_first=True and a "
                              f"decoder-only model (is_encoder_decoder=False); got norm_first={self.norm_first}, "
                              f"is_encoder_decoder={self.is_encoder_decoder}")
+        if self.parallel_residual and self.feed_forward == "none":
+            with_one = ", ".join(kind for kind in FEED_FORWARDS if kind != "none")
+            raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) adds a feed-forward beside attention: "
+                             f"it needs feed_forward one of {with_one}; got feed_forward='none' (attention-only "
+                             "layers, x + Attn(LN(x)))")
 
 
 def _is_number(value) -> bool:

@@ -65,8 +65,9 @@ class LayerRecord:
     after_self_attention: torch.Tensor
     cross_attention: AttentionRecord | None
     after_cross_attention: torch.Tensor | None
-    feed_forward_hidden: torch.Tensor  # (B, T, d_ff) act(x W_1 + b_1); gated: act(x W_gate) * x W_up
-    feed_forward_output: torch.Tensor  # hidden W_2 + b_2
+    # the feed-forward's: None in an attention-only layer (feed_forward="none"), which has no feed-forward
+    feed_forward_hidden: torch.Tensor | None  # (B, T, d_ff) act(x W_1 + b_1); gated: act(x W_gate) * x W_up
+    feed_forward_output: torch.Tensor | None  # hidden W_2 + b_2
     output: torch.Tensor  # the residual stream going out (before any final LayerNorm)
     feed_forward_gate: torch.Tensor | None = None  # gated feed-forward: (B, T, d_ff) act(x W_gate); else None
     feed_forward_up: torch.Tensor | None = None  # gated feed-forward: (B, T, d_ff) x W_up; else None
