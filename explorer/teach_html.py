@@ -82,7 +82,7 @@ def values_table(step: Step, full: bool) -> str:
     head = "".join(f"<th>{html.escape(c)}</th>" for c in (step.columns or [str(i) for i in range(values.shape[1])]))
     body = []
     for i, (label, row) in enumerate(zip(rows, values)):
-        cells = "".join(f'<td class="masked">masked</td>' if v < MASKED_BELOW else f"<td>{number(v, full)}</td>" for v in row)
+        cells = "".join('<td class="masked">masked</td>' if v < MASKED_BELOW else f"<td>{number(v, full)}</td>" for v in row)
         body.append(f'<tr{" class=hl" if i == step.highlight else ""}><th>{html.escape(label)}</th>{cells}</tr>')
     return (f'<div class="teach-scroll"><table class="teach-values"><thead><tr><th></th>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table></div>')

@@ -51,7 +51,7 @@ def transformer_from_torch(m: nn.Transformer) -> Transformer:
         raise ValueError(f"m must be a torch.nn.Transformer, got {type(m).__name__}")
     if not m.batch_first:
         raise ValueError("only batch_first=True transformers are supported")
-    enc_layer, dec_layer = m.encoder.layers[0], m.decoder.layers[0]
+    enc_layer = m.encoder.layers[0]
     activation = {F.relu: "relu", F.gelu: "gelu"}.get(enc_layer.activation)
     if activation is None:
         raise ValueError(f"unsupported activation {enc_layer.activation!r}; relu and gelu are supported")

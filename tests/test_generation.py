@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
-from tiny_models import EOS, PAD, POSITION_ENCODINGS, random_ids, tiny_causal_lm, tiny_seq2seq
+from tiny_models import PAD, POSITION_ENCODINGS, random_ids, tiny_causal_lm, tiny_seq2seq
 
 GREEDY = dict(max_new_tokens=12, do_sample=False, return_dict_in_generate=True, output_logits=True)
 

@@ -1,9 +1,7 @@
 """Loading the way Hub users load: by repo id from a Hugging Face cache on disk (offline), and as
 remote code in a fresh process that cannot import our package."""
 
-import json
 import os
-import sys
 
 import torch
 

@@ -27,7 +27,6 @@ import re
 import subprocess
 import sys
 import tarfile
-import tempfile
 from pathlib import Path
 
 from checkpointing.paths import data_dir as default_data_dir
