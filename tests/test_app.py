@@ -13,7 +13,7 @@ from gradio_client import Client
 
 import torch
 
-from conftest import SLOW_MODEL, figure
+from conftest import SLOW_MODEL, call_raw, figure
 from explorer.generation import MAX_REWRITE_LINES
 from checkpointing.loading import load_checkpoint
 from fixtures_checkpoints import SEQ2SEQ_NAME
@@ -26,28 +26,8 @@ SAMPLING = ("Sampling", 0.8, 40, 0.95, 1.1)
 GREEDY = ("Greedy", 1.0, 0, 1.0, 1.0)
 
 
-
-
 def generate(client, prompt="Shall I", model="shakespeare-rope", settings=SAMPLING, max_new=12, seed=0):
     return client.predict(prompt, model, *settings, max_new, seed, api_name="/generate")
-
-
-
-def call_raw(url: str, api_name: str, data: list) -> tuple[str, object]:
-    """POST /gradio_api/call/<api_name> with ``data`` as JSON (ASCII-escaped, so lone surrogates arrive as
-    such); -> (the final SSE event name, its data)."""
-    body = json.dumps({"data": data})  # ensure_ascii: "\ud800" travels as the escape \\ud800
-    event_id = requests.post(f"{url}gradio_api/call/{api_name}", data=body,
-                             headers={"Content-Type": "application/json"}, timeout=30).json()["event_id"]
-    event, payload = None, None
-    with requests.get(f"{url}gradio_api/call/{api_name}/{event_id}", stream=True, timeout=60) as stream:
-        for line in stream.iter_lines(decode_unicode=True):
-            if line.startswith("event: "):
-                event = line[len("event: "):]
-            elif line.startswith("data: ") and event in ("complete", "error"):
-                payload = json.loads(line[len("data: "):])
-                break
-    return event, payload
 
 
 def test_every_event_is_named_and_the_public_ones_are_callable(client, app):

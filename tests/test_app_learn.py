@@ -21,13 +21,12 @@ from gradio_client.utils import Status
 from transformers import AutoModelForCausalLM
 
 from checkpointing.loading import load_checkpoint
-from conftest import figure
+from conftest import call_raw, figure
 from explorer.gradient_step import gradient_step
 from explorer.live_data import SPECIAL_IDS
 from explorer.live_training import DEFAULT
 from explorer.recorded_runs import DEFAULT_TEXT, timeline_view
 from fixtures_checkpoints import SEQ2SEQ_NAME
-from test_app import call_raw
 from ui.common import visible_breaks
 
 # a tiny job: one layer, two heads, d_model 16, on repeating random tokens (the default vocabulary: 64 ids, 61 drawn)

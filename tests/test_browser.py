@@ -5,100 +5,19 @@ Screenshots of every tab at 1366 and 800 px go to artifacts/screenshots/ (gitign
 change to the layout. Without Chromium these tests skip; with the environment variable CI set they fail.
 """
 
-import os
-from pathlib import Path
-
 import pytest
 
-from conftest import SLOW_MODEL
+from conftest import SHOTS, SLOW_MODEL, WIDTHS, app_page, assert_no_error_shown, open_page, open_tab, pick, plot_drawn, settled
 
 pytestmark = pytest.mark.browser
-
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
-TIMEOUT_MS = 60_000
-WIDTHS = (1366, 800)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    try:
-        from playwright.sync_api import sync_playwright
-
-        playwright = sync_playwright().start()
-    except Exception as error:  # noqa: BLE001
-        playwright, launch_error = None, error
-    else:
-        try:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            launch_error = None
-        except Exception as error:  # noqa: BLE001
-            launch_error = error
-    if launch_error is not None:
-        if playwright is not None:
-            playwright.stop()
-        message = f"Chromium could not be launched from {CHROMIUM}: {launch_error}"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
-    yield browser
-    browser.close()
-    playwright.stop()
-
-
-def open_page(browser, url, width=1366):
-    page = browser.new_page(viewport={"width": width, "height": 900})
-    page.set_default_timeout(TIMEOUT_MS)
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.goto(url)
-    return page
 
 
 @pytest.fixture(scope="module")
 def page(browser, app_server):
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page = open_page(browser, app_server)
-    page.wait_for_selector("#catalog-status >> text=model(s) ready")
+    """One page at 1366 px for this module's tests, in turn (conftest's ``page`` opens one at each width)."""
+    page = app_page(browser, app_server)
     yield page
     page.close()
-
-
-@pytest.fixture(autouse=True)
-def screenshot_on_failure(request):
-    failed_before = request.session.testsfailed
-    yield
-    if request.session.testsfailed > failed_before and "page" in request.fixturenames:
-        request.getfixturevalue("page").screenshot(path=SHOTS / f"failed-{request.node.name}.png", full_page=True)
-
-
-def open_tab(page, name: str):
-    page.get_by_role("tab", name=name).click()
-
-
-def plot_drawn(page, elem_id: str):
-    page.wait_for_selector(f"#{elem_id} .js-plotly-plot .main-svg", state="attached")
-
-
-def pick(page, menu_id: str, option: str):
-    """Choose the menu entry whose line starts with ``option``."""
-    page.evaluate("() => document.activeElement && document.activeElement.blur()")  # a focused menu opens on focus only
-    page.click(f"#{menu_id} input")
-    page.wait_for_function("(id) => document.querySelector(`#${id} input`).getAttribute('aria-expanded') === 'true'", arg=menu_id)
-    page.get_by_role("option", name=option).first.click()
-    page.wait_for_function("([id, name]) => document.querySelector(`#${id} input`).value.startsWith(name)", arg=[menu_id, option])
-    # The menu's note is written by the server from the value it received: once it names the model, the page
-    # holds the new value and the next click sends it. (Clicking at once could send the old model under load.)
-    page.wait_for_function("([id, name]) => document.querySelector(`#${id}-note`).innerText.trim().startsWith(name)",
-                           arg=[menu_id, option])
-
-
-def assert_no_error_shown(page):
-    text = page.inner_text("body")
-    assert "Traceback" not in text and "⚠️" not in text, text[:2000]
-    assert page.errors == []
 
 
 def record_values(page, selector: str):
@@ -116,23 +35,6 @@ def record_values(page, selector: str):
 
 def recorded(page) -> list[str]:
     return page.evaluate("() => { clearInterval(window.__watcher); return window.__seen; }")
-
-
-def settled(page):
-    """Wait until the page has been laid out again at its width: every visible plot drawn as wide as its box,
-    every table row inside its table."""
-    page.wait_for_function("""() => {
-        const shown = [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null);
-        const plots = shown.every(p => {
-            const svg = p.querySelector('.main-svg');
-            return svg && Math.abs(svg.getBoundingClientRect().width - p.getBoundingClientRect().width) < 2;
-        });
-        const tables = [...document.querySelectorAll('[role=grid], table')].filter(t => t.offsetParent !== null).every(t => {
-            const box = t.parentElement.getBoundingClientRect();
-            return [...t.querySelectorAll('[role=gridcell]')].every(c => c.getBoundingClientRect().right <= box.right + 1);
-        });
-        return plots && tables;
-    }""")
 
 
 def screenshots(page, name: str, before=None):

@@ -7,8 +7,7 @@ import pytest
 
 import hub_repos
 from fake_hub import FakeHub
-from test_browser_learn import choose
-from test_browser import SHOTS, WIDTHS, assert_no_error_shown, browser, open_page, open_tab, plot_drawn  # noqa: F401
+from conftest import SHOTS, WIDTHS, assert_no_error_shown, choose, open_page, open_tab, plot_drawn
 
 pytestmark = pytest.mark.browser
 REPO = "tiny/gpt2"
@@ -36,7 +35,7 @@ def hub(app_server, tmp_path_factory):
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_open_a_hub_model_and_see_it_in_every_tab(browser, app_server, hub, width):  # noqa: F811
+def test_open_a_hub_model_and_see_it_in_every_tab(browser, app_server, hub, width):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = open_page(browser, app_server, width)
     page.wait_for_selector("#catalog-status >> text=model(s) ready")
@@ -63,7 +62,7 @@ def test_open_a_hub_model_and_see_it_in_every_tab(browser, app_server, hub, widt
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_train_one_yourself_offers_open_and_push_after_training(browser, app_server, hub, width):  # noqa: F811
+def test_train_one_yourself_offers_open_and_push_after_training(browser, app_server, hub, width):
     """The test app has no shipped tokenizer, so the job trains on random tokens: Open in every tab says why such a
     model cannot be opened (the views read text); opening a text-trained model is tested through the API."""
     page = open_page(browser, app_server, width)
@@ -82,7 +81,7 @@ def test_train_one_yourself_offers_open_and_push_after_training(browser, app_ser
 
 
 @pytest.mark.parametrize("width", WIDTHS)
-def test_watch_a_hub_repo_learn_and_pick_a_revision(browser, app_server, hub, width):  # noqa: F811
+def test_watch_a_hub_repo_learn_and_pick_a_revision(browser, app_server, hub, width):
     page = open_page(browser, app_server, width)
     page.wait_for_selector("#catalog-status >> text=model(s) ready")
     open_tab(page, "Watch it learn")

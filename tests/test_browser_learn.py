@@ -6,16 +6,9 @@ import zipfile
 
 import pytest
 
-from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn  # noqa: F401
-from test_browser_teach import page, shot  # noqa: F401 - the page at both widths
+from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, open_page, open_tab, plot_drawn, shot
 
 pytestmark = pytest.mark.browser
-
-
-def choose(page, menu_id: str, option: str):
-    page.click(f"#{menu_id} input")
-    page.get_by_role("option", name=option).first.click()
-    page.wait_for_function("([id, name]) => document.querySelector(`#${id} input`).value === name", arg=[menu_id, option])
 
 
 def fill(page, elem_id: str, value):
@@ -105,8 +98,6 @@ def set_tiny_job(page, steps: int):
 
 
 def test_a_second_browser_sees_its_place_in_the_queue_and_runs_after_stop(browser, app_server):
-    from test_browser import open_page
-
     first, second = open_page(browser, app_server), open_page(browser, app_server)
     for page in (first, second):
         page.wait_for_selector("#catalog-status >> text=model(s) ready")
@@ -130,9 +121,6 @@ def test_a_second_browser_sees_its_place_in_the_queue_and_runs_after_stop(browse
 
 def test_closing_the_page_mid_job_ends_the_trainer_thread(browser, app_server):
     import threading
-    import time
-
-    from test_browser import open_page
 
     page = open_page(browser, app_server)
     page.wait_for_selector("#catalog-status >> text=model(s) ready")

@@ -6,8 +6,7 @@ import pytest
 
 from explorer import patching
 from shipped import SHIPPED_ROOT
-from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, plot_drawn, screenshot_on_failure, \
-    settled  # noqa: F401
+from conftest import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, settled
 
 pytestmark = pytest.mark.browser
 
@@ -23,15 +22,9 @@ def shipped_app(app_server):
 
 
 @pytest.fixture(scope="module", params=[1366, 800], ids=lambda w: f"{w}px")
-def page(request, browser, shipped_app):  # noqa: F811 - the browser fixture is test_browser's
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": request.param, "height": 900})
-    page.set_default_timeout(TIMEOUT_MS)
-    page.errors = []
-    page.width = request.param
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.goto(shipped_app)
-    page.wait_for_selector("#catalog-status >> text=model(s) ready")
+def page(request, browser, shipped_app):
+    """The app on the shipped checkpoints at each width, on the Activation patching tab."""
+    page = app_page(browser, shipped_app, request.param)
     open_tab(page, "Activation patching")
     page.wait_for_function("() => document.querySelector('#patching-model input').value.startsWith('shakespeare-main')")
     yield page

@@ -4,32 +4,9 @@ be clicked, nothing shows an error. Screenshots: artifacts/screenshots/teach-*-<
 import pytest
 
 from conftest import SLOW_MODEL
-from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab, pick, plot_drawn  # noqa: F401
+from conftest import assert_no_error_shown, open_tab, pick, plot_drawn, shot
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module", params=[1366, 800], ids=lambda w: f"{w}px")
-def page(request, browser, app_server):  # noqa: F811 - the browser fixture is test_browser's
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page = browser.new_page(viewport={"width": request.param, "height": 900})
-    page.set_default_timeout(TIMEOUT_MS)
-    page.errors = []
-    page.width = request.param
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.goto(app_server)
-    page.wait_for_selector("#catalog-status >> text=model(s) ready")
-    yield page
-    page.close()
-
-
-def shot(page, name: str, selector: str | None = None):
-    path = SHOTS / f"teach-{name}-{page.width}.png"
-    if selector:
-        page.locator(selector).screenshot(path=path)
-    else:
-        page.evaluate("window.scrollTo(0, 0)")
-        page.screenshot(path=path, full_page=True)
 
 
 def test_every_tab_is_in_sight_even_on_a_narrow_page(page):
