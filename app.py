@@ -42,7 +42,7 @@ def build_demo() -> gr.Blocks:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
         opening = open_model.panel()
-        with gr.Tabs(overflow_behavior="wrap"):  # twelve tabs: on a narrow page they wrap, none hides behind a menu
+        with gr.Tabs(overflow_behavior="wrap") as tabs:  # twelve tabs: on a narrow page they wrap, none hides behind a menu
             generate_menu, decoding = generate.tab(choices, value)
             encodings.tab()
             menus = [generate_menu, *(view.tab(choices, value, decoding) for view in (attention, forward, steps, lens, ablation)),
@@ -54,6 +54,7 @@ def build_demo() -> gr.Blocks:
         demo.load(common.catalog_event(len(menus), len(decoder_menus)), None, [*menus, *decoder_menus, catalog_status],
                   api_name="catalog")
         open_model.wire(opening, menus, decoder_menus, catalog_status)
+        open_model.wire_sign_in(demo, tabs)  # on a Space: back from signing in, Train one yourself and its model
     demo.queue(default_concurrency_limit=4)
     return demo
 
