@@ -115,7 +115,7 @@ def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_acco
         sign_in(page, user)
         assert "back_to=train-live" in page.url
         page.wait_for_selector(f"#trained-login >> text=Logout ({user})")
-        page.wait_for_selector("#trained-status >> text=The model you trained before signing in is still here")
+        page.wait_for_selector("#trained-status >> text=The model you trained is still here")
         assert page.get_by_role("tab", name="Train one yourself").get_attribute("aria-selected") == "true"
     assert sorted(hub.grants) == [("alice", readme_scopes()), ("bob", readme_scopes())]
     for user, page in pages.items():
@@ -134,5 +134,14 @@ def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_acco
         assert {"config.json", "model.safetensors", "README.md", "loss_curve.png"} <= set(hub.repos[repo_id]["files"])
     assert set(hub.repos) == {"alice/my-transformer", "bob/my-transformer"}  # nothing under the Space owner
     assert len(hub.scopes) == 2 and MACHINE_TOKEN not in hub.scopes  # one OAuth token per visitor, nothing else
+    bob = pages["bob"]
+    bob.click("#trained-login")  # Logout (bob): the session forgets the token
+    bob.wait_for_selector("#trained-login >> text=Sign in with Hugging Face")
+    bob.wait_for_selector("#trained-status >> text=The model you trained is still here")
+    bob.fill("#trained-repo input, #trained-repo textarea", "after-signing-out")
+    bob.click("#trained-push")
+    assert pushed_line(bob).startswith("⚠️ Sign in with Hugging Face first")
+    assert pages["alice"].inner_text("#trained-login").strip() == "Logout (alice)"  # alice still signed in
+    assert set(hub.repos) == {"alice/my-transformer", "bob/my-transformer"}
     for page in pages.values():
         page.context.close()

@@ -119,7 +119,8 @@ def bring_back_kept(key, archive, request: gr.Request = None):
     if archive or kept is None or request is None or request.query_params.get(BACK_PARAM) != BACK_TO:
         return gr.skip(), gr.skip(), gr.skip()
     return (gr.update(value=kept[0], interactive=True), kept[1],
-            status("The model you trained before signing in is still here: push it to the Hub, open it, or download it."))
+            status("The model you trained is still here (signing in or out reloads the page): push it to the Hub, "
+                   "open it, or download it."))
 
 
 def trained_actions(archive, job) -> None:
