@@ -17,6 +17,7 @@ import logging
 import os
 
 import gradio as gr
+from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
 
 from explorer import catalog, figures, hub
 from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, open_model, patching, \
@@ -61,8 +62,10 @@ def build_demo() -> gr.Blocks:
 
 demo = build_demo()
 # launch() options: uploads (Open a model's zip) up to the Hub's weight limit and room for the rest; Gradio's own
-# errors (e.g. too few arguments in an API call) reach the client with their message
-LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=hub.max_upload_bytes(), show_error=True)
+# errors (e.g. too few arguments in an API call) reach the client with their message; a sign-in the visitor denied
+# comes back to the page, not to an error page (ui.open_model.sign_in_refused)
+LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=hub.max_upload_bytes(), show_error=True,
+                      app_kwargs=dict(exception_handlers={OAuthError: open_model.sign_in_refused}))
 
 
 def launch(**overrides):

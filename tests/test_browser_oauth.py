@@ -145,3 +145,20 @@ def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_acco
     assert set(hub.repos) == {"alice/my-transformer", "bob/my-transformer"}
     for page in pages.values():
         page.context.close()
+
+
+def test_a_visitor_who_denies_the_sign_in_comes_back_to_the_tab_not_signed_in(browser, space):  # noqa: F811
+    """Deny on the Hub's consent page: the callback gets an error, not a code. Back on Train one yourself, with the
+    model, not signed in (Gradio alone answers "Internal Server Error": app.py handles authlib's OAuthError)."""
+    url, hub = space
+    page = visitor(browser, url, hub, "alice", 1366)
+    train(page)
+    page.click("#trained-login")
+    page.wait_for_selector("#deny")
+    page.click("#deny")
+    page.wait_for_selector("#catalog-status >> text=model(s) ready")
+    assert "back_to=train-live" in page.url
+    page.wait_for_selector("#trained-status >> text=The model you trained is still here")
+    assert page.inner_text("#trained-login").strip() == "Sign in with Hugging Face"
+    assert_no_error_shown(page)
+    page.context.close()

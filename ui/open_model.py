@@ -123,6 +123,17 @@ def bring_back_kept(key, archive, request: gr.Request = None):
                    "open it, or download it."))
 
 
+def sign_in_refused(request, error):
+    """The sign-in's callback when the Hub sends the visitor back without a code (they clicked Deny, or the Hub
+    answered an error): authlib raises OAuthError there, which Gradio's /login/callback does not catch (an "Internal
+    Server Error" page). Back to the page instead, to Train one yourself if the sign-in started there: not signed in,
+    the model kept. (A FastAPI exception handler: ``app.LAUNCH_OPTIONS`` registers it for OAuthError.)"""
+    from fastapi.responses import RedirectResponse
+
+    back = f"{BACK_PARAM}={BACK_TO}" in request.query_params.get("_target_url", "")
+    return RedirectResponse(f"/?{BACK_PARAM}={BACK_TO}" if back else "/", status_code=302)
+
+
 def trained_actions(archive, job) -> None:
     """Under Train one yourself's results: "Open in every tab" and, after signing in, "Push to the Hub", for the
     model in ``archive`` (the tab's download) trained with ``job`` (the tab's JSON)."""
