@@ -3,7 +3,9 @@ environment the Hub gives such a Space: SYSTEM=spaces, SPACE_ID, OAUTH_CLIENT_ID
 OPENID_PROVIDER_URL), with tests/fake_hub.py as both the Hub's API and its OpenID provider. In Chromium: the
 LoginButton, Gradio's /login/huggingface, the provider's consent page, the callback (authlib checks the state, swaps
 the code, verifies the signed id token), the session cookie, and ``gr.OAuthToken`` reaching Push to the Hub. No
-part of gradio, authlib or huggingface_hub is mocked.
+part of gradio, authlib or huggingface_hub is mocked. SPACE_HOST stays unset: with it, Gradio sends the Hub
+https://<SPACE_HOST>/login/callback as the redirect URI; here the app is plain http on 127.0.0.1, where Chromium
+keeps Gradio's Secure, SameSite=None session cookie as it does on https.
 
 The app's machine has a token of its own (HF_TOKEN, the Space owner's): a push never uses it. Screenshots of the
 signed-in tab, and after the push, go to /work/shots/oauth/ (and artifacts/screenshots/oauth-*.png).
@@ -11,7 +13,6 @@ signed-in tab, and after the push, go to /work/shots/oauth/ (and artifacts/scree
 Signing in leaves the page (the Hub's consent page sends the browser back to a fresh one): a visitor who trains,
 then signs in, finds Train one yourself and the model again (ui.open_model keeps it), and pushes it."""
 
-import re
 import shutil
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from huggingface_hub import metadata_load
 
 from app_process import REPO, start_app, stop_app
 from fake_hub import FakeHub
-from test_browser import CHROMIUM_ARGS, SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab  # noqa: F401
+from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab  # noqa: F401
 from test_browser_learn import set_tiny_job
 
 pytestmark = pytest.mark.browser
@@ -148,17 +149,16 @@ def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_acco
 
 
 def test_a_visitor_who_denies_the_sign_in_comes_back_to_the_tab_not_signed_in(browser, space):  # noqa: F811
-    """Deny on the Hub's consent page: the callback gets an error, not a code. Back on Train one yourself, with the
-    model, not signed in (Gradio alone answers "Internal Server Error": app.py handles authlib's OAuthError)."""
+    """Deny on the Hub's consent page: the callback gets an error, not a code. Back on Train one yourself, not signed
+    in (Gradio alone answers "Internal Server Error": app.py handles authlib's OAuthError)."""
     url, hub = space
-    page = visitor(browser, url, hub, "alice", 1366)
-    train(page)
+    page = visitor(browser, url, hub, "alice", 800)
     page.click("#trained-login")
     page.wait_for_selector("#deny")
     page.click("#deny")
     page.wait_for_selector("#catalog-status >> text=model(s) ready")
     assert "back_to=train-live" in page.url
-    page.wait_for_selector("#trained-status >> text=The model you trained is still here")
+    page.wait_for_function("() => document.querySelector('[role=tab][aria-selected=true]').innerText.includes('Train one')")
     assert page.inner_text("#trained-login").strip() == "Sign in with Hugging Face"
     assert_no_error_shown(page)
     page.context.close()

@@ -42,3 +42,13 @@ def test_nothing_is_kept_without_a_model_and_old_models_expire(tmp_path, monkeyp
     now = open_model.time.time()
     monkeypatch.setattr(open_model.time, "time", lambda: now + open_model.KEPT_SECONDS + 1)
     assert open_model.kept_model(key) is None
+
+
+def test_a_denied_sign_in_goes_back_to_this_page_only():
+    """sign_in_refused (the OAuthError handler of the sign-in's callback) sends the browser to a path of this app,
+    whatever the callback's _target_url says."""
+    for target, expected in (("/?back_to=train-live", "/?back_to=train-live"), ("/", "/"),
+                             ("https://elsewhere.example/?back_to=train-live", "/?back_to=train-live"),
+                             ("//elsewhere.example", "/")):
+        response = open_model.sign_in_refused(SimpleNamespace(query_params={"_target_url": target}), Exception())
+        assert response.status_code == 302 and response.headers["location"] == expected
