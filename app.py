@@ -17,6 +17,7 @@ import logging
 import os
 
 import gradio as gr
+from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
 
 from explorer import catalog, figures, hub
 from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, open_model, patching, \
@@ -42,7 +43,7 @@ def build_demo() -> gr.Blocks:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
         opening = open_model.panel()
-        with gr.Tabs(overflow_behavior="wrap"):  # twelve tabs: on a narrow page they wrap, none hides behind a menu
+        with gr.Tabs(overflow_behavior="wrap") as tabs:  # twelve tabs: on a narrow page they wrap, none hides behind a menu
             generate_menu, decoding = generate.tab(choices, value)
             encodings.tab()
             menus = [generate_menu, *(view.tab(choices, value, decoding) for view in (attention, forward, steps, lens, ablation)),
@@ -54,14 +55,17 @@ def build_demo() -> gr.Blocks:
         demo.load(common.catalog_event(len(menus), len(decoder_menus)), None, [*menus, *decoder_menus, catalog_status],
                   api_name="catalog")
         open_model.wire(opening, menus, decoder_menus, catalog_status)
+        open_model.wire_sign_in(demo, tabs)  # on a Space: back from signing in, Train one yourself and its model
     demo.queue(default_concurrency_limit=4)
     return demo
 
 
 demo = build_demo()
 # launch() options: uploads (Open a model's zip) up to the Hub's weight limit and room for the rest; Gradio's own
-# errors (e.g. too few arguments in an API call) reach the client with their message
-LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=hub.max_upload_bytes(), show_error=True)
+# errors (e.g. too few arguments in an API call) reach the client with their message; a sign-in the visitor denied
+# comes back to the page, not to an error page (ui.open_model.sign_in_refused)
+LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=hub.max_upload_bytes(), show_error=True,
+                      app_kwargs=dict(exception_handlers={OAuthError: open_model.sign_in_refused}))
 
 
 def launch(**overrides):

@@ -506,8 +506,11 @@ def hub_error_message(error: Exception) -> str:
     if "Timeout" in name or "Connect" in name or isinstance(error, (TimeoutError, ConnectionError)):
         return (f"The Hub at {echo(endpoint())} did not answer in time ({name}): it is unreachable or slow. "
                 "Try again later.")
-    if isinstance(error, hub_errors.HfHubHTTPError):
-        return f"The Hub answered with an error ({error_text(error)})."
+    if isinstance(error, hub_errors.HfHubHTTPError):  # an OSError: error_text would give its class name only
+        response = getattr(error, "response", None)
+        code = f"HTTP {response.status_code}" if response is not None else type(error).__name__
+        said = f": {echo(error.server_message, limit=300)}" if getattr(error, "server_message", None) else ""
+        return f"The Hub answered with an error ({code}{said})."
     return f"Opening failed ({error_text(error)})."
 
 

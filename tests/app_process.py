@@ -22,12 +22,13 @@ _draw = random.Random(0)
 LONG_CJK_TEXT = "".join(chr(_draw.randint(0x4E00, 0x9FFF)) for _ in range(20_000))
 
 
-def start_app(root: Path, timeout: float = 180) -> tuple[subprocess.Popen, str, float]:
+def start_app(root: Path, timeout: float = 180, env: dict | None = None) -> tuple[subprocess.Popen, str, float]:
     """Start `python app.py` serving the checkpoints in ``root``; return (process, url, seconds until the
-    page answered HTTP 200)."""
+    page answered HTTP 200). ``env``: more environment variables for it (a value None removes one)."""
     port = free_port()
-    env = dict(os.environ, SCRATCH_CHECKPOINTS=str(root), GRADIO_SERVER_NAME="127.0.0.1", GRADIO_SERVER_PORT=str(port),
-               GRADIO_ANALYTICS_ENABLED="False")
+    env = {key: value for key, value in dict(os.environ, SCRATCH_CHECKPOINTS=str(root), GRADIO_SERVER_NAME="127.0.0.1",
+                                             GRADIO_SERVER_PORT=str(port), GRADIO_ANALYTICS_ENABLED="False",
+                                             **(env or {})).items() if value is not None}
     start = time.perf_counter()
     process = subprocess.Popen([sys.executable, "app.py"], cwd=REPO, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)

@@ -3,11 +3,17 @@
 open_model and gives the trained model's logits; "Open in every tab" opens it for its browser session only."""
 
 import json
+import re
 import threading
 from pathlib import Path
+from urllib.parse import parse_qs, urlparse
 
 import pytest
+import requests
 import torch
+from huggingface_hub import metadata_load
+from joserfc import jwt
+from joserfc.jwk import KeySet
 
 from fake_hub import FakeHub
 from fixtures_checkpoints import train_tokenizer
@@ -153,3 +159,45 @@ def test_an_opened_upload_is_unpacked_under_the_process_and_removed_when_it_exit
     root, folder, existed = json.loads(out.stdout.strip().splitlines()[-1])
     assert existed and Path(folder).parent == Path(root)
     assert not Path(root).exists()
+
+
+def oauth_token(hub, user: str, scope: str) -> dict:
+    """The authorization-code flow a Space's sign-in runs, by hand (tests/test_browser_oauth.py runs the real one in
+    Chromium): ``user``, signed in to the Hub, consents; the code is swapped for the token endpoint's answer."""
+    browser = requests.Session()
+    cookie = hub.login_cookie(user)
+    browser.cookies.set(cookie["name"], cookie["value"])
+    redirect_uri = "http://127.0.0.1:9/login/callback"
+    page = browser.get(f"{hub.url}/oauth/authorize", params=dict(response_type="code", client_id=hub.client_id, scope=scope,
+                                                                 redirect_uri=redirect_uri, state="s1", nonce="n1"))
+    consent = re.search(r"id='authorize' href='([^']+)'", page.text).group(1).replace("&amp;", "&")
+    back = browser.get(hub.url + consent, allow_redirects=False).headers["Location"]
+    assert back.startswith(redirect_uri)
+    query = {key: values[0] for key, values in parse_qs(urlparse(back).query).items()}
+    assert query["state"] == "s1"
+    answer = requests.post(f"{hub.url}/oauth/token", auth=(hub.client_id, hub.client_secret),
+                           data=dict(grant_type="authorization_code", code=query["code"], redirect_uri=redirect_uri))
+    answer.raise_for_status()
+    again = requests.post(f"{hub.url}/oauth/token", auth=(hub.client_id, hub.client_secret),
+                          data=dict(grant_type="authorization_code", code=query["code"], redirect_uri=redirect_uri))
+    assert again.status_code == 400  # a code is good once
+    return answer.json()
+
+
+def test_an_oauth_token_with_the_readmes_scopes_pushes_and_without_them_is_told_why(hub, trained):
+    """The Space asks for the README's hf_oauth_scopes (the Hub adds openid and profile): with them, the visitor's
+    OAuth token creates and fills a repo of their own; a token with openid and profile only cannot create one."""
+    from explorer.hub_push import InputProblem, push_trained
+
+    archive, job, _ = trained
+    scopes = ["openid", "profile", *metadata_load(Path(__file__).parent.parent / "README.md")["hf_oauth_scopes"]]
+    granted = oauth_token(hub, "bob", " ".join(scopes))
+    keys = KeySet.import_key_set(requests.get(hub.openid_configuration()["jwks_uri"]).json())
+    claims = jwt.decode(granted["id_token"], keys).claims
+    assert claims["preferred_username"] == "bob" and claims["nonce"] == "n1" and claims["aud"] == hub.client_id
+    pushed = push_trained(archive, job, granted["access_token"], "signed-in-with-scopes")
+    assert pushed["repo_id"] == "bob/signed-in-with-scopes" and hub.authors[pushed["repo_id"]] == ["bob"]
+    narrow = oauth_token(hub, "bob", "openid profile")["access_token"]
+    with pytest.raises(InputProblem, match="cannot create repos"):
+        push_trained(archive, job, narrow, "signed-in-without-scopes")
+    assert "bob/signed-in-without-scopes" not in hub.repos

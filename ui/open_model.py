@@ -2,6 +2,11 @@
 Transformer (``explorer.hub``) and added to every tab's model menu: a Hub model to every visitor's menus, an upload
 to this browser session's only. Above the tabs, so it is at hand from whichever tab a visitor is on."""
 
+import secrets
+import threading
+import time
+from pathlib import Path
+
 import gradio as gr
 
 from explorer import hub, hub_push, hub_timeline
@@ -61,6 +66,72 @@ def push_to_hub(archive, job, repo_name, oauth_token: gr.OAuthToken | None = Non
 
 
 _trained_panels = []  # (open button, archive, result): wired to the menus by ``wire``
+_sign_in_panels = []  # (archive, job, status line, kept key): brought back after signing in by ``wire_sign_in``
+
+# Signing in (or out) with Hugging Face leaves the page: the LoginButton sends the browser to the Hub's consent page,
+# which sends it back to the page's address, a fresh page. So that a visitor who trains, then signs in to push, finds
+# the tab and the model again: the model is kept on the server under a random key that only this browser holds
+# (gr.BrowserState), and the button marks the address before it goes (the LoginButton carries the address's query,
+# its first parameter only, through the round trip): the page load that finds the mark opens Train one yourself, and
+# the key, once read from the browser's storage, brings the model back.
+BACK_PARAM, BACK_TO = "back_to", "train-live"
+MARK_BACK_JS = f"() => {{ history.replaceState(null, '', '?{BACK_PARAM}={BACK_TO}'); }}"
+KEPT_SECONDS, KEPT_MOST = 7200, 256  # as long as gradio's cache keeps the zip (app.py: delete_cache=(3600, 7200))
+_kept: dict[str, tuple[float, str, dict]] = {}  # key -> (when, the zip in gradio's cache, the job's JSON)
+_kept_lock = threading.Lock()
+
+
+def keep_trained(archive, job):
+    """After a training job: keep its model (zip and JSON) under a new random key, which goes to the browser."""
+    if not archive or not isinstance(job, dict):
+        return gr.skip()
+    now = time.time()
+    with _kept_lock:
+        for key, (when, path, _) in list(_kept.items()):
+            if now - when > KEPT_SECONDS:
+                del _kept[key]
+            elif path == str(archive):  # the model already kept (brought back after a sign-in)
+                return key
+        while len(_kept) >= KEPT_MOST:
+            del _kept[next(iter(_kept))]  # the oldest
+        key = secrets.token_urlsafe(24)
+        _kept[key] = (now, str(archive), job)
+    return key
+
+
+def kept_model(key) -> tuple[str, dict] | None:
+    """(zip, JSON) kept under ``key``; None when none is (unknown key, expired, or the zip is gone)."""
+    with _kept_lock:
+        when, path, job = _kept.get(key, (0, "", {})) if isinstance(key, str) else (0, "", {})
+    return (path, job) if time.time() - when <= KEPT_SECONDS and Path(path).is_file() else None
+
+
+def back_from_sign_in(request: gr.Request = None):
+    """Page load: back from signing in (or out) from Train one yourself, that tab again."""
+    back = request is not None and request.query_params.get(BACK_PARAM) == BACK_TO
+    return gr.Tabs(selected=BACK_TO) if back else gr.skip()
+
+
+def bring_back_kept(key, archive, request: gr.Request = None):
+    """The browser's key, read from its storage after the page loaded (or set after a job): back from signing in,
+    the model kept under it, into the tab if the tab has none."""
+    kept = kept_model(key)
+    if archive or kept is None or request is None or request.query_params.get(BACK_PARAM) != BACK_TO:
+        return gr.skip(), gr.skip(), gr.skip()
+    return (gr.update(value=kept[0], interactive=True), kept[1],
+            status("The model you trained is still here (signing in or out reloads the page): push it to the Hub, "
+                   "open it, or download it."))
+
+
+def sign_in_refused(request, error):
+    """The sign-in's callback when the Hub sends the visitor back without a code (they clicked Deny, or the Hub
+    answered an error): authlib raises OAuthError there, which Gradio's /login/callback does not catch (an "Internal
+    Server Error" page). Back to the page instead, to Train one yourself if the sign-in started there: not signed in,
+    the model kept. (A FastAPI exception handler: ``app.LAUNCH_OPTIONS`` registers it for OAuthError.)"""
+    from fastapi.responses import RedirectResponse
+
+    back = f"{BACK_PARAM}={BACK_TO}" in request.query_params.get("_target_url", "")
+    return RedirectResponse(f"/?{BACK_PARAM}={BACK_TO}" if back else "/", status_code=302)
 
 
 def trained_actions(archive, job) -> None:
@@ -68,14 +139,31 @@ def trained_actions(archive, job) -> None:
     model in ``archive`` (the tab's download) trained with ``job`` (the tab's JSON)."""
     with gr.Row(equal_height=True, elem_id="trained-actions"):
         open_button = gr.Button("Open in every tab", elem_id="trained-open")
-        if hub_push.on_space():  # Sign in with Hugging Face; elsewhere the push goes to the account logged in there
-            gr.LoginButton(elem_id="trained-login")
-        name = gr.Textbox(label="Repo name on your account (empty: one is made up)", scale=2, elem_id="trained-repo")
+        login = gr.LoginButton(elem_id="trained-login") if hub_push.on_space() else None  # elsewhere: the account
+        name = gr.Textbox(label="Repo name on your account (empty: one is made up)", scale=2,  # logged in there
+                          elem_id="trained-repo")
         push = gr.Button("Push to the Hub", elem_id="trained-push")
     line = gr.Markdown(elem_id="trained-status", elem_classes="status-line")
     result = gr.JSON(visible=False)
     push.click(push_to_hub, [archive, job, name], [result, line], api_name="push_to_hub", **OPENING)
     _trained_panels.append((open_button, archive, result, line))
+    if login is not None:
+        kept = gr.BrowserState(None, storage_key="scratch-transformer-trained-model")
+        login.click(None, js=MARK_BACK_JS)  # runs before the button's own redirect (it waits 500 ms)
+        # the zip's button, not the JSON: an invisible component is not on the page, and its change never fires
+        archive.change(keep_trained, [archive, job], kept, api_name="keep_trained", api_visibility="private",
+                       queue=False)
+        _sign_in_panels.append((archive, job, line, kept))
+
+
+def wire_sign_in(demo: gr.Blocks, tabs: gr.Tabs) -> None:
+    """On a Space: a page load back from signing in opens Train one yourself (in ``tabs``) with the model kept (the
+    browser's key is read from its storage after the page load: its change event brings the model back)."""
+    for archive, job, line, kept in _sign_in_panels:
+        demo.load(back_from_sign_in, None, tabs, api_name="back_from_sign_in", api_visibility="private", queue=False)
+        kept.change(bring_back_kept, [kept, archive], [archive, job, line], api_name="bring_back_kept",
+                    api_visibility="private", queue=False)
+    _sign_in_panels.clear()
 
 
 def timeline_of_revisions(repo_id: str, revisions: str = "", text: str = DEFAULT_TEXT) -> dict:
