@@ -230,6 +230,18 @@ def choose(page, menu_id: str, option: str):
     page.wait_for_function("([id, name]) => document.querySelector(`#${id} input`).value === name", arg=[menu_id, option])
 
 
+def fill(page, elem_id: str, value):
+    """Type ``value`` into the number box ``elem_id``."""
+    page.fill(f"#{elem_id} input[type=number]", str(value))
+
+
+def set_tiny_job(page, steps: int):
+    """Train one yourself set to a tiny job on random tokens: 2 heads, d_model 16, ``steps`` steps."""
+    choose(page, "live-data", "Repeating random tokens")
+    for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", steps)):
+        fill(page, elem_id, value)
+
+
 def settled(page):
     """Wait until the page has been laid out again at its width: every visible plot drawn as wide as its box,
     every table row inside its table."""

@@ -6,13 +6,9 @@ import zipfile
 
 import pytest
 
-from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, open_page, open_tab, plot_drawn, shot
+from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, fill, open_page, open_tab, plot_drawn, set_tiny_job, shot
 
 pytestmark = pytest.mark.browser
-
-
-def fill(page, elem_id: str, value):
-    page.fill(f"#{elem_id} input[type=number]", str(value))
 
 
 def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_model(page):
@@ -89,12 +85,6 @@ def test_watch_it_learn_follows_the_slider_and_keeps_its_explanation_in_sight(pa
     page.wait_for_selector("#timeline-status >> text=timeline-plain trained on")
     assert page.input_value("#timeline-snapshot input[type=range]") == "2"
     assert_no_error_shown(page)
-
-
-def set_tiny_job(page, steps: int):
-    choose(page, "live-data", "Repeating random tokens")
-    for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", steps)):
-        fill(page, elem_id, value)
 
 
 def test_a_second_browser_sees_its_place_in_the_queue_and_runs_after_stop(browser, app_server):

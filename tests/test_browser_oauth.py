@@ -20,9 +20,8 @@ import pytest
 from huggingface_hub import metadata_load
 
 from app_process import REPO, start_app, stop_app
+from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, open_tab, set_tiny_job
 from fake_hub import FakeHub
-from test_browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, browser, open_tab  # noqa: F401
-from test_browser_learn import set_tiny_job
 
 pytestmark = pytest.mark.browser
 OAUTH_SHOTS = Path("/work/shots/oauth")
