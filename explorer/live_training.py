@@ -295,7 +295,9 @@ def watched_head(scores: np.ndarray, current: tuple[int, int] | None) -> tuple[t
     if best != current and scores[best] >= scores[current] + SWITCH_MARGIN:
         return best, (f"the best induction head (score {scores[best]:.2f}); it passed L{current[0]}.H{current[1]} "
                       f"({scores[current]:.2f}) at this step")
-    return current, f"the best induction head so far (score {scores[current]:.2f})"
+    if best != current:  # another leads, by less than the margin: the plot stays, and says so
+        return current, f"score {scores[current]:.2f}; L{best[0]}.H{best[1]} leads ({scores[best]:.2f}), by under {SWITCH_MARGIN:g}"
+    return current, f"the best induction head (score {scores[current]:.2f})"
 
 
 # --- the run -------------------------------------------------------------------------------------------------

@@ -65,7 +65,10 @@ def test_the_watched_head_changes_only_when_another_passes_it_clearly_and_says_s
     scores = np.array([[0.10, 0.12], [0.30, 0.33]])
     (head, why) = watched_head(scores, None)
     assert head == (1, 1) and "0.33" in why
-    assert watched_head(scores, (1, 0))[0] == (1, 0)  # 0.33 does not pass 0.30 by 0.05: no flicker
+    kept, why = watched_head(scores, (1, 0))
+    assert kept == (1, 0)  # 0.33 does not pass 0.30 by 0.05: no flicker, and the title does not call it the best
+    assert why == "score 0.30; L1.H1 leads (0.33), by under 0.05"
+    assert watched_head(scores, (1, 1))[1] == "the best induction head (score 0.33)"
     moved, why = watched_head(np.array([[0.1, 0.1], [0.30, 0.40]]), (1, 0))
     assert moved == (1, 1) and "passed L1.H0" in why
 
