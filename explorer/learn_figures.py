@@ -7,6 +7,7 @@ Token labels go through ``plotly_text``: plotly reads ``<...>`` as markup, and a
 """
 
 import re
+import textwrap
 
 import numpy as np
 import plotly.graph_objects as go
@@ -52,8 +53,8 @@ def probe_attention_figure(s: Snapshot) -> go.Figure:
     fig.add_vline(x=L - 0.5, line_color=AFTER, line_width=1)
     fig.add_annotation(x=0, y=L - 0.5, text="second copy starts", showarrow=False, xanchor="left", yanchor="top",
                        font=dict(color=AFTER, size=11))
-    fig.update_layout(title=f"L{s.layer}.H{s.head}: {s.watched or 'the head shown'}<br>on the probe: random tokens, twice",
-                      margin=dict(LAYOUT["margin"], t=80))
+    lines = [*textwrap.wrap(f"L{s.layer}.H{s.head}: {s.watched or 'the head shown'}", 40), "on the probe: random tokens, twice"]
+    fig.update_layout(title="<br>".join(lines), margin=dict(LAYOUT["margin"], t=36 + 22 * len(lines)))  # fits half an 800 px page
     return fig
 
 
