@@ -4,7 +4,8 @@
 - App fixtures (tests/test_explorer_*.py, tests/test_app*.py, tests/test_browser*.py): tiny random checkpoints in
   the shipped layout, plus one random model at the shipped main model's size and two tiny recorded training runs,
   built once per session, and one app server on 127.0.0.1 that serves them; a gradio_client on it (``client``),
-  a raw HTTP call to it (``call_raw``), a plot as the client receives it (``figure``), a tiny tokenizer.
+  a raw HTTP call to it (``call_raw``), a plot as the client receives it (``figure``) and its arrays
+  (``plotly_array``), a tiny tokenizer.
 - The browser: Chromium (``browser``), the app in a page at each width (``page``), a screenshot of a failed test's
   page, and the helpers that open tabs, pick menu entries, wait for plots and check that no error shows.
 
@@ -12,10 +13,12 @@ Builders of models, tokenizers and checkpoints are in fixtures_checkpoints.py an
 fake_hub.py and hub_repos.py; the app in a process of its own in app_process.py.
 """
 
+import base64
 import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import requests
 import torch
@@ -107,6 +110,14 @@ def figure(plot) -> dict:
     """A gr.Plot's value as the client receives it -> the plotly figure dict."""
     assert plot["type"] == "plotly"
     return json.loads(plot["plot"])
+
+
+def plotly_array(value) -> np.ndarray:
+    """An array of a figure as plotly's JSON holds it: a list, or a typed array {"dtype", "bdata" (base64), "shape"}."""
+    if isinstance(value, list):
+        return np.asarray(value)
+    shape = [int(n) for n in str(value.get("shape", -1)).split(",")]
+    return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).reshape(shape)
 
 
 @pytest.fixture(scope="module")

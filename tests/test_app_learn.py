@@ -4,7 +4,6 @@ its client leaves, queues a second job behind the first, and serves the trained 
 from_pretrained; Watch it learn gives explorer.recorded_runs's own view of a recorded run. Bad input ends as a message
 in the status line."""
 
-import base64
 import math
 import re
 import tempfile
@@ -21,7 +20,7 @@ from gradio_client.utils import Status
 from transformers import AutoModelForCausalLM
 
 from checkpointing.loading import load_checkpoint
-from conftest import call_raw, figure
+from conftest import call_raw, figure, plotly_array
 from explorer.gradient_step import gradient_step
 from explorer.live_data import SPECIAL_IDS
 from explorer.live_training import DEFAULT
@@ -129,7 +128,10 @@ def test_training_streams_every_logged_step_then_the_json_and_the_model(client):
     assert re.fullmatch(r"\d+ of \d+ right\.", right)
     assert figure(induction)["data"][0]["type"] == "heatmap"
     shown = figure(attention)["layout"]
-    assert shown["title"]["text"].startswith("L0.H") and "best induction head" in shown["title"]["text"]
+    # the title names the head shown and its score, the induction map's number for that head
+    named = re.match(r"L(\d+)\.H(\d+): (?:the best induction head \(score|score) (\d\.\d\d)", shown["title"]["text"])
+    layer, head, score = int(named[1]), int(named[2]), named[3]
+    assert f"{plotly_array(figure(induction)['data'][0]['z'])[layer, head]:.2f}" == score
     assert any(a["text"] == "second copy starts" for a in shown["annotations"])
     # the model: fetched by the client over HTTP from the app's file route, a save_pretrained folder zipped
     with zipfile.ZipFile(download) as archive:
@@ -227,14 +229,6 @@ def test_generation_is_answered_while_a_job_trains(app_server, client):
 # ------------------------------------------------------------------------------------------------------------
 # Watch it learn
 # ------------------------------------------------------------------------------------------------------------
-
-
-def plotly_array(value) -> np.ndarray:
-    """An array as plotly's JSON holds it: a list, or {"dtype", "bdata" (base64), "shape"}."""
-    if isinstance(value, list):
-        return np.asarray(value)
-    shape = [int(n) for n in str(value["shape"]).split(",")]
-    return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).reshape(shape)
 
 
 def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(client, tiny_checkpoints):

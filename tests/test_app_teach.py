@@ -1,19 +1,10 @@
 """The teaching views through the app's API (gradio_client against tests/conftest.py's server of tiny checkpoints):
 good input gives the computed view, bad input a message that says what was wrong and what is allowed."""
 
-import base64
 import re
 
-import numpy as np
 import pytest
-from conftest import figure
-
-
-def heights(values) -> list[float]:
-    """A figure's numbers as sent: a list, or plotly's typed array {"dtype", "bdata": base64}."""
-    if isinstance(values, dict):
-        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
-    return list(values)
+from conftest import figure, plotly_array
 
 
 TEXT = "To be, or not to be, that is the question"
@@ -99,7 +90,7 @@ def test_ablation_and_ranking(client):
 def test_next_token_distribution_redraws_with_the_settings(client):
     plot, note = client.predict("Shall I compare", "shakespeare-rope", 0.7, 5, 1.0, 1.0, api_name="/next_token_distribution")
     bars = figure(plot)["data"][0]
-    assert "drawn from 5 of 384 tokens" in note and bars["text"] == [f"{p:.3f}" for p in heights(bars["y"])]
+    assert "drawn from 5 of 384 tokens" in note and bars["text"] == [f"{p:.3f}" for p in plotly_array(bars["y"])]
     assert bars["marker"]["color"][4] != bars["marker"]["color"][5]  # kept, then cut
     for args, message in [((0, 0, 1.0, 1.0), "Temperature must be above 0"), (("hot", 0, 1.0, 1.0), "Temperature must be a number"),
                           ((1.0, -3, 1.0, 1.0), "Top-k (0 = off) must be a whole number"), ((1.0, 0, 2, 1.0), "Top-p must be above 0")]:
