@@ -4,8 +4,8 @@ good input gives the computed view, bad input a message that says what was wrong
 import re
 
 import pytest
-from conftest import figure, plotly_array
 
+from conftest import figure, plotly_array
 
 TEXT = "To be, or not to be, that is the question"
 
