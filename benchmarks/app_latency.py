@@ -93,20 +93,25 @@ def first_token_under_long_jobs(url: str, client, model: str, repeats: int) -> l
             job.leave()
 
 
+def default_job() -> list:
+    """/train_live's inputs for the tab's default job: each choice as LiveSettings' default, no preset."""
+    from explorer.live_training import DEFAULT
+    from ui.train_live import CHOICES
+
+    return [getattr(DEFAULT, name) if name != "preset" else None for name in CHOICES]
+
+
 def first_token_while_training(url: str, client, model: str, repeats: int) -> dict:
     """First-token latency of /generate alone, then while one /train_live job with the tab's defaults runs
     (another client, so another session; only requests answered before the job ended count), and the job's
     seconds from submit to its last update. Text data needs shakespeare-main's tokenizer in the checkpoints."""
     from gradio_client import Client
 
-    from explorer.live_training import DEFAULT
-    from ui.train_live import CHOICES
-
     alone = [first_token_latency(client, model, seed, max_new_tokens=8)[0] for seed in range(repeats)]
     trainer = Client(url, verbose=False)
     start = time.perf_counter()
-    job = trainer.submit(*[getattr(DEFAULT, name) for name in CHOICES], api_name="/train_live")
-    while not any(out[-1].startswith("- Step ") for out in job.outputs()):  # the Trainer is stepping
+    job = trainer.submit(*default_job(), api_name="/train_live")
+    while not any(out[-1].startswith("- Step ") for out in job.outputs()):  # the job is stepping
         if job.done():
             raise RuntimeError(f"the training job ended before its first step: {job.result()[-1]}")
         time.sleep(0.05)

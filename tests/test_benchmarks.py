@@ -234,3 +234,17 @@ def test_benchmarks_refuse_cuda_where_there_is_none(tiny_checkpoint, monkeypatch
     for main in (training_step.main, generation.main):
         with pytest.raises(SystemExit, match="--device cuda: no CUDA device is visible"):
             main(["--checkpoint", tiny_checkpoint, "--device", "cuda"])
+
+
+def test_the_app_benchmarks_training_job_is_the_tabs_default_job():
+    """benchmarks.app_latency submits /train_live with every input the endpoint takes (it broke when the preset
+    became the last), and they are the defaults: the job the tab runs with nothing changed."""
+    import inspect
+
+    from benchmarks.app_latency import default_job
+    from explorer.live_training import DEFAULT, check_settings
+    from ui.train_live import CHOICES, train_live
+
+    inputs = default_job()
+    assert list(inspect.signature(train_live).parameters)[:len(inputs)] == list(CHOICES)
+    assert check_settings(**dict(zip(CHOICES, inputs))) == DEFAULT
