@@ -109,11 +109,15 @@ def parse_sites(sites) -> list[str]:
     return [name for name in GRIDS if name in sites]
 
 
+def grids_of(model) -> list[str]:
+    """The grids ``model`` has: all of ``GRIDS``, but an attention-only model (``feed_forward="none"``) has no
+    feed-forward output to patch."""
+    return [name for name in GRIDS if not (model.config.feed_forward == "none" and name == "feed_forward")]
+
+
 def model_grids(model, names: list[str]) -> tuple[list[str], list[str]]:
-    """(the grids of ``names`` the model has, a notice for those left out): an attention-only model
-    (``feed_forward="none"``) has no feed-forward output to patch. None of them left: an InputProblem."""
-    attention_only = model.config.feed_forward == "none"
-    has = [name for name in GRIDS if not (attention_only and name == "feed_forward")]
+    """(the grids of ``names`` the model has, a notice for those left out). None of them left: an InputProblem."""
+    has = grids_of(model)
     kept = [name for name in names if name in has]
     if kept == names:
         return names, []

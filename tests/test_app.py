@@ -50,7 +50,8 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "training_timeline_snapshot", "training_timeline_step", "training_timeline_open", "training_timeline_run_range",
                "training_timeline_run", "patching_model_note", "patching_cell", "patching_change_word",
                "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus", "train_live_preset",
-               "train_live_leave_preset", "hub_timeline_open", "hub_timeline_measure", "hub_timeline_revision"}
+               "train_live_leave_preset", "hub_timeline_open", "hub_timeline_measure", "hub_timeline_revision",
+               "patching_grids"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -58,7 +59,7 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
     groups = {app.demo.fns[dep["id"]].name: (app.demo.fns[dep["id"]].concurrency_id, app.demo.fns[dep["id"]].concurrency_limit)
               for dep in app.demo.config["dependencies"]}
     for interactive in ("encoding_plots", "show_attention", "show_head", "trace_forward", "training_timeline",
-                        "measure_revisions"):
+                        "measure_revisions", "grids_offered"):
         assert groups[interactive] == ("model", 1)  # one core for the views, one for the generations' decode thread
     assert groups["generate"] == ("generation", 16)  # the views never wait behind generations, decoded in one batch
     assert groups["recompute_extrapolation"] == ("extrapolation", 1)

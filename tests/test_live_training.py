@@ -145,6 +145,17 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
         corrupted, _ = patching.change_one_word(tokenizer, text, "ROMEO")
         patched = patching.activation_patching(model, tokenizer, text, corrupted)
         assert list(patched.grids) == ["residual", "heads", "attention"] and "left out" in patched.notices[0]
+        # the tab's Grids checkboxes offer what the model has, and offer (and tick) the feed-forward grid again after
+        import gradio as gr
+
+        from ui.patching import grids_offered
+
+        boxes, offered = grids_offered(opened.name, ["residual", "feed_forward"], list(patching.GRIDS))
+        assert [v for _, v in boxes["choices"]] == offered == ["residual", "heads", "attention"]
+        assert boxes["value"] == ["residual"]
+        boxes, offered = grids_offered("shakespeare-main", ["residual"], offered)
+        assert offered == list(patching.GRIDS) and boxes["value"] == ["residual", "feed_forward"]
+        assert grids_offered("shakespeare-main", ["heads"], offered) == (gr.skip(), gr.skip())
     finally:
         hub.forget_all()
 

@@ -6,7 +6,7 @@ import time
 import gradio as gr
 
 from explorer import catalog, patching
-from explorer.inputs import echo
+from explorer.inputs import InputProblem, echo
 from explorer.patching_figures import cell_figure, grid_figure
 
 from .common import INTERACTIVE, KEPT, NO_FIGURE, UNCHECKED, decoder_only, guarded, model_menu, status
@@ -92,6 +92,21 @@ def corrupted_copy(model_name, clean_text, how):
     return corrupted, status(f"Corrupted copy: {note}.")
 
 
+def grids_offered(name, ticked, offered):
+    """The Grids checkboxes for the model picked: the grids it has (``patching.grids_of``), those ticked kept ticked
+    and one it gains (back from an attention-only model) ticked; and the grids now offered. Unchanged: nothing."""
+    try:
+        _, model, _ = catalog.resolve(name)
+    except InputProblem:
+        return KEPT, KEPT  # the Patch button says what is wrong with the name
+    has = patching.grids_of(model)
+    if offered is not None and has == list(offered):
+        return KEPT, KEPT
+    ticked = [] if not isinstance(ticked, list) else ticked
+    value = [grid for grid in has if grid in ticked or (offered is not None and grid not in offered)]
+    return gr.update(choices=[c for c in SITE_CHOICES if c[1] in has], value=value), has
+
+
 def tab(choices, value) -> gr.Dropdown:
     """The tab, and its model menu (decoder-only models)."""
     decoders, value = decoder_only(choices, value)
@@ -130,11 +145,14 @@ def tab(choices, value) -> gr.Dropdown:
         numbers = gr.JSON(label="The numbers (clean_metric, corrupted_metric, one grid per site: [row][position], normalised)",
                           open=False, max_height=320, elem_id="patching-json")
         result = gr.State(NO_RESULT)
+        offered = gr.State(list(patching.GRIDS))  # the grids the checkboxes offer now
     button.click(activation_patching, [menu, clean, corrupted, answer, wrong, sites],
                  [*plots.values(), numbers, explained, result, cell_plot, cell_line, status_line],
                  api_name="activation_patching",
                  **INTERACTIVE, **UNCHECKED)
     bridge.click(show_cell, result, [cell_plot, cell_line], api_name="patching_cell", api_visibility="private")
+    menu.change(grids_offered, [menu, sites, offered], [sites, offered], api_name="patching_grids",
+                api_visibility="private", **INTERACTIVE, **UNCHECKED)
     change_word.click(lambda m, t: corrupted_copy(m, t, "word"), [menu, clean], [corrupted, status_line],
                       api_name="patching_change_word", api_visibility="private", **UNCHECKED)
     swap_half.click(lambda m, t: corrupted_copy(m, t, "swap"), [menu, clean], [corrupted, status_line],
