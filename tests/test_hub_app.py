@@ -110,7 +110,7 @@ def test_an_upload_opens_in_its_own_session_only(app_server, hub, tmp_path):
     mine = Client(app_server, verbose=False)
     result, line = mine.predict(handle_file(str(archive)), api_name="/open_upload")
     assert result["family"] == "ours (scratch_transformer)" and result["source"] == "upload"
-    assert "only you see it" in line
+    assert "no one else sees it" in line
     assert result["name"] not in [name for _, name in catalog.opened_choices(None)]
     *_, note = mine.predict(TEXT, result["name"], "self", "0", "average", api_name="/attention")
     assert "⚠" not in note and result["name"] in note
@@ -145,7 +145,7 @@ def test_train_one_yourself_opens_in_every_tab_and_pushes_as_the_local_account(a
     archive, job = trained_zip
     mine = Client(app_server, verbose=False)
     result, line = mine.predict(handle_file(str(archive)), api_name="/open_trained")
-    assert result["source"] == "trained" and "only you see it" in line
+    assert result["source"] == "trained" and "no one else sees it" in line
     *_, note = mine.predict(TEXT, result["name"], 3, api_name="/logit_lens")
     assert "⚠" not in note and result["name"] in note
     pushed, line = mine.predict(handle_file(str(archive)), job, "from-the-app", api_name="/push_to_hub")

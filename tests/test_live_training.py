@@ -150,12 +150,13 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
 
         from ui.patching import grids_offered
 
-        boxes, offered = grids_offered(opened.name, ["residual", "feed_forward"], list(patching.GRIDS))
+        boxes, offered, feed_forward_plot = grids_offered(opened.name, ["residual", "feed_forward"], list(patching.GRIDS))
         assert [v for _, v in boxes["choices"]] == offered == ["residual", "heads", "attention"]
-        assert boxes["value"] == ["residual"]
-        boxes, offered = grids_offered("shakespeare-main", ["residual"], offered)
+        assert boxes["value"] == ["residual"] and feed_forward_plot["visible"] is False
+        boxes, offered, feed_forward_plot = grids_offered("shakespeare-main", ["residual"], offered)
         assert offered == list(patching.GRIDS) and boxes["value"] == ["residual", "feed_forward"]
-        assert grids_offered("shakespeare-main", ["heads"], offered) == (gr.skip(), gr.skip())
+        assert feed_forward_plot["visible"] is True
+        assert grids_offered("shakespeare-main", ["heads"], offered) == (gr.skip(),) * 3
     finally:
         hub.forget_all()
 

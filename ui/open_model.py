@@ -21,7 +21,7 @@ NO_JSON = None
 def opened_line(opened: hub.Opened) -> str:
     parity = ("loaded with our own classes, no conversion" if opened.parity is None else
               f"parity with transformers' own {opened.family} class: max |logit difference| {opened.parity:.1e} on a fixed input")
-    where = "every visitor's menus" if opened.session is None else "this browser tab's menus (only you see it)"
+    where = "every visitor's menus" if opened.session is None else "this browser tab's menus only: no one else sees it"
     return status(f"Opened **{echo(opened.name, 90)}**: {opened.family}, {opened.n_parameters:,} parameters"
                   + (f", commit `{opened.commit[:12]}`" if opened.commit else "") + f", in {opened.seconds:.1f} s.",
                   parity.capitalize() + ".", f"It is now in the model menu of every tab ({where}), and picked there.")

@@ -94,17 +94,19 @@ def corrupted_copy(model_name, clean_text, how):
 
 def grids_offered(name, ticked, offered):
     """The Grids checkboxes for the model picked: the grids it has (``patching.grids_of``), those ticked kept ticked
-    and one it gains (back from an attention-only model) ticked; and the grids now offered. Unchanged: nothing."""
+    and one it gains (back from an attention-only model) ticked; the grids now offered; the feed-forward grid's plot,
+    shown only for a model that has one. Unchanged: nothing."""
     try:
         _, model, _ = catalog.resolve(name)
     except InputProblem:
-        return KEPT, KEPT  # the Patch button says what is wrong with the name
+        return KEPT, KEPT, KEPT  # the Patch button says what is wrong with the name
     has = patching.grids_of(model)
     if offered is not None and has == list(offered):
-        return KEPT, KEPT
+        return KEPT, KEPT, KEPT
     ticked = [] if not isinstance(ticked, list) else ticked
     value = [grid for grid in has if grid in ticked or (offered is not None and grid not in offered)]
-    return gr.update(choices=[c for c in SITE_CHOICES if c[1] in has], value=value), has
+    return (gr.update(choices=[c for c in SITE_CHOICES if c[1] in has], value=value), has,
+            gr.update(visible="feed_forward" in has))
 
 
 def tab(choices, value) -> gr.Dropdown:
@@ -151,7 +153,7 @@ def tab(choices, value) -> gr.Dropdown:
                  api_name="activation_patching",
                  **INTERACTIVE, **UNCHECKED)
     bridge.click(show_cell, result, [cell_plot, cell_line], api_name="patching_cell", api_visibility="private")
-    menu.change(grids_offered, [menu, sites, offered], [sites, offered], api_name="patching_grids",
+    menu.change(grids_offered, [menu, sites, offered], [sites, offered, plots["feed_forward"]], api_name="patching_grids",
                 api_visibility="private", **INTERACTIVE, **UNCHECKED)
     change_word.click(lambda m, t: corrupted_copy(m, t, "word"), [menu, clean], [corrupted, status_line],
                       api_name="patching_change_word", api_visibility="private", **UNCHECKED)
