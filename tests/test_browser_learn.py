@@ -93,7 +93,7 @@ def test_a_second_browser_sees_its_place_in_the_queue_and_runs_after_stop(browse
         page.wait_for_selector("#catalog-status >> text=model(s) ready")
         open_tab(page, "Train one yourself")
     set_tiny_job(first, 3000)
-    set_tiny_job(second, 5)
+    set_tiny_job(second, 2)
     first.click("#live-button")
     first.wait_for_selector("#live-status >> text=Step ")
     second.click("#live-button")
@@ -103,7 +103,7 @@ def test_a_second_browser_sees_its_place_in_the_queue_and_runs_after_stop(browse
     second.screenshot(path=SHOTS / "learn-queued.png", full_page=True)
     first.click("#live-stop")
     first.wait_for_selector("#live-status >> text=Stopped:")
-    second.wait_for_selector("#live-status >> text=Done: 5 of 5 steps")
+    second.wait_for_selector("#live-status >> text=Done: 2 of 2 steps")
     for page in (first, second):
         assert_no_error_shown(page)
         page.close()

@@ -8,13 +8,10 @@ https://<SPACE_HOST>/login/callback as the redirect URI; here the app is plain h
 keeps Gradio's Secure, SameSite=None session cookie as it does on https.
 
 The app's machine has a token of its own (HF_TOKEN, the Space owner's): a push never uses it. Screenshots of the
-signed-in tab, and after the push, go to /work/shots/oauth/ (and artifacts/screenshots/oauth-*.png).
+signed-in tab, and after the push, go to artifacts/screenshots/oauth-*.png.
 
 Signing in leaves the page (the Hub's consent page sends the browser back to a fresh one): a visitor who trains,
 then signs in, finds Train one yourself and the model again (ui.open_model keeps it), and pushes it."""
-
-import shutil
-from pathlib import Path
 
 import pytest
 from huggingface_hub import metadata_load
@@ -24,7 +21,6 @@ from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, open_tab, set_tin
 from fake_hub import FakeHub
 
 pytestmark = pytest.mark.browser
-OAUTH_SHOTS = Path("/work/shots/oauth")
 USERS = {"hf_alice_personal": "alice", "hf_bob_personal": "bob", "hf_space_owner": "space-owner"}
 MACHINE_TOKEN = "hf_space_owner"  # the Space's own token (its owner's): never the visitor's account
 
@@ -51,7 +47,7 @@ def space(tiny_checkpoints, tmp_path_factory):
             stop_app(process)
 
 
-def visitor(browser, url, hub, user: str | None, width: int):  # noqa: F811
+def visitor(browser, url, hub, user: str | None, width: int):
     """A page in a browser context of its own (its own cookies), signed in to the Hub as ``user`` (None: nobody)."""
     context = browser.new_context(viewport={"width": width, "height": 900})
     if user is not None:
@@ -88,13 +84,11 @@ def pushed_line(page) -> str:
 
 
 def shoot(page, name: str):
-    OAUTH_SHOTS.mkdir(parents=True, exist_ok=True)
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=OAUTH_SHOTS / f"{name}.png", full_page=True)
-    shutil.copy(OAUTH_SHOTS / f"{name}.png", SHOTS / f"oauth-{name}.png")
+    page.screenshot(path=SHOTS / f"oauth-{name}.png", full_page=True)
 
 
-def test_on_the_space_a_push_without_signing_in_is_refused_and_never_uses_the_machines_token(browser, space):  # noqa: F811
+def test_on_the_space_a_push_without_signing_in_is_refused_and_never_uses_the_machines_token(browser, space):
     url, hub = space
     page = visitor(browser, url, hub, None, 1366)
     assert page.inner_text("#trained-login").strip() == "Sign in with Hugging Face"
@@ -107,7 +101,7 @@ def test_on_the_space_a_push_without_signing_in_is_refused_and_never_uses_the_ma
     page.context.close()
 
 
-def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_account(browser, space):  # noqa: F811
+def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_account(browser, space):
     url, hub = space
     pages = {"alice": visitor(browser, url, hub, "alice", 1366), "bob": visitor(browser, url, hub, "bob", 800)}
     for user, page in pages.items():
@@ -134,20 +128,33 @@ def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_acco
         assert {"config.json", "model.safetensors", "README.md", "loss_curve.png"} <= set(hub.repos[repo_id]["files"])
     assert set(hub.repos) == {"alice/my-transformer", "bob/my-transformer"}  # nothing under the Space owner
     assert len(hub.scopes) == 2 and MACHINE_TOKEN not in hub.scopes  # one OAuth token per visitor, nothing else
-    bob = pages["bob"]
-    bob.click("#trained-login")  # Logout (bob): the session forgets the token
+    for page in pages.values():
+        page.context.close()
+
+
+def test_a_visitor_who_signs_out_can_push_no_more_while_another_stays_signed_in(browser, space):
+    """Logout: the session forgets the visitor's token, so the next push is refused; another visitor's sign-in
+    is untouched."""
+    url, hub = space
+    bob, alice = visitor(browser, url, hub, "bob", 800), visitor(browser, url, hub, "alice", 1366)
+    sign_in(alice, "alice")
+    alice.wait_for_selector("#trained-login >> text=Logout (alice)")
+    train(bob)
+    sign_in(bob, "bob")
+    bob.wait_for_selector("#trained-login >> text=Logout (bob)")
+    bob.click("#trained-login")  # Logout (bob)
     bob.wait_for_selector("#trained-login >> text=Sign in with Hugging Face")
     bob.wait_for_selector("#trained-status >> text=The model you trained is still here")
     bob.fill("#trained-repo input, #trained-repo textarea", "after-signing-out")
     bob.click("#trained-push")
     assert pushed_line(bob).startswith("⚠️ Sign in with Hugging Face first")
-    assert pages["alice"].inner_text("#trained-login").strip() == "Logout (alice)"  # alice still signed in
-    assert set(hub.repos) == {"alice/my-transformer", "bob/my-transformer"}
-    for page in pages.values():
+    assert alice.inner_text("#trained-login").strip() == "Logout (alice)"  # alice still signed in
+    assert not [repo for repo in hub.repos if repo.endswith("/after-signing-out")]
+    for page in (alice, bob):
         page.context.close()
 
 
-def test_a_visitor_who_denies_the_sign_in_comes_back_to_the_tab_not_signed_in(browser, space):  # noqa: F811
+def test_a_visitor_who_denies_the_sign_in_comes_back_to_the_tab_not_signed_in(browser, space):
     """Deny on the Hub's consent page: the callback gets an error, not a code. Back on Train one yourself, not signed
     in (Gradio alone answers "Internal Server Error": app.py handles authlib's OAuthError)."""
     url, hub = space
