@@ -14,10 +14,12 @@ pytestmark = pytest.mark.browser
 def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_model(page):
     open_tab(page, "Train one yourself")
     assert "induction preset" in page.inner_text("#live-teaching") and "Watch it learn" in page.inner_text("#live-teaching")
+    # "More choices" first: a box the accordion has just drawn can take its initial value back from under a fill
+    page.get_by_text("More choices").click()
+    page.locator("#live-seed input[type=number]").wait_for(state="visible")
     choose(page, "live-data", "Repeating random tokens")
     for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", 12)):
         fill(page, elem_id, value)
-    page.get_by_text("More choices").click()
     for elem_id, value in (("live-batch-size", 4), ("live-context-length", 16), ("live-log-every", 3)):
         fill(page, elem_id, value)
     for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", 12), ("live-batch-size", 4)):
