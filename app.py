@@ -19,9 +19,12 @@ import os
 import gradio as gr
 from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
 
-from explorer import catalog, figures, hub
-from ui import ablation, attention, common, encodings, forward, generate, gradient_step, lens, open_model, patching, \
-    sampling, steps, train_live, watch_it_learn
+from explorer.models import catalog, hub
+from explorer.present import figures
+from explorer.present.encodings import extrapolation_figure
+from ui import common, open_model
+from ui.tabs import ablation, attention, encodings, generate, gradient_step, lens, patching, sampling, steps, trace, \
+    train_live, watch_it_learn
 
 logger = logging.getLogger("app")
 
@@ -46,7 +49,7 @@ def build_demo() -> gr.Blocks:
         with gr.Tabs(overflow_behavior="wrap") as tabs:  # twelve tabs: on a narrow page they wrap, none hides behind a menu
             generate_menu, decoding = generate.tab(choices, value)
             encodings.tab()
-            menus = [generate_menu, *(view.tab(choices, value, decoding) for view in (attention, forward, steps, lens, ablation)),
+            menus = [generate_menu, *(view.tab(choices, value, decoding) for view in (attention, trace, steps, lens, ablation)),
                      sampling.tab(choices, value)]
             patching_menu = patching.tab(choices, value)
             decoder_menus = [gradient_step.tab(choices, value), patching_menu]
@@ -88,7 +91,7 @@ def warm_up(threads: int = 1) -> None:
             if info.usable:
                 catalog.load_model(info)
         figures.heatmap_figure([[0.0]], "", "", "").to_json()  # plotly imports its validators on first use: not in a request
-        figures.extrapolation_figure({"": {1: 1.0}}, {}).to_json()
+        extrapolation_figure({"": {1: 1.0}}, {}).to_json()
     except Exception:  # noqa: BLE001 - a request will show the problem
         logger.exception("warm-up failed")
 

@@ -39,7 +39,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the random checkpoints and the app process helpers are the tests' own
 
-from app_process import LONG_CJK_TEXT, QueuedJob, start_app, stop_app  # noqa: E402
+from support.app_process import LONG_CJK_TEXT, QueuedJob, start_app, stop_app  # noqa: E402
 
 from benchmarks.app_load import report_load, run_load  # noqa: E402
 
@@ -95,8 +95,8 @@ def first_token_under_long_jobs(url: str, client, model: str, repeats: int) -> l
 
 def default_job() -> list:
     """/train_live's inputs for the tab's default job: each choice as LiveSettings' default, no preset."""
-    from explorer.live_training import DEFAULT
-    from ui.train_live import CHOICES
+    from explorer.learning.train_live import DEFAULT
+    from ui.tabs.train_live import CHOICES
 
     return [getattr(DEFAULT, name) if name != "preset" else None for name in CHOICES]
 
@@ -153,7 +153,7 @@ def teaching_latencies(client, model: str, texts: list[str]) -> dict[str, list[f
 def timeline_latencies(client, root: Path, rounds: int) -> list[float]:
     """Seconds from request to answer of /training_timeline as the slider asks it: every snapshot of the default
     run in turn, ``rounds`` times over (after one call to warm up), on the tab's default text; [] without a run."""
-    from explorer.recorded_runs import DEFAULT_TEXT, pick_run, timeline_runs
+    from explorer.learning.watch_it_learn import DEFAULT_TEXT, pick_run, timeline_runs
 
     if not timeline_runs(root):
         return []
@@ -196,11 +196,11 @@ def main() -> None:
                         help="after readiness, measure only C clients at once, each R rounds of /generate then /attention")
     args = parser.parse_args()
 
-    from explorer.catalog import default_model, discover_checkpoints, read_results
+    from explorer.models.catalog import default_model, discover_checkpoints, read_results
 
     root = args.checkpoints or REPO / "checkpoints"
     if args.random or not discover_checkpoints(root):
-        from fixtures_checkpoints import build_checkpoints, build_timeline_runs
+        from support.fixtures_checkpoints import build_checkpoints, build_timeline_runs
         from training.presets import TIMELINE_MODEL
 
         size = args.random or "shipped"

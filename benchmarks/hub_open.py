@@ -1,5 +1,5 @@
 """Benchmark of Open a model at GPT-2 small's size: a random GPT-2 of 124M parameters (``GPT2Config()``'s defaults: 12
-layers, d 768, vocabulary 50,257, 1,024 positions), built here, served by a Hub on 127.0.0.1 (tests/fake_hub.py).
+layers, d 768, vocabulary 50,257, 1,024 positions), built here, served by a Hub on 127.0.0.1 (tests/support/fake_hub.py).
 
     python -m benchmarks.hub_open                 # one torch thread, as the app serves a request
     python -m benchmarks.hub_open --threads 2
@@ -9,7 +9,7 @@ Prints, against the Hub issue's targets:
 - opening again from the local cache (a fresh app process's case: the files are on disk; the Hub is asked only what
   the revision's commit is), median of --repeats (target <= 10 s);
 - the same with HF_HUB_OFFLINE=1 (no Hub at all);
-- its Attention heads view of a 128-token text, as the app computes it (``ui.attention.show_attention``: the recorded
+- its Attention heads view of a 128-token text, as the app computes it (``ui.tabs.attention.show_attention``: the recorded
   run, every layer x head's weights, the figures), first request and later ones (target <= 3 s).
 Writes the figures to artifacts/bench_hub_open.json as well.
 """
@@ -34,7 +34,7 @@ def build(folder: Path) -> Path:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from fixtures_checkpoints import train_tokenizer
+    from support.fixtures_checkpoints import train_tokenizer
 
     tokenizer = train_tokenizer()
     torch.manual_seed(0)
@@ -61,7 +61,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    from fake_hub import FakeHub
+    from support.fake_hub import FakeHub
 
     with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
         tmp = Path(tmp)
@@ -71,8 +71,8 @@ def main() -> None:
         os.environ.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp / "home"))
         os.environ.pop("HF_HUB_CACHE", None)
         os.environ.pop("HF_HUB_OFFLINE", None)
-        from explorer import hub as opener
-        from ui import attention
+        from explorer.models import hub as opener
+        from ui.tabs import attention
 
         figures = {}
         start = time.perf_counter()

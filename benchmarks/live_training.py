@@ -7,7 +7,7 @@
         # the tab's step against a bare PyTorch loop (forward, backward, AdamW) on the same model and batches
 
 Prints one JSON line: wall seconds, steps done, steps per second, the loss at the first and last logged step,
-the best induction score (varying offsets, ``explorer.live_training.induction_scores``) at every snapshot,
+the best induction score (varying offsets, ``explorer.learning.train_live.induction_scores``) at every snapshot,
 and the step and second at which it first reached ``--threshold``. ``--threads`` sets torch's threads (the
 machine is shared: 1 keeps a trial to one core).
 """
@@ -21,8 +21,8 @@ from dataclasses import replace
 import torch
 
 from checkpointing.in_context import attention_weights, induction_probe, induction_scores_from
-from explorer.live_data import SPECIAL_IDS, LiveData
-from explorer.live_training import (LIMITS, LiveResult, Snapshot, build_model, check_settings, probe_lengths,
+from explorer.learning.live_data import SPECIAL_IDS, LiveData
+from explorer.learning.train_live import (LIMITS, LiveResult, Snapshot, build_model, check_settings, probe_lengths,
                                     train_live)
 
 

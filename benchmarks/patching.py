@@ -4,12 +4,12 @@
     python -m benchmarks.patching --threads 1 --tokens 64 --word My   # the first token changed: every patch is run
 
 The clean text is the opening of the passage below, cut to exactly --tokens tokens; the corrupted one changes one
-word (``explorer.patching.change_one_word``; the JSON says which, and the positions it changes: a patch before the
+word (``explorer.views.patching.change_one_word``; the JSON says which, and the positions it changes: a patch before the
 first of them writes what is already there and is not run). Each grid is timed alone (``sites=[name]``), --repeat
 times after one warm-up; prints one JSON line with the median wall seconds of each, its median CPU seconds (all
 threads: on a shared machine the wall time depends on the other load, the CPU time much less; on an idle machine
 the wall time is about the CPU time over the cores used) and the patched runs it made.
-``--workers`` chunks run side by side (``explorer.patching.WORKERS`` in the app), ``--threads`` torch threads each.
+``--workers`` chunks run side by side (``explorer.views.patching.WORKERS`` in the app), ``--threads`` torch threads each.
 """
 
 import argparse
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import torch
 
-from explorer import catalog
-from explorer.patching import CHUNK_TOKENS, GRIDS, WORKERS, activation_patching, change_one_word
+from explorer.models import catalog
+from explorer.views.patching import CHUNK_TOKENS, GRIDS, WORKERS, activation_patching, change_one_word
 
 PASSAGE = ("My lord, the duke of Norfolk sends word, and the earl of Warwick waits without. Tell the duke of Norfolk "
            "that the king will hear him at noon, and bid the earl of Warwick come with him; for the queen would see "

@@ -1,7 +1,7 @@
 """What the test modules share: fixtures, and the helpers more than one module uses.
 
 - The corpus, prepared once before any test (``pytest_sessionstart``).
-- App fixtures (tests/test_explorer_*.py, tests/test_app*.py, tests/test_browser*.py): tiny random checkpoints in
+- App fixtures (tests/explorer/, tests/ui/): tiny random checkpoints in
   the shipped layout, plus one random model at the shipped main model's size and two tiny recorded training runs,
   built once per session, and one app server on 127.0.0.1 that serves them; a gradio_client on it (``client``),
   a raw HTTP call to it (``call_raw``), a plot as the client receives it (``figure``) and its arrays
@@ -23,8 +23,8 @@ import pytest
 import requests
 import torch
 
-from fixtures_checkpoints import build_checkpoints, build_timeline_runs, checkpoint_config, save_checkpoint, train_tokenizer
-from local_server import free_port
+from support.fixtures_checkpoints import build_checkpoints, build_timeline_runs, checkpoint_config, save_checkpoint, train_tokenizer
+from support.local_server import free_port
 from modeling import ScratchTransformerForCausalLM
 
 # A random model of shakespeare-main's size (d_model 256, 8 heads, 6 layers, d_ff 1024): a real configuration

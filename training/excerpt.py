@@ -1,7 +1,7 @@
 """The Shakespeare the app's live training reads: two plays of the train split, shipped with the app (the corpus
 is not), made from the same verified source archive as the corpus:
 
-    python -m training.excerpt explorer/shakespeare_excerpt.txt
+    python -m training.excerpt explorer/learning/shakespeare_excerpt.txt
 
 Only train-split plays, so nothing of the validation or test plays reaches a model trained on it.
 """

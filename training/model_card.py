@@ -16,7 +16,7 @@ from huggingface_hub import EvalResult, ModelCard, ModelCardData
 
 from checkpointing.in_context import THRESHOLD
 from checkpointing.paths import checkpoints_dir
-from checkpointing.recorded_run import is_timeline, read_timeline
+from checkpointing.training_run import is_timeline, read_timeline
 
 from .tokenization import BYTE_VOCABULARY_SIZE
 
@@ -95,7 +95,7 @@ def usage(name: str, seq2seq: bool) -> list[str]:
     ]
 
 
-SEQ2SEQ_LINES = [  # folio-to-modern was trained on single lines; a passage fed whole falls apart (tests/test_checkpoints.py)
+SEQ2SEQ_LINES = [  # folio-to-modern was trained on single lines; a passage fed whole falls apart (tests/training/test_checkpoints.py)
     "It was trained on single lines: rewrite a passage one line at a time, as the app does. Fed several lines at "
     "once it loses the thread (four Julius Caesar lines: CER 0.68 whole, 0.047 line by line).\n",
     "```python\npassage = \"Shall I compare thee to a Summers day?\\nThou art more louely and more temperate:\"\n"
@@ -248,7 +248,7 @@ def timeline_section(timeline: dict) -> list[str]:
            else f"never {THRESHOLD} or more: no induction head formed"),
         f"- repeated-passage loss ratio (second copy / first): {first['repeated_passage_ratio']:.3f} -> "
         f"{last['repeated_passage_ratio']:.3f}",
-        "- see it: the app's *Watch it learn* tab; in Python, `checkpointing.recorded_run.load_snapshot(folder, "
+        "- see it: the app's *Watch it learn* tab; in Python, `checkpointing.training_run.load_snapshot(folder, "
         "snapshot[\"file\"], config)` for the entries of `read_timeline(folder)[\"snapshots\"]`",
         "",
     ]

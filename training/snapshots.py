@@ -1,8 +1,8 @@
 """Record how a model learns: snapshots of a training run, and the figures that show copying appear.
 
 A preset with ``timeline_every`` N gets a ``TimelineRecorder``: at step 0 and every N steps it stores the weights
-(float16, ``checkpointing.recorded_run.save_snapshot``) in the run's work folder, loads them back and measures, on
-the snapshot as stored, the validation loss and what ``checkpointing.recorded_run.measure`` records about copying
+(float16, ``checkpointing.training_run.save_snapshot``) in the run's work folder, loads them back and measures, on
+the snapshot as stored, the validation loss and what ``checkpointing.training_run.measure`` records about copying
 (every head's induction and previous-token scores, the repeated-passage loss ratio). Records survive a stop:
 ``--resume`` keeps those up to the step the Trainer resumes from and records the rest anew.
 
@@ -21,7 +21,7 @@ from transformers import TrainerCallback
 
 from checkpointing.in_context import INDUCTION_LENGTH, SPECIAL_IDS
 from checkpointing.loading import WEIGHTS_FILE
-from checkpointing.recorded_run import SNAPSHOT_DIR, load_snapshot, measure, save_snapshot, write_timeline
+from checkpointing.training_run import SNAPSHOT_DIR, load_snapshot, measure, save_snapshot, write_timeline
 
 RECORDS_FILE = "records.jsonl"
 PASSAGES = 8  # held-out passages the repeated-passage ratio reads
@@ -146,6 +146,6 @@ def ship_timeline(recorder: TimelineRecorder, model, state, output_dir: Path, co
 
 def same_weights(folder: Path, first: str, second: str, config) -> bool:
     """Whether two weight files of ``folder`` load as the same model (every weight equal; the files may name tied
-    weights differently), each read as ``checkpointing.recorded_run.load_snapshot`` reads a snapshot."""
+    weights differently), each read as ``checkpointing.training_run.load_snapshot`` reads a snapshot."""
     a, b = (load_snapshot(folder, name, config).state_dict() for name in (first, second))
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

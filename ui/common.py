@@ -15,15 +15,19 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from explorer import attention, batching, catalog, figures, generation, inputs, teach_html
-from explorer.inputs import InputProblem
+from explorer.views import attention
+from explorer.generation import batching, decoding
+from explorer.models import catalog
+from explorer.present import clickable_html, figures
+from explorer.core import inputs
+from explorer.core.inputs import InputProblem
 from modeling import POSITION_ENCODINGS
 
 logger = logging.getLogger("app")
 
-# concurrency (``explorer.machine.CORES`` cores, one torch thread per request): generations have slots of their own, so
+# concurrency (``explorer.core.machine.CORES`` cores, one torch thread per request): generations have slots of their own, so
 # a view never waits behind a streaming generation; their handlers only stream what the model's ONE decode
-# thread makes for all of them in one batch (explorer.batching); the interactive views share one slot, the
+# thread makes for all of them in one batch (explorer.generation.batching); the interactive views share one slot, the
 # other core. The long jobs get a slot each of their own, so that however many are queued, a click on
 # Generate starts at once
 INTERACTIVE = dict(concurrency_id="model", concurrency_limit=1)
@@ -36,7 +40,7 @@ OPENING = dict(concurrency_id="opening", concurrency_limit=4)
 UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
 
 PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
-DEFAULTS = generation.DecodingSettings(True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
+DEFAULTS = decoding.DecodingSettings(True, temperature=0.8, top_k=40, top_p=0.95, repetition_penalty=1.1,
                                        max_new_tokens=80, seed=0)  # what the Generate tab starts with
 
 NO_FIGURE, NO_TEXT = None, ""  # what a plot or table, and a text box, show after a failed request: nothing
@@ -90,15 +94,15 @@ def visible_breaks(sample: str) -> str:
     return hidden.sub(lambda m: "␣" * len(m.group()), sample).replace("\n", "⏎\n")
 
 
-def decoding_of(decoding: tuple):
+def decoding_of(controls: tuple):
     """The Generate tab's decoding controls as passed to another tab's event (its defaults when left out)."""
-    return generation.sanitize_decoding(*decoding) if decoding else (DEFAULTS, [])
+    return decoding.sanitize_decoding(*controls) if controls else (DEFAULTS, [])
 
 
-def view_inputs(text, model_name, decoding):
+def view_inputs(text, model_name, controls):
     """(text, info, model, tokenizer, decoding settings, notices) for a view of one text."""
     text, notices = inputs.require_text(text, "some text")
-    settings, more = decoding_of(decoding)
+    settings, more = decoding_of(controls)
     info, model, tokenizer = catalog.resolve(model_name)
     return text, info, model, tokenizer, settings, notices + (more if info.is_encoder_decoder else [])
 
@@ -242,8 +246,8 @@ class DecodingControls:
             gr.Slider(0, 200, value=DEFAULTS.top_k, step=1, label="Top-k (0 = off)", elem_id="gen-top-k"),
             gr.Slider(0.0, 1.0, value=DEFAULTS.top_p, step=0.01, label="Top-p (1 = off)", elem_id="gen-top-p"),
             gr.Slider(1.0, 2.0, value=DEFAULTS.repetition_penalty, step=0.05, label="Repetition penalty (1 = off)"),
-            gr.Number(value=DEFAULTS.max_new_tokens, precision=0, minimum=1, maximum=generation.MAX_NEW_TOKENS,
-                      label=f"Max new tokens (1–{generation.MAX_NEW_TOKENS})", elem_id="gen-max-new"),
+            gr.Number(value=DEFAULTS.max_new_tokens, precision=0, minimum=1, maximum=decoding.MAX_NEW_TOKENS,
+                      label=f"Max new tokens (1–{decoding.MAX_NEW_TOKENS})", elem_id="gen-max-new"),
             gr.Number(value=DEFAULTS.seed, precision=0, minimum=inputs.SEED_RANGE[0], maximum=inputs.SEED_RANGE[1],
                       label=f"Seed (sampling; 0–{inputs.SEED_RANGE[1]:,})", elem_id="gen-seed"),
         )
@@ -269,12 +273,12 @@ def sampling_controls(n: int):
 
 
 def clickable(elem_id: str) -> gr.HTML:
-    """A gr.HTML whose items (data-layer/data-head, data-index) send click events (``teach_html.CLICK_JS``)."""
-    return gr.HTML(elem_id=elem_id, js_on_load=teach_html.CLICK_JS, css_template=teach_html.CSS)
+    """A gr.HTML whose items (data-layer/data-head, data-index) send click events (``clickable_html.CLICK_JS``)."""
+    return gr.HTML(elem_id=elem_id, js_on_load=clickable_html.CLICK_JS, css_template=clickable_html.CSS)
 
 
 def clicked(field: str):
-    """The handler of a click on a clickable gr.HTML (``teach_html.CLICK_JS``): the clicked item's number."""
+    """The handler of a click on a clickable gr.HTML (``clickable_html.CLICK_JS``): the clicked item's number."""
     def pick(evt: gr.EventData):
         return int(getattr(evt, field))
     pick.__name__ = f"clicked_{field}"

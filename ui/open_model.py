@@ -1,5 +1,5 @@
 """Open a model: a Hub repo (``open_model``) or a zip of a save_pretrained folder (``open_upload``), converted into our
-Transformer (``explorer.hub``) and added to every tab's model menu: a Hub model to every visitor's menus, an upload
+Transformer (``explorer.models.hub``) and added to every tab's model menu: a Hub model to every visitor's menus, an upload
 to this browser session's only. Above the tabs, so it is at hand from whichever tab a visitor is on."""
 
 import secrets
@@ -9,9 +9,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from explorer import hub, hub_push, hub_timeline
-from explorer.inputs import InputProblem, echo
-from explorer.recorded_runs import DEFAULT_TEXT
+from explorer.models import hub, push
+from explorer.learning import hub_revisions
+from explorer.core.inputs import InputProblem, echo
+from explorer.learning.watch_it_learn import DEFAULT_TEXT
 
 from .common import OPENING, guarded, menu_updates, session_of, status
 
@@ -59,8 +60,8 @@ def open_trained(archive, request: gr.Request = None):
 def push_to_hub(archive, job, repo_name, oauth_token: gr.OAuthToken | None = None):
     """Train one yourself's "Push to the Hub": a new repo under the signed-in visitor's account (their token, this
     request only) with the weights, tokenizer, model code, loss curve and a model card."""
-    token = hub_push.visitor_token(getattr(oauth_token, "token", None))
-    pushed = hub_push.push_trained(archive, job, token, repo_name)
+    token = push.visitor_token(getattr(oauth_token, "token", None))
+    pushed = push.push_trained(archive, job, token, repo_name)
     return pushed, status(f"Pushed to [{echo(pushed['repo_id'], 90)}]({pushed['url']}), commit `{pushed['commit'][:12]}`.",
                           f"Open it again any time: Open a model, repo id {echo(pushed['repo_id'], 90)}.")
 
@@ -139,13 +140,13 @@ def trained_actions(archive, job) -> None:
     model in ``archive`` (the tab's download) trained with ``job`` (the tab's JSON)."""
     with gr.Row(equal_height=True, elem_id="trained-actions"):
         open_button = gr.Button("Open in every tab", elem_id="trained-open")
-        login = gr.LoginButton(elem_id="trained-login") if hub_push.on_space() else None  # elsewhere: the account
+        login = gr.LoginButton(elem_id="trained-login") if push.on_space() else None  # elsewhere: the account
         name = gr.Textbox(label="Repo name on your account (empty: one is made up)", scale=2,  # logged in there
                           elem_id="trained-repo")
-        push = gr.Button("Push to the Hub", elem_id="trained-push")
+        push_button = gr.Button("Push to the Hub", elem_id="trained-push")
     line = gr.Markdown(elem_id="trained-status", elem_classes="status-line")
     result = gr.JSON(visible=False)
-    push.click(push_to_hub, [archive, job, name], [result, line], api_name="push_to_hub", **OPENING)
+    push_button.click(push_to_hub, [archive, job, name], [result, line], api_name="push_to_hub", **OPENING)
     _trained_panels.append((open_button, archive, result, line))
     if login is not None:
         kept = gr.BrowserState(None, storage_key="scratch-transformer-trained-model")
@@ -169,9 +170,9 @@ def wire_sign_in(demo: gr.Blocks, tabs: gr.Tabs) -> None:
 def timeline_of_revisions(repo_id: str, revisions: str = "", text: str = DEFAULT_TEXT) -> dict:
     """A Hub repo's training checkpoints (revisions, at most 12; empty: its ``step<N>`` revisions, 12 evenly spaced)
     on ``text``: for each, every head's induction and previous-token score, the best induction head's attention on the
-    text, and a greedy sample (``explorer.hub_timeline``)."""
+    text, and a greedy sample (``explorer.learning.hub_revisions``)."""
     try:
-        return hub_timeline.hub_timeline(repo_id, revisions, text)
+        return hub_revisions.hub_timeline(repo_id, revisions, text)
     except InputProblem as problem:
         raise gr.Error(str(problem)) from None
 

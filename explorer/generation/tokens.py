@@ -1,0 +1,92 @@
+"""What one forward pass reads: the token ids of a text (and, for an encoder-decoder, the decoder's input:
+the model's own rewrite, decoded as the user chose), and readable labels for tokens.
+"""
+
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from explorer.generation.decoding import DecodingSettings, encode_prompt, first_line, generate_ids
+from explorer.core.inputs import InputProblem, echo
+
+FORWARD_MAX_TOKENS = 256  # tokens of the user's text one view reads
+
+
+def token_labels(tokenizer, ids) -> list[str]:
+    """A readable label per token id: leading spaces as '␣', newlines as '↵', tabs as '⇥', a lone byte of a
+    multi-byte character as its byte-level symbol."""
+    labels = []
+    for i in [int(x) for x in ids]:
+        text = tokenizer.decode([i])
+        if "\ufffd" in text or not text:
+            text = tokenizer.convert_ids_to_tokens(i) or f"<{i}>"
+        labels.append(text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥"))
+    return labels
+
+
+def one_token(tokenizer, value, what: str) -> int:
+    """The id of ``value`` when the tokenizer reads it as exactly one token ('␣' and '↵', as the app labels
+    tokens, read as a space and a newline); else an InputProblem saying how it does read it."""
+    if not isinstance(value, str) or value == "":
+        raise InputProblem(f"Type {what.lower()}: one token of the model's vocabulary, such as ` the` (with its "
+                           "leading space) or `,`.")
+    text = value.replace("␣", " ").replace("↵", "\n")
+    ids = tokenizer(text, add_special_tokens=False).input_ids
+    if len(ids) == 1:
+        return ids[0]
+    pieces = " ".join(echo(label) for label in token_labels(tokenizer, ids[:8])) + (" …" if len(ids) > 8 else "")
+    hint = ""
+    if not text.startswith(" ") and len(tokenizer(" " + text, add_special_tokens=False).input_ids) == 1:
+        hint = f" With a leading space, {echo(' ' + text)} is one token: a word after a space is."
+    raise InputProblem(f"{what} must be exactly one token of this model's tokenizer; {echo(value)} is {len(ids)} "
+                       f"tokens: {pieces}.{hint}")
+
+
+def numbered(labels: list[str]) -> list[str]:
+    """'3:the': labels made unique by their position, so repeated tokens get rows of their own."""
+    return [f"{i}:{label}" for i, label in enumerate(labels)]
+
+
+@dataclass
+class ForwardInputs:
+    """Keyword arguments for ``model(**inputs)``, what the decoder read (encoder-decoder only) and notices."""
+
+    inputs: dict[str, torch.Tensor]
+    decoded_with: str = ""  # how the decoder's input was produced, e.g. "greedy, repetition penalty 1.1"
+    rewrite: str = ""  # the decoder's input as text
+    notices: list[str] = field(default_factory=list)
+
+    @property
+    def source_ids(self) -> torch.Tensor:
+        return self.inputs["input_ids"][0]
+
+    @property
+    def target_ids(self) -> torch.Tensor:
+        """The ids the decoder (of either kind of model) reads."""
+        return self.inputs.get("decoder_input_ids", self.inputs["input_ids"])[0]
+
+
+def forward_inputs(model, tokenizer, text: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS) -> ForwardInputs:
+    """Inputs for one forward pass over ``text``. A decoder-only model reads the first ``max_tokens`` tokens
+    (and no more than a learned table has rows). An encoder-decoder reads the text as its source, as the
+    Generate tab would, and its decoder reads the model's own rewrite, generated with ``decoding`` (so
+    cross-attention shows what it attends to while writing what the user would see), without the final
+    end-of-text token: the last position's prediction is then the model's decision to stop. It reads one line,
+    as it was trained and as the Generate tab feeds it: the first line of a passage (``first_line``)."""
+    if model.config.is_encoder_decoder:
+        line, first = first_line(text)
+        ids, max_new, notices = encode_prompt(model, tokenizer, line, min(decoding.max_new_tokens, max_tokens))
+        notices = first + notices
+        target = generate_ids(model, ids, replace(decoding, max_new_tokens=max_new))
+        eos = model.generation_config.eos_token_id
+        if target.shape[1] > 1 and int(target[0, -1]) in (eos if isinstance(eos, list) else [eos]):  # the decoder reads up to its last word; it then predicts the end
+            target = target[:, :-1]
+        rewrite = tokenizer.decode(target[0], skip_special_tokens=True)
+        return ForwardInputs({"input_ids": ids, "decoder_input_ids": target}, decoding.describe(), rewrite, notices)
+    notices = []
+    ids = tokenizer(text, return_tensors="pt").input_ids
+    budget = min(max_tokens, model.config.position_limit or max_tokens)
+    if ids.shape[1] > budget:
+        notices.append(f"The text is {ids.shape[1]} tokens; showing its first {budget}.")
+        ids = ids[:, :budget]
+    return ForwardInputs({"input_ids": ids}, notices=notices)

@@ -1,0 +1,221 @@
+"""One plain gradient step, on a copy of a shared model: where learning pushes, and what one step changes.
+
+For a text, a position t and a target token y, the loss is the negative log-probability the model gives y after
+reading tokens 0..t:
+
+    L(θ) = −log softmax(logits(θ; x_0..x_t))[y]
+
+Its gradient ∇θL has one entry per weight: how much L rises when that weight rises a little. One step of plain
+stochastic gradient descent moves every weight against it,
+
+    θ ← θ − lr · ∇θL,
+
+so for a small learning rate the loss changes by about −lr·‖∇θL‖² (the first-order term of its Taylor series,
+``predicted_loss_change``; ‖∇θL‖ is the norm of the whole gradient, every weight once); a large one overshoots.
+The step is taken on a deep copy: the shared model, which other requests read, never changes. Tied weights
+(the token embedding, which is also the LM head) are one tensor, so one gradient (the sum of both uses) and
+one update, as ``parameters()`` and ``state_dict()`` see them.
+"""
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from explorer.views.heads import THRESHOLD, induction_scores
+from explorer.core.inputs import MAX_TEXT_CHARS, InputProblem, echo, number, pick, require_text
+from explorer.generation.tokens import FORWARD_MAX_TOKENS, one_token, token_labels
+
+MAX_LEARNING_RATE = 100.0  # enough to watch a step overshoot (50 diverges); more only shows the same blow-up
+TOP_TOKENS = 10
+HEAD_PARTS = ("q", "k", "v", "o")  # the head's rows of W_Q, W_K, W_V (and their biases), its columns of W_O
+
+
+@dataclass
+class GradientStep:
+    """What one SGD step did. ``grad_norms``: the L2 norm of the gradient of every parameter tensor, by its
+    state_dict name (a tied name carries the one tensor's norm; ``tied`` maps it to the name it shares);
+    ``head_grad_norms[part]``: (layers, heads) norms of each head's slice, part in q, k, v, o, and "all"
+    (the four together). ``grad_norm``: ‖∇L‖ of the whole gradient (each tensor once: the tied weight once);
+    ``induction_head``: (layer, head, score) of the model's best induction head on the probe when it reaches
+    ``THRESHOLD``, else None."""
+
+    tokens: list[str]  # labels of the tokens read, 0..position
+    target: str
+    target_id: int
+    learning_rate: float
+    loss_before: float
+    loss_after: float
+    p_before: float
+    p_after: float
+    top_before: list[tuple[str, float]]
+    top_after: list[tuple[str, float]]
+    grad_norms: dict[str, float]
+    head_grad_norms: dict[str, list[list[float]]]
+    grad_norm: float = 0.0
+    tied: dict[str, str] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
+    induction_head: tuple[int, int, float] | None = None
+
+    @property
+    def predicted_loss_change(self) -> float:
+        """−lr·‖∇L‖²: the first-order change of the loss, exact as lr → 0."""
+        return -self.learning_rate * self.grad_norm**2
+
+    @property
+    def loss_change(self) -> float:
+        return self.loss_after - self.loss_before
+
+    def to_json(self) -> dict:
+        return {
+            "tokens": self.tokens, "target": self.target, "target_id": self.target_id,
+            "learning_rate": self.learning_rate,
+            "loss_before": self.loss_before, "loss_after": self.loss_after,
+            "p_before": self.p_before, "p_after": self.p_after,
+            "top_before": [[t, p] for t, p in self.top_before], "top_after": [[t, p] for t, p in self.top_after],
+            "grad_norms": self.grad_norms, "head_grad_norms": self.head_grad_norms, "tied": self.tied,
+            "grad_norm": self.grad_norm, "predicted_loss_change": self.predicted_loss_change,
+            "induction_head": list(self.induction_head) if self.induction_head else None,
+        }
+
+
+def check_model(model) -> None:
+    """Only decoder-only models predict the next token of one text; an encoder-decoder reads two."""
+    if model.config.is_encoder_decoder:
+        name = str(getattr(model.config, "_name_or_path", "") or "this model").rstrip("/").rsplit("/", 1)[-1]
+        raise InputProblem(f"One gradient step works on decoder-only models (shakespeare-main and the "
+                           f"shakespeare-<encoding> models); {echo(name)} is an encoder-decoder, which reads a "
+                           "source text and writes another.")
+
+
+def check_learning_rate(value) -> float:
+    allowed = f"greater than 0, at most {MAX_LEARNING_RATE:g}"
+    rate = number(value, "The learning rate", allowed)
+    if not 0 < rate <= MAX_LEARNING_RATE:
+        raise InputProblem(f"The learning rate must be {allowed}; got {echo(value)}.")
+    return rate
+
+
+def target_token(tokenizer, target) -> int:
+    """The id of ``target`` when the tokenizer reads it as exactly one token (``tokens.one_token``)."""
+    return one_token(tokenizer, target, "The target")
+
+
+def spacing_notice(tokenizer, target: str, target_id: int) -> list[str]:
+    """A notice when ``target`` has no leading space and the spaced form is a different single token: after a
+    space the model predicts the spaced one, so the two are easy to confuse."""
+    if target.startswith(" "):
+        return []
+    spaced = tokenizer(" " + target, add_special_tokens=False).input_ids
+    if len(spaced) != 1 or spaced[0] == target_id:
+        return []
+    return [f"The target {echo(target)} (id {target_id}) has no leading space: it is another token than "
+            f"{echo(' ' + target)} (id {spaced[0]}), the one a word after a space is."]
+
+
+def induction_head(model) -> tuple[int, int, float] | None:
+    """(layer, head, score) of the head with the highest induction score on the probe
+    (``explorer.views.heads.induction_scores``, measured once per model), when it reaches THRESHOLD; else None."""
+    scores, _ = induction_scores(model)
+    layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+    best = float(scores[layer, head])
+    return (int(layer), int(head), best) if best >= THRESHOLD else None
+
+
+def text_ids(model, tokenizer, text) -> torch.Tensor:
+    """(1, T) ids of the text; a text longer than the step reads is an InputProblem stating the bound."""
+    limit = min(FORWARD_MAX_TOKENS, model.config.position_limit or FORWARD_MAX_TOKENS)
+    if isinstance(text, str) and len(text) > MAX_TEXT_CHARS:  # refused before tokenizing it
+        raise InputProblem(f"The text is {len(text):,} characters; one gradient step reads at most {limit} tokens "
+                           f"(a few hundred characters). Shorten it.")
+    cleaned, _ = require_text(text, "a text")
+    ids = tokenizer(cleaned, return_tensors="pt", add_special_tokens=False).input_ids
+    if ids.shape[1] > limit:
+        raise InputProblem(f"The text is {ids.shape[1]} tokens; one gradient step reads at most {limit}. Shorten it.")
+    if ids.shape[1] == 0:
+        raise InputProblem("The text has no tokens; type a text first.")
+    return ids
+
+
+def _next_token(model, ids: torch.Tensor) -> torch.Tensor:
+    """log p(· | ids): (vocab,) log-probabilities of the token after the last one."""
+    return torch.log_softmax(model(ids, use_cache=False).logits[0, -1].float(), dim=-1)
+
+
+def _top(tokenizer, log_probs: torch.Tensor, k: int = TOP_TOKENS) -> list[tuple[str, float]]:
+    probs, ids = log_probs.exp().topk(k)
+    return list(zip(token_labels(tokenizer, ids), [float(p) for p in probs]))
+
+
+def head_gradients(model) -> list[dict[str, list[torch.Tensor]]]:
+    """Per layer, the gradients whose rows belong to heads in blocks of d_head: q, k, v (their thirds of qkv_proj's
+    weight and bias) and o (out_proj's weight, transposed: a head's output is a block of its input columns)."""
+    d, layers = model.config.d_model, []
+    for layer in model.model.decoder.stack.layers:
+        attention = layer.self_attn
+        qkv = [p.grad for p in (attention.qkv_proj.weight, attention.qkv_proj.bias) if p is not None]
+        parts = {part: [g[i * d:(i + 1) * d] for g in qkv] for i, part in enumerate("qkv")}
+        parts["o"] = [attention.out_proj.weight.grad.T]
+        layers.append(parts)
+    return layers
+
+
+def head_grad_norms(model) -> dict[str, np.ndarray]:
+    """(layers, heads) gradient norms of each head's slice: rows h·d_head..(h+1)·d_head of W_Q, W_K, W_V (and
+    their biases), the same columns of W_O; "all" is the norm of the four slices together."""
+    heads, d_head = model.config.n_heads, model.config.d_head
+    squares = {part: [] for part in HEAD_PARTS}
+    for layer in head_gradients(model):
+        for part, grads in layer.items():
+            per_head = torch.zeros(heads)
+            for g in grads:
+                per_head += g.float().reshape(heads, d_head, -1).pow(2).sum(dim=(1, 2))
+            squares[part].append(per_head)
+    grids = {part: torch.stack(rows).numpy() for part, rows in squares.items()}
+    grids = {part: np.sqrt(grid) for part, grid in grids.items()} | {"all": np.sqrt(sum(grids.values()))}
+    return grids
+
+
+def gradient_step(text, model, tokenizer, position, target, learning_rate) -> GradientStep:
+    """One SGD step on a copy of ``model`` for the loss −log p(target | tokens 0..position of text).
+
+    position: a token index of the text (−1: the last). The shared model is only read."""
+    check_model(model)
+    rate = check_learning_rate(learning_rate)
+    ids = text_ids(model, tokenizer, text)
+    position = pick(position, ids.shape[1], "position")
+    target_id = target_token(tokenizer, target)
+    ids = ids[:, : position + 1]
+
+    learner = copy.deepcopy(model).float().eval()  # eval: no dropout, the step is deterministic
+    for p in learner.parameters():
+        p.requires_grad_(True)
+        p.grad = None
+    with torch.enable_grad():
+        before = _next_token(learner, ids)
+        loss = -before[target_id]
+        loss.backward()
+    before, loss = before.detach(), loss.detach()
+
+    names = {id(p): name for name, p in learner.named_parameters()}
+    state = learner.state_dict(keep_vars=True)
+    grad_norms = {name: float(t.grad.norm()) for name, t in state.items() if id(t) in names}
+    tied = {name: names[id(t)] for name, t in state.items() if id(t) in names and names[id(t)] != name}
+    heads = head_grad_norms(learner)
+    grad_norm = float(torch.sqrt(sum(p.grad.float().pow(2).sum() for p in learner.parameters())))
+    found = induction_head(model)  # the shared model's (the learner is its copy, not yet stepped)
+
+    with torch.no_grad():
+        for p in learner.parameters():  # each tensor once: tied weights are one parameter
+            p -= rate * p.grad
+        after = _next_token(learner, ids)
+
+    return GradientStep(
+        tokens=token_labels(tokenizer, ids[0]), target=target, target_id=target_id, learning_rate=rate,
+        loss_before=float(loss), loss_after=float(-after[target_id]),
+        p_before=float(before[target_id].exp()), p_after=float(after[target_id].exp()),
+        top_before=_top(tokenizer, before), top_after=_top(tokenizer, after),
+        grad_norms=grad_norms, head_grad_norms={part: grid.tolist() for part, grid in heads.items()},
+        grad_norm=grad_norm, tied=tied, notices=spacing_notice(tokenizer, target, target_id), induction_head=found,
+    )

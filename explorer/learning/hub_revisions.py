@@ -1,0 +1,159 @@
+"""A real language model learning: the training checkpoints a Hub repo publishes as revisions (Pythia: ``step0`` …
+``step143000``), each opened as our Transformer (``explorer.models.hub``, cached) and seen as the recorded runs are seen
+(``explorer.learning.watch_it_learn``): every head's induction and previous-token score on the standard probes
+(``checkpointing.in_context``), the attention of the best induction head on the learner's text, and a greedy sample.
+
+``request`` checks what was asked; its ``opening()`` streams the downloads' progress, its ``measure()`` returns the
+JSON; ``hub_timeline`` does both (the API), the Watch it learn tab runs them as two events (``ui.tabs.watch_it_learn``).
+
+Induction score: on random tokens r_0..r_{L-1} followed by the same tokens again, the mean attention from each token
+of the second copy to the token after its first occurrence; a head spreading its weight evenly scores about 1/T.
+"""
+
+import re
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Callable, Iterator
+
+import numpy as np
+
+from checkpointing.in_context import head_scores, induction_baseline, INDUCTION_LENGTH
+
+from explorer.models import catalog, hub
+from explorer.views.attention import attention_maps
+from explorer.generation.decoding import generate_ids
+from explorer.core.inputs import InputProblem, echo, kind_of
+from explorer.learning.watch_it_learn import GREEDY, check_text, guessed_tokens, shown_token
+from explorer.views.forward_pass import recorded_pass
+
+MAX_REVISIONS = 12
+# one measurement at a time, whichever event asks (the API's, in the opening slots, of which there are four; the
+# tab's, in the views' slot): the model's work never takes more than one core from the generations' decode thread
+MEASURING = threading.Lock()
+
+
+def step_of(revision: str) -> int | None:
+    """The training step a revision names (``step1000`` -> 1000), else None."""
+    match = re.fullmatch(r"step(\d+)", revision)
+    return int(match.group(1)) if match else None
+
+
+def steps_of(timeline: dict) -> list:
+    """Each opened revision's training step, the x axis of the views (a revision that names none, such as
+    ``main``, by its name)."""
+    return [v["step"] if v["step"] is not None else v["revision"] or v["menu_name"] for v in timeline["revisions"]]
+
+
+def spaced(names: list, n: int = MAX_REVISIONS) -> list:
+    """``n`` of ``names`` evenly spaced by position, the first and last among them."""
+    if len(names) <= n:
+        return list(names)
+    return [names[round(i * (len(names) - 1) / (n - 1))] for i in range(n)]
+
+
+def training_revisions(repo_id: str) -> list[str]:
+    """The repo's ``step<N>`` branches and tags, in step order (asked of the Hub, bounded by the stall limit)."""
+    def work(job):
+        job.report("listing the repo's revisions", hub=True)
+        refs = hub.HfApi(endpoint=hub.endpoint(), token=hub.token()).list_repo_refs(repo_id)
+        return [ref.name for ref in [*refs.branches, *refs.tags]]
+
+    names = hub._job(("refs", repo_id), work).outcome()
+    steps = sorted((step_of(n), n) for n in names if step_of(n) is not None)
+    if not steps:
+        raise InputProblem(f"{echo(repo_id)} has no revisions named `step<N>` (as Pythia's training checkpoints are): "
+                           "name the revisions to compare.")
+    return [name for _, name in steps]
+
+
+def pick_revisions(repo_id: str, revisions) -> list[str]:
+    """The revisions asked for (a list, or a text with commas), at most ``MAX_REVISIONS``; none: the repo's
+    ``step<N>`` revisions, ``MAX_REVISIONS`` of them evenly spaced."""
+    if revisions is None or (isinstance(revisions, str) and not revisions.strip()) or revisions == []:
+        return spaced(training_revisions(repo_id))
+    if isinstance(revisions, str):
+        revisions = [r for r in revisions.replace("\n", ",").split(",") if r.strip()]
+    if not isinstance(revisions, list) or not all(isinstance(r, str) for r in revisions):
+        raise InputProblem(f"Give the revisions as a list of texts or one text with commas; got {kind_of(revisions)}.")
+    if len(revisions) > MAX_REVISIONS:
+        raise InputProblem(f"{len(revisions)} revisions asked for; at most {MAX_REVISIONS} (leave it empty for "
+                           f"{MAX_REVISIONS} evenly spaced ones).")
+    checked = [hub.check_revision(r) for r in revisions]
+    return list(dict.fromkeys(checked))
+
+
+def best(scores: np.ndarray) -> dict:
+    layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
+    return {"layer": int(layer), "head": int(head), "score": round(float(scores[layer, head]), 6)}
+
+
+def revision_view(name: str, text: str) -> dict:
+    """One opened revision seen as a recorded run's snapshot is."""
+    opened = hub.opened(name)
+    _, model, tokenizer = catalog.resolve(name)
+    scores = head_scores(model)
+    induction, previous = scores["induction"], scores["previous token"]
+    top = best(induction)
+    maps = attention_maps(model, tokenizer, text, GREEDY)
+    read = recorded_pass(model, tokenizer, text, GREEDY)
+    ids = read.read.source_ids[None]
+    out = generate_ids(model, ids, replace(GREEDY, max_new_tokens=min(GREEDY.max_new_tokens, 24)))
+    return {"revision": opened.revision, "commit": opened.commit, "step": step_of(opened.revision or ""),
+            "menu_name": name, "induction": induction.round(6).tolist(), "previous_token": previous.round(6).tolist(),
+            "best_induction": top, "best_previous_token": best(previous),
+            "attention_of_best_induction_head": maps.weights["self"][top["layer"], top["head"]].round(6).tolist(),
+            "sample": tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True),
+            "guessed": guessed_tokens(read.logits, ids[0], tokenizer),
+            "read_tokens": [shown_token(tokenizer, int(i)) for i in ids[0]]}
+
+
+@dataclass
+class Request:
+    """A checked request: the repo, the revisions to open (in the order asked), the learner's text. ``opening()``
+    opens them (downloads wait on the network), ``measure()`` then reads them (the model's work)."""
+
+    repo_id: str
+    revisions: list[str]
+    text: str
+    notices: list[str]
+    names: list[str] = field(default_factory=list)  # the menu name of each revision opened so far
+
+    def opening(self) -> Iterator[str]:
+        """Open every revision (each downloaded once, whoever asks; cached), one progress line at a time."""
+        self.names = []
+        for number, revision in enumerate(self.revisions, 1):
+            job = hub.start_open(self.repo_id, revision)
+            for line in ["opening", *job.follow()]:
+                yield f"revision {revision} ({number} of {len(self.revisions)}): {line}"
+            self.names.append(job.outcome().name)
+
+    def measure(self) -> dict:
+        """The JSON the views draw: every opened revision measured, in step order (``revision_view``)."""
+        with MEASURING:
+            views = sorted((revision_view(name, self.text) for name in self.names),
+                           key=lambda v: (v["step"] is None, v["step"] or 0))
+            return {"repo_id": self.repo_id, "revisions": views,
+                    "tokens": attention_tokens(views[0]["menu_name"], self.text),
+                    "induction_baseline": induction_baseline(INDUCTION_LENGTH), "notices": self.notices}
+
+
+def request(repo_id, revisions, text) -> Request:
+    """Check what was asked (repo id, at most ``MAX_REVISIONS`` revisions, the text); InputProblem saying what is
+    allowed. No revisions: the repo's ``step<N>`` ones, listed by the Hub."""
+    repo_id = hub.check_repo_id(repo_id)
+    text, notices = check_text(text, 2048)
+    return Request(repo_id, pick_revisions(repo_id, revisions), text, notices)
+
+
+def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | None = None) -> dict:
+    """Every revision asked for, opened (downloads cached) and measured; the JSON the Watch it learn views draw."""
+    asked = request(repo_id, revisions, text)
+    for line in asked.opening():
+        if on_progress:
+            on_progress(line)
+    return asked.measure()
+
+
+def attention_tokens(name: str, text: str) -> list[str]:
+    _, model, tokenizer = catalog.resolve(name)
+    return recorded_pass(model, tokenizer, text, GREEDY).tokens("target")

@@ -1,0 +1,158 @@
+"""Push a model trained in the app (Train one yourself's zip and its JSON) to the visitor's own Hub account: a new
+repo with the weights, the tokenizer, our model code (``trust_remote_code=True`` loads it without our package), the
+loss curve (a PNG and the numbers) and a ``ModelCard`` with the training settings and how to load it.
+
+The token is the visitor's, passed per call (the app takes it from ``gr.OAuthToken``): it goes to one ``HfApi`` for
+this push and nowhere else, so two visitors pushing at once each push as themselves.
+"""
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import os
+
+from huggingface_hub import HfApi, ModelCard, ModelCardData, get_token
+from PIL import Image, ImageDraw
+
+from modeling import ScratchTransformerForCausalLM
+
+from explorer.models import catalog
+from explorer.models.hub import check_repo_id, endpoint, hub_error_message, unpack_zip
+from explorer.core.inputs import InputProblem, echo
+
+CURVE_FILE, LOG_FILE = "loss_curve.png", "training_log.json"
+
+
+def loss_curve_png(steps: list[int], losses: list[float], path: Path, size=(640, 360)) -> Path:
+    """The loss at each logged step as a line on axes (Pillow: no plotting stack to install for one picture)."""
+    width, height = size
+    image = Image.new("RGB", size, "white")
+    draw = ImageDraw.Draw(image)
+    left, right, top, bottom = 60, width - 20, 30, height - 40
+    draw.rectangle([left, top, right, bottom], outline="#888")
+    draw.text((left, 8), "Training loss (nats per token) by step", fill="black")
+    if losses:
+        low, high = 0.0, max(losses) * 1.1 or 1.0
+        last = max(max(steps), 1)
+        points = [(left + (right - left) * s / last, bottom - (bottom - top) * (v - low) / (high - low))
+                  for s, v in zip(steps, losses)]
+        draw.line(points, fill="#1f77b4", width=3) if len(points) > 1 else None
+        for x, y in points:
+            draw.ellipse([x - 3, y - 3, x + 3, y + 3], fill="#1f77b4")
+        for value in (low, high / 2, high):
+            y = bottom - (bottom - top) * (value - low) / (high - low)
+            draw.text((8, y - 6), f"{value:.2f}", fill="black")
+        draw.text((left, bottom + 8), "0", fill="black")
+        draw.text((right - 40, bottom + 8), f"{last}", fill="black")
+        draw.text(((left + right) // 2 - 15, bottom + 20), "step", fill="black")
+    image.save(path)
+    return path
+
+
+def model_card(repo_id: str, job: dict, has_tokenizer: bool) -> ModelCard:
+    """The card: what was trained and how, the loss curve, how to load it."""
+    settings = job.get("settings", {})
+    rows = "\n".join(f"| {key} | {echo(value, 60) if isinstance(value, str) else value} |" for key, value in settings.items())
+    losses = job.get("losses") or []
+    trend = f"{losses[0]:.3f} → {losses[-1]:.3f} nats per token" if losses else "no loss logged"
+    data = ModelCardData(library_name="transformers", pipeline_tag="text-generation", license="mit",
+                         tags=["scratch-transformer", "trained-in-the-browser", "custom_code"])
+    tokenizer_line = ("tokenizer = AutoTokenizer.from_pretrained(repo)\n" if has_tokenizer else
+                      "# trained on random tokens: no tokenizer; feed token ids\n")
+    content = f"""---
+{data.to_yaml()}
+---
+
+# {repo_id.split("/")[-1]}
+
+A small Transformer trained from scratch in the browser, in the *Train one yourself* tab of the Space
+"A Transformer from scratch": {job.get("steps_done", "?")} steps{" (stopped early)" if job.get("stopped") else ""},
+{job.get("seconds", "?")} s, loss {trend}.
+
+## Training settings
+
+| setting | value |
+|---|---|
+{rows}
+
+## Loss curve
+
+![Training loss]({CURVE_FILE})
+
+The numbers are in [{LOG_FILE}]({LOG_FILE}) (one loss per logged step, and every head's induction score).
+
+## How to load it
+
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+repo = "{repo_id}"
+model = AutoModelForCausalLM.from_pretrained(repo, trust_remote_code=True)  # the model code ships in this repo
+{tokenizer_line}```
+
+Or open it in the Space: *Open a model*, repo id `{repo_id}`. The Space loads it with its own classes and runs
+none of this repo's code.
+"""
+    return ModelCard(content)
+
+
+def default_repo_name(job: dict) -> str:
+    settings = job.get("settings", {})
+    return f"scratch-transformer-{settings.get('position_encoding', 'model')}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def on_space() -> bool:
+    """Whether the app runs as a Hugging Face Space (the Hub sets SPACE_ID there)."""
+    return bool(os.environ.get("SPACE_ID"))
+
+
+def visitor_token(oauth_token: str | None) -> str | None:
+    """Whose account a push goes to: the signed-in visitor's OAuth token; where the app runs on someone's own machine
+    (not a Space), the account logged in there (``hf auth login`` or HF_TOKEN). On a Space, never the Space's own."""
+    if oauth_token:
+        return oauth_token
+    return None if on_space() else get_token()
+
+
+def push_trained(archive, job, token: str | None, repo_name: str | None = None, private: bool = False) -> dict:
+    """Push the zip of a trained model (and its job JSON: settings, losses) to ``<the token's user>/<repo_name>``;
+    returns {"repo_id", "url", "commit"}."""
+    if not token:
+        raise InputProblem("Sign in with Hugging Face first (the button above): the model goes to your own account.")
+    if not archive or not Path(str(archive)).is_file():
+        raise InputProblem("Train a model first: the push sends the model the tab just trained.")
+    job = job if isinstance(job, dict) else {}
+    name = (repo_name or "").strip() or default_repo_name(job)
+    if "/" in name:
+        raise InputProblem(f"Give the repo's name only ({echo(name)} has a `/`): it goes under your own account.")
+    check_repo_id(name)
+    api = HfApi(endpoint=endpoint(), token=token)  # this visitor's token, for this push only
+    try:
+        user = api.whoami()["name"]
+    except Exception as error:  # noqa: BLE001
+        raise InputProblem(f"The Hub did not accept your sign-in: {hub_error_message(error)}") from None
+    repo_id = f"{user}/{name}"
+    with tempfile.TemporaryDirectory(prefix="push-") as tmp:
+        unpacked = unpack_zip(Path(str(archive)), Path(tmp) / "unpacked")
+        if not (unpacked / "config.json").exists():
+            raise InputProblem("The trained model's zip holds no config.json: train the model again.")
+        with catalog.LOAD_LOCK:
+            model = ScratchTransformerForCausalLM.from_pretrained(unpacked, trust_remote_code=False)
+        folder = Path(tmp) / "repo"
+        model.save_pretrained(folder)  # with our model code and auto_map (modeling registers its auto classes)
+        has_tokenizer = (unpacked / "tokenizer.json").exists()
+        for file in unpacked.iterdir():
+            if file.name.startswith(("tokenizer", "special_tokens")):
+                (folder / file.name).write_bytes(file.read_bytes())
+        loss_curve_png(job.get("logged_steps") or [], job.get("losses") or [], folder / CURVE_FILE)
+        (folder / LOG_FILE).write_text(json.dumps(job, indent=1))
+        model_card(repo_id, job, has_tokenizer).save(folder / "README.md")
+        try:
+            api.create_repo(repo_id, private=bool(private), exist_ok=True)
+            commit = api.upload_folder(repo_id=repo_id, folder_path=folder,
+                                       commit_message="A Transformer trained from scratch in the browser")
+        except Exception as error:  # noqa: BLE001
+            raise InputProblem(f"The push to {echo(repo_id)} failed: {hub_error_message(error)}") from None
+    return {"repo_id": repo_id, "url": f"{endpoint().rstrip('/')}/{repo_id}", "commit": commit.oid}

@@ -1,0 +1,113 @@
+"""Plot basics every view shares: the layout, the colour of each position encoding, a heat map, a message in place
+of a figure, token labels made safe for plotly (it reads ``<...>`` as markup, and a label is user text).
+"""
+
+import numpy as np
+import plotly.graph_objects as go
+import plotly.io as pio
+
+from explorer.views.attention import ATTENTION_KINDS, AttentionMaps, View
+from explorer.views.forward_pass import SITES
+
+
+# one colour per position encoding, in every plot of every tab (Okabe-Ito: told apart with colour blindness)
+ENCODING_COLOURS = {"sinusoidal": "#0072B2", "learned": "#E69F00", "rope": "#009E73", "alibi": "#CC79A7", "none": "#666666"}
+
+
+# Every figure's look: plotly_white as plotly's default template, which plotly writes into each figure's JSON as it
+# sends it. Named on each figure instead (layout.template), the template is validated again every time: about 9 ms a
+# figure, most of what a figure cost; the Watch it learn slider draws five.
+pio.templates.default = "plotly_white"
+
+
+LAYOUT = dict(margin=dict(l=60, r=20, t=50, b=50))
+
+
+def plotly_text(text):
+    """A label (or a list of them) as plotly shows it literally: it reads <...> as markup (a BOS token '<s>'
+    would strike through, an '<a href>' would become a link)."""
+    if isinstance(text, (list, tuple)):
+        return [plotly_text(t) for t in text]
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def figure_title(text: str, encoding: str | None = None, detail: str = "") -> dict:
+    """A title (in the encoding's colour, if any), with an optional smaller second line that says more."""
+    font = dict(color=ENCODING_COLOURS[encoding]) if encoding else {}
+    return dict(text=plotly_text(text) + (f"<br><sup>{plotly_text(detail)}</sup>" if detail else ""), font=font)
+
+
+def heatmap_figure(z, title: str, x_title: str, y_title: str, colorscale: str = "RdBu", zmid: float | None = 0.0,
+                   hover: str = "%{z:.3f}", height: int = 380, encoding: str | None = None, detail: str = "") -> go.Figure:
+    fig = go.Figure(go.Heatmap(z=np.asarray(z, dtype=np.float32), colorscale=colorscale, zmid=zmid,
+                               hovertemplate=f"{y_title} %{{y}}<br>{x_title} %{{x}}<br>{hover}<extra></extra>"))
+    fig.update_layout(title=figure_title(title, encoding, detail), xaxis_title=x_title, yaxis_title=y_title, height=height, **LAYOUT)
+    fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+def message_figure(message: str, height: int = 300) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=plotly_text(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(size=15))
+    fig.update_layout(height=height, xaxis_visible=False, yaxis_visible=False, **LAYOUT)
+    return fig
+
+
+def attention_head_figure(maps: AttentionMaps, view: View) -> go.Figure:
+    """One head (or the mean over heads) with token labels; hover shows query, key and weight."""
+    weights = maps.weights[view.kind][view.layer]
+    z = weights.mean(0) if view.head is None else weights[view.head]
+    which = "mean over heads" if view.head is None else f"head {view.head}"
+    return token_attention_figure(z, maps.query_labels[view.kind], maps.key_labels[view.kind],
+                                  f"{ATTENTION_KINDS[view.kind]}, layer {view.layer}, {which}", *SITES[view.kind].axis_labels)
+
+
+def token_attention_figure(z, queries: list[str], keys: list[str], title: str, query: str, key: str) -> go.Figure:
+    """A (queries, keys) attention map with the tokens on its axes (``query``, ``key``: what they are); hover
+    shows query, key and weight."""
+    z, queries, keys = np.asarray(z, dtype=np.float32), plotly_text(queries), plotly_text(keys)
+    fig = go.Figure(go.Heatmap(z=z, x=keys, y=queries, colorscale="Blues", zmin=0, zmax=float(z.max()),
+                               hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
+    size = max(420, min(900, 14 * max(len(queries), len(keys)) + 160))
+    fig.update_layout(title=title, xaxis_title=f"key: {key}", yaxis_title=f"query: {query}", height=size, **LAYOUT)
+    fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
+    fig.update_yaxes(type="category", autorange="reversed", tickfont_size=10)
+    return fig
+
+
+def percent(p: float) -> str:
+    """A probability as a percentage with two decimals, one format for every bar: '97.12%', '0.06%', '<0.01%'."""
+    return f"{p:.2%}" if p >= 0.00005 else "<0.01%"
+
+
+def top_tokens_figure(top_next: list[tuple[str, float]], after: str) -> go.Figure:
+    """The most likely next tokens as bars, each with its probability printed beside it."""
+    labels = plotly_text([f"{i + 1}. {token}" for i, (token, _) in enumerate(top_next)])
+    probabilities = [p for _, p in top_next]
+    fig = go.Figure(go.Bar(x=probabilities, y=labels, orientation="h", text=[percent(p) for p in probabilities],
+                           textposition="outside", cliponaxis=False, marker_color="#0072B2",
+                           hovertemplate="%{y}<br>p = %{x:.4f}<extra></extra>"))
+    top = max(probabilities, default=1.0)
+    fig.update_layout(title=plotly_text(f"Most likely next tokens after {after}"), xaxis_title="probability",
+                      xaxis=dict(range=[0, min(1.0, top * 1.25)], tickformat=".0%" if top >= 0.2 else ".1%" if top >= 0.02 else ".2%"),
+                      height=80 + 32 * len(labels), **{**LAYOUT, "margin": dict(l=140, r=60, t=50, b=50)})
+    fig.update_yaxes(autorange="reversed", tickfont_size=13)
+    return fig
+
+
+KEPT, CUT, BEFORE, AFTER = "#2b6cb0", "#cbd5e0", "#718096", "#c53030"
+
+
+def unique_labels(labels: list[str]) -> list[str]:
+    """Category axes merge equal labels: number repeated ones (' the', ' the#2')."""
+    seen: dict[str, int] = {}
+    out = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        out.append(label if seen[label] == 1 else f"{label}#{seen[label]}")
+    return out
+
+
+def signed(value: float) -> str:
+    """+0.123, or +4.6e-05 when three decimals would show nothing."""
+    return f"{value:+.3f}" if value == 0 or abs(value) >= 5e-4 else f"{value:+.1e}"

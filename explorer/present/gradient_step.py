@@ -1,0 +1,125 @@
+"""One gradient step: what the step did, as figures, and the teaching text.
+"""
+
+import re
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.present.figures import AFTER, BEFORE, LAYOUT, unique_labels, percent, plotly_text
+from explorer.learning.gradient_step import GradientStep, HEAD_PARTS
+
+
+GRADIENT_STEP = """### One gradient step: where learning pushes
+- **The loss** is L = −log p(target | tokens 0..position of your text), in nats: near 0 when the model is sure
+  of the target, large when it finds the target unlikely.
+- **What a gradient is:** ∇L holds one number per weight, how fast L rises when that weight rises a little.
+  The maps below draw its size (the L2 norm) for every parameter tensor, by its `state_dict` name, and for
+  each head's slice of W_Q, W_K, W_V and W_O: the weights this one example pushes hardest.
+- **Why the loss falls:** plain SGD moves every weight against its gradient, θ ← θ − lr·∇L, on a copy of the
+  model (the model everyone uses never changes). For a small step the loss falls by about lr·‖∇L‖², because
+  minus the gradient is the direction in which L falls fastest.
+- **What the learning rate does:** it is the size of the step. The status line prints ‖∇L‖, the first-order
+  prediction −lr·‖∇L‖² and the change measured, for the model and text shown. While the step is small the two
+  agree; try 0.001, then 0.01, 1 and 10 on the example: the measured change leaves the prediction behind, the
+  loss may end above where it started (the step overshot) and another token takes over. Far below 1e-9 nothing
+  changes at all: the update is smaller than float32 can register.
+- **The target is one token,** with its leading space: after a space the model predicts ` day`, and `day` is
+  another token (the status says so when you type it).
+- **The head maps** outline the model's induction head, when it has one (measured on random tokens read twice):
+  the head that copies from the context is often among those a step on a copyable target pushes hardest."""
+
+
+LAYER_NAME = re.compile(r"^(?P<stack>.*\.layers)\.(?P<layer>\d+)\.(?P<tensor>.+)$")  # model.….layers.3.self_attn.qkv_proj.weight
+
+
+def before_after_figure(step: GradientStep) -> go.Figure:
+    """The most likely next tokens before and after the step (the union of both top lists), the target first."""
+    before, after = dict(step.top_before), dict(step.top_after)
+    target = _target_label(step)
+    labels = list(dict.fromkeys([target, *before, *after]))
+    probability = {label: (before.get(label), after.get(label)) for label in labels}
+    probability[target] = (step.p_before, step.p_after)
+    shown = plotly_text(unique_labels(labels))
+    fig = go.Figure()
+    for i, (name, colour) in enumerate((("before the step", BEFORE), ("after the step", AFTER))):
+        values = [probability[label][i] for label in labels]
+        fig.add_bar(x=shown, y=[v if v is not None else 0.0 for v in values], name=name, marker_color=colour,
+                    text=[percent(v) if v is not None else "not in its top list" for v in values],
+                    hovertemplate="%{x}<br>" + name + ": %{text}<extra></extra>")
+    fig.update_layout(title=plotly_text(f"Next token: the target {target}, then the top ones"),
+                      yaxis_title="probability", barmode="group", height=380,
+                      legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+                      **{**LAYOUT, "margin": dict(l=60, r=20, t=70, b=90)})
+    fig.update_xaxes(type="category", tickangle=-45)
+    return fig
+
+
+def _target_label(step: GradientStep) -> str:
+    """The target as the top lists label tokens (a leading space shown as ␣)."""
+    for label, _ in [*step.top_before, *step.top_after]:
+        if label.replace("␣", " ") == step.target:
+            return label
+    return step.target.replace(" ", "␣")
+
+
+def head_norms_figure(step: GradientStep) -> go.Figure:
+    """Layer x head: the gradient norm of each head's slice of W_Q, W_K, W_V (rows, with their biases), W_O
+    (columns), and of the four together."""
+    parts = [*HEAD_PARTS, "all"]
+    fig = make_subplots(rows=1, cols=len(parts), subplot_titles=[f"W_{p.upper()}" if p != "all" else "all four" for p in parts],
+                        horizontal_spacing=0.03)
+    for i, part in enumerate(parts):
+        z = np.asarray(step.head_grad_norms[part])
+        fig.add_trace(go.Heatmap(z=z, x=[f"H{h}" for h in range(z.shape[1])], y=[f"L{l}" for l in range(z.shape[0])],
+                                 coloraxis="coloraxis",
+                                 hovertemplate=f"{part}: layer %{{y}}, head %{{x}}<br>‖∇‖ %{{z:.3g}}<extra></extra>"),
+                      row=1, col=i + 1)
+        fig.update_yaxes(autorange="reversed", showticklabels=i == 0, row=1, col=i + 1)
+    n_layers = len(step.head_grad_norms["all"])
+    if step.induction_head:  # outline the induction head's cell in every map
+        layer, head, score = step.induction_head
+        for i in range(len(parts)):
+            fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+                          line=dict(color="black", width=2), row=1, col=i + 1)
+        fig.add_annotation(text=f"outlined: L{layer}.H{head}, the induction head (score {score:.2f})",
+                           xref="paper", yref="paper", x=0, y=-0.12, showarrow=False, xanchor="left", yanchor="top")
+    fig.update_layout(title="Gradient norm of each head's weights, per layer (one colour scale)",
+                      coloraxis=dict(colorscale="Reds", cmin=0, colorbar=dict(title="‖∇‖")),
+                      height=max(240, 120 + 40 * n_layers), **LAYOUT)
+    return fig
+
+
+def parameter_norms_figure(step: GradientStep) -> go.Figure:
+    """The gradient norm of every parameter tensor by its state_dict name: the layers' tensors as a layer x
+    tensor map, the rest (embedding, final norm) as bars. A tied name is drawn once, under the name it shares."""
+    per_layer, rest = {}, {}
+    for name, norm in step.grad_norms.items():
+        if name in step.tied:
+            continue
+        match = LAYER_NAME.match(name)
+        if match:
+            per_layer.setdefault(match["tensor"], {})[int(match["layer"])] = (norm, name)
+        else:
+            rest[name] = norm
+    tensors, layers = list(per_layer), sorted({l for cells in per_layer.values() for l in cells})
+    fig = make_subplots(rows=2, cols=1, row_heights=[0.72, 0.28], vertical_spacing=0.28,
+                        subplot_titles=["Every tensor of every layer", "The rest"])
+    z = [[per_layer[t].get(l, (np.nan, ""))[0] for t in tensors] for l in layers]
+    names = [[per_layer[t].get(l, (0, ""))[1] for t in tensors] for l in layers]
+    fig.add_trace(go.Heatmap(z=z, x=tensors, y=[f"L{l}" for l in layers], customdata=names, colorscale="Reds", zmin=0,
+                             colorbar=dict(title="‖∇‖", len=0.6, y=0.75),
+                             hovertemplate="%{customdata}<br>‖∇‖ %{z:.3g}<extra></extra>"), row=1, col=1)
+    tied_to = {shared: name for name, shared in step.tied.items()}
+    labels = [f"{name} (= {tied_to[name]})" if name in tied_to else name for name in rest]
+    fig.add_trace(go.Bar(x=list(rest.values()), y=labels, orientation="h", marker_color="#feb2b2", showlegend=False,
+                         text=[f"{label}: {norm:.3g}" for label, norm in zip(labels, rest.values())],
+                         textposition="auto", insidetextanchor="start", cliponaxis=False, textfont_color="black",
+                         hovertemplate="%{y}<br>‖∇‖ %{x:.3g}<extra></extra>"), row=2, col=1)
+    fig.update_yaxes(autorange="reversed", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", showticklabels=False, row=2, col=1)
+    fig.update_xaxes(tickangle=-45, tickfont_size=10, row=1, col=1)
+    fig.update_layout(title="Gradient norm of every parameter tensor (hover for its state_dict name)",
+                      height=420 + 24 * len(layers) + 20 * len(rest), **{**LAYOUT, "margin": dict(l=60, r=20, t=60, b=40)})
+    return fig

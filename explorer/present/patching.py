@@ -1,0 +1,120 @@
+"""Activation patching: the grids as heat maps, one clicked cell's top tokens, and the teaching text.
+"""
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from explorer.present.figures import LAYOUT, plotly_text, top_tokens_figure
+from explorer.views.patching import HEAD_COLUMNS, PatchGrid, Patching
+from explorer.core.inputs import echo
+
+
+# one scale for every grid: white at 0 (nothing restored), blue at 1 (all of it), red below 0
+COLOURS = [[0.0, "#b2182b"], [0.5, "#ffffff"], [1.0, "#08306b"]]
+
+
+def _range(values: np.ndarray) -> float:
+    """The colour scale runs from -limit to +limit: at least 1, so that 1 looks the same in every grid."""
+    return max(1.0, float(np.abs(values).max()) if values.size else 1.0)
+
+
+def _heatmap(values: np.ndarray, x, y, limit: float, hover: str, show_scale: bool = True) -> go.Heatmap:
+    return go.Heatmap(z=values, x=x, y=y, colorscale=COLOURS, zmid=0, zmin=-limit, zmax=limit, xgap=1, ygap=1,
+                      showscale=show_scale, colorbar=dict(title="restored", thickness=12, len=0.9),
+                      hovertemplate=hover + "<br>restored %{z:.3f}<br><i>click: top 5 next tokens</i><extra></extra>")
+
+
+def token_axis(result: Patching) -> tuple[list[str], list[str]]:
+    """(category values, tick labels) for the position axis: 'p:token', changed tokens bold with a star and
+    their corrupted form beside it."""
+    values, ticks = [], []
+    for p, (clean, corrupted) in enumerate(zip(result.tokens, result.corrupted_tokens)):
+        label = plotly_text(f"{p}:{clean}")
+        values.append(label)
+        ticks.append(f"<b>{label}*</b>" if p in result.changed else label)
+    return values, ticks
+
+
+def position_figure(result: Patching, grid: PatchGrid) -> go.Figure:
+    """Layer x position: how much of the clean run's answer patching that one place restores."""
+    x, ticks = token_axis(result)
+    limit = _range(grid.values)
+    fig = go.Figure(_heatmap(grid.values, x, grid.rows, limit, "%{y} at %{x}"))
+    changed = ", ".join(plotly_text(f"{p}:{result.tokens[p]}→{result.corrupted_tokens[p]}") for p in result.changed[:4])
+    fig.update_layout(title=dict(text=f"{plotly_text(grid.title)}<br><sup>patched at one position at a time; "
+                                      f"* changed in the corrupted text: {changed}</sup>"),
+                      xaxis_title="position patched (clean token)", yaxis_title="layer",
+                      height=170 + 34 * len(grid.rows), **{**LAYOUT, "margin": dict(l=50, r=20, t=70, b=110)})
+    fig.update_xaxes(type="category", tickmode="array", tickvals=x, ticktext=ticks, tickangle=-60, tickfont_size=10)
+    fig.update_yaxes(type="category", autorange="reversed")
+    return fig
+
+
+def heads_figure(result: Patching, grid: PatchGrid, n_layers: int, n_heads: int) -> go.Figure:
+    """Two layer x head maps: each head's output patched at every position, and at the last position only."""
+    fig = make_subplots(1, 2, subplot_titles=[f"patched at {c}" for c in HEAD_COLUMNS], horizontal_spacing=0.08)
+    limit = _range(grid.values)
+    heads, layers = [f"H{h}" for h in range(n_heads)], [f"L{l}" for l in range(n_layers)]
+    for column in range(2):
+        values = grid.values[:, column].reshape(n_layers, n_heads)
+        fig.add_trace(_heatmap(values, heads, layers, limit, "%{y}.%{x}", show_scale=column == 1), 1, column + 1)
+    fig.update_layout(title=dict(text=f"{plotly_text(grid.title)}<br><sup>one head at a time: at every position, then "
+                                      f"at the last position ({plotly_text(result.tokens[-1])}) only</sup>"),
+                      height=max(300, 150 + 36 * n_layers), **{**LAYOUT, "margin": dict(l=50, r=20, t=90, b=40)})
+    fig.update_xaxes(title_text="head", type="category")
+    fig.update_yaxes(title_text="layer", type="category", autorange="reversed")
+    return fig
+
+
+def grid_figure(result: Patching, name: str, n_layers: int, n_heads: int) -> go.Figure:
+    grid = result.grids[name]
+    return heads_figure(result, grid, n_layers, n_heads) if name == "heads" else position_figure(result, grid)
+
+
+def cell_figure(result: Patching, name: str, row: int, column: int) -> go.Figure:
+    """The top next tokens of one cell's patched run."""
+    grid = result.grids[name]
+    where = f"{grid.rows[row]} at {grid.columns[column]}"
+    fig = top_tokens_figure(result.cell_top(name, row, column), "the corrupted text")
+    fig.update_layout(title=dict(text=f"Patched {plotly_text(where)}: restored {grid.values[row, column]:.3f}<br><sup>"
+                                      f"{plotly_text(grid.title)}; that run's most likely next tokens</sup>"))
+    return fig
+
+
+TEACHING = """**What patching asks.** Run the *corrupted* text, but at one place inside the model write in the value that
+place had on the *clean* text. If the clean answer comes back, what the clean run carried **there** was enough to
+decide it. Each cell of a grid is one such patched run.
+
+**How it differs from ablation.** Ablation (the Head ablation tab) removes a head and asks what breaks: is the head
+*needed*? Patching starts from a broken run and puts back one clean value: is that place *enough* to carry what
+the changed tokens told the model? Two texts that differ in a few tokens isolate that one piece of information.
+
+**The metric.** LD = logit(answer) − logit(wrong answer) at the last position; restored =
+(LD patched − LD corrupted) / (LD clean − LD corrupted): 0 is the corrupted run (white), 1 the clean run (blue).
+A patch can overshoot (above 1) or hurt (below 0, red).
+
+**How to read a grid.** *Residual stream*: row L is the stream entering layer L (row 0: the embeddings), a column
+one position. Row 0 lights up only where the texts differ (their embeddings); where the bright cell jumps to a later
+position between two rows, an attention layer moved the information there. *Attention* and *feed-forward*: what that
+sublayer writes into the stream at that position (our layers are pre-norm: x + Sublayer(LayerNorm(x)); a model
+trained attention only has no feed-forward, so no feed-forward grid).
+*Heads*: one head's output (before W_O) patched alone, at every position and at the last position only."""
+
+
+def explanation(result: Patching) -> str:
+    """What this result's grids show, in numbers computed from it."""
+    lines = []
+    residual = result.grids.get("residual")
+    if residual is not None:
+        best = residual.values.argmax(axis=1)
+        path = ", ".join(f"{row} at {echo(residual.columns[p], 24)} ({residual.values[i, p]:.2f})"
+                         for i, (row, p) in enumerate(zip(residual.rows, best)))
+        lines.append(f"**This run.** Residual stream, the position that restores most in each layer: {path}.")
+    heads = result.grids.get("heads")
+    if heads is not None:
+        for column, where in enumerate(HEAD_COLUMNS):
+            order = np.argsort(-heads.values[:, column])[:3]
+            tops = ", ".join(f"{heads.rows[i]} ({heads.values[i, column]:.2f})" for i in order)
+            lines.append(f"Heads patched at {where}, the three that restore most: {tops}.")
+    return "\n\n".join(lines)

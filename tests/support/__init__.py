@@ -1,0 +1,1 @@
+"""What the tests share besides conftest.py."""

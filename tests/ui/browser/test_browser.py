@@ -1,0 +1,272 @@
+"""app.py in headless Chromium (Debian's /usr/bin/chromium, driven by Playwright): every tab renders and
+behaves as a learner meets it. Every wait waits on something the page shows, never on a fixed time.
+
+Screenshots of every tab at 1366 and 800 px go to artifacts/screenshots/ (gitignored): look at them after a
+change to the layout. Without Chromium these tests skip; with the environment variable CI set they fail.
+"""
+
+import pytest
+
+from conftest import SHOTS, SLOW_MODEL, WIDTHS, app_page, assert_no_error_shown, open_page, open_tab, pick, plot_drawn, settled
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def page(browser, app_server):
+    """One page at 1366 px for this module's tests, in turn (conftest's ``page`` opens one at each width)."""
+    page = app_page(browser, app_server)
+    yield page
+    page.close()
+
+
+def record_values(page, selector: str):
+    """Record every distinct value the element takes, from now on, in the page (window.__seen)."""
+    page.evaluate("""(selector) => {
+        window.__seen = [];
+        const watch = () => {
+            const value = document.querySelector(selector).value;
+            if (value && window.__seen[window.__seen.length - 1] !== value) window.__seen.push(value);
+        };
+        clearInterval(window.__watcher);
+        window.__watcher = setInterval(watch, 5);
+    }""", selector)
+
+
+def recorded(page) -> list[str]:
+    return page.evaluate("() => { clearInterval(window.__watcher); return window.__seen; }")
+
+
+def screenshots(page, name: str, before=None):
+    """Full-page screenshots of the current tab at each width (``before`` runs after each resize)."""
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        settled(page)
+        if before is not None:
+            before()
+        page.screenshot(path=SHOTS / f"{name}-{width}.png", full_page=True)
+    page.set_viewport_size({"width": WIDTHS[0], "height": 900})
+
+
+def test_the_model_menu_works_before_anything_else_has_run(browser, app_server):
+    """Nothing clickable that cannot work yet: Generate at once, before the catalog refresh has answered."""
+    page = open_page(browser, app_server)
+    page.wait_for_selector("#gen-button")
+    assert page.input_value("#gen-model input").startswith("shakespeare-rope · rope positions · ")
+    page.fill("#gen-max-new input", "5")
+    page.click("#gen-button")
+    page.wait_for_selector("#gen-status >> text=Done")
+    assert "Unknown model" not in page.inner_text("#gen-status")
+    page.close()
+
+
+def test_page_loads_with_a_line_per_model(page):
+    page.click("#gen-model input")
+    options = page.get_by_role("option").all_inner_texts()
+    assert len(options) == 9 and all(" · " in option for option in options), options  # the tests' 9 checkpoints
+    page.keyboard.press("Escape")
+    note = page.inner_text("#gen-model-note")  # the whole line, which the menu itself cuts short
+    assert note.startswith("shakespeare-rope · rope positions · ") and note.endswith("bits/char")
+    screenshots(page, "01-generate")
+    assert_no_error_shown(page)
+
+
+def test_generation_shows_the_prompt_then_streams_into_the_output(page):
+    pick(page, "gen-model", SLOW_MODEL)  # a real configuration (shakespeare-main's size), slow enough to watch
+    page.wait_for_selector(f"#gen-model-note >> text={SLOW_MODEL} · rope positions · 4.8M parameters")
+    page.fill("#gen-prompt textarea", "Shall I compare thee")
+    page.fill("#gen-max-new input", "100")  # a few seconds of streaming
+    record_values(page, "#gen-output textarea")
+    page.click("#gen-button")
+    page.wait_for_selector("#gen-status >> text=Done")
+    seen = recorded(page)
+    assert "Done: **" not in page.inner_text("#gen-status")  # rendered as markdown
+    assert "tokens/s" in page.inner_text("#gen-status")
+    assert all(value.startswith("Shall I compare thee") for value in seen)  # the prompt first, then its continuation
+    assert len(seen) >= 3, seen  # the text arrived in pieces, not at the end
+    assert all(later.startswith(earlier) for earlier, later in zip(seen, seen[1:]))
+    screenshots(page, "02-generated")
+    assert_no_error_shown(page)
+
+
+def test_stop_button_ends_generation(page):
+    """Stop is small, grey and disabled while nothing runs; it is enabled while a generation runs and ends it."""
+    stop, generate = page.locator("#gen-stop"), page.locator("#gen-button")
+    assert stop.is_disabled() and stop.bounding_box()["height"] < generate.bounding_box()["height"]
+    colour = "(el) => getComputedStyle(el).backgroundColor"
+    assert stop.evaluate(colour) != generate.evaluate(colour)
+    red, green, blue = (int(c) for c in stop.evaluate(colour).split("(")[1].split(")")[0].split(",")[:3])
+    assert not (red > 150 and green < 120 and blue < 120), stop.evaluate(colour)  # not the red of a danger button
+    page.fill("#gen-max-new input", "512")  # about ten seconds of the shipped-size model
+    page.click("#gen-button")
+    page.wait_for_selector("#gen-status >> text=tokens/s")
+    assert stop.is_enabled()
+    page.click("#gen-stop")
+    page.wait_for_selector("#gen-status >> text=Stopped")
+    page.wait_for_function("() => document.querySelector('#gen-stop').disabled")
+    assert_no_error_shown(page)
+
+
+def test_greedy_decoding_disables_the_sampling_controls(page):
+    sampling_controls = ["#gen-temperature input[type=number]", "#gen-top-k input[type=number]", "#gen-top-p input[type=number]",
+                         "#gen-seed input"]
+    assert all(page.is_enabled(c) for c in sampling_controls)
+    page.click("#gen-folio")
+    page.wait_for_function("() => document.querySelector('#gen-temperature input[type=number]').disabled")
+    assert not any(page.is_enabled(c) for c in sampling_controls)
+    assert page.input_value("#gen-model input").startswith("folio-to-modern")
+    page.wait_for_selector("#gen-output >> text=Rewrite in modern spelling")
+    assert page.is_visible("#gen-folio-note") and "First Folio lines" in page.inner_text("#gen-prompt")
+    page.fill("#gen-max-new input", "12")
+    page.click("#gen-button")
+    page.wait_for_selector("#gen-status >> text=Done")
+    assert "ignores" not in page.inner_text("#gen-status") and "greedy" in page.inner_text("#gen-status")
+    page.get_by_label("Sampling").first.check()
+    page.wait_for_function("() => !document.querySelector('#gen-temperature input[type=number]').disabled")
+    pick(page, "gen-model", "shakespeare-rope")
+    page.wait_for_selector("#gen-output >> text=Prompt and continuation")
+    assert not page.is_visible("#gen-folio-note") and "Folio" not in page.inner_text("#gen-prompt")
+
+
+def test_an_error_shows_next_to_its_button_and_clears_the_old_output(page):
+    page.fill("#gen-prompt textarea", "")
+    page.click("#gen-button")
+    page.wait_for_selector("#gen-status >> text=Type a prompt first")
+    assert page.input_value("#gen-output textarea") == ""  # the previous answer is not left standing
+    assert page.locator(".toast-body").count() == 0  # no pop-up over the buttons
+    button, status = page.locator("#gen-button").bounding_box(), page.locator("#gen-status").bounding_box()
+    assert 0 <= status["y"] - (button["y"] + button["height"]) < 40
+    screenshots(page, "03-error")
+    page.fill("#gen-prompt textarea", "Shall I compare thee")
+
+
+def test_encodings_tab_draws_each_encoding_in_its_colour_and_marks_the_training_context(page, app_server):
+    from explorer.present import figures
+
+    open_tab(page, "Compare encodings")
+    for elem_id in ("plot-sinusoidal", "plot-learned", "plot-rope", "plot-alibi", "plot-similarity", "plot-extrapolation"):
+        plot_drawn(page, elem_id)
+    assert page.locator("#plot-extrapolation .scatterlayer .trace").count() == 5
+    strokes = page.eval_on_selector_all("#plot-extrapolation .scatterlayer .trace .js-line",
+                                        "lines => lines.map(l => getComputedStyle(l).stroke)")
+    expected = {rgb(c) for c in figures.ENCODING_COLOURS.values()}
+    assert set(strokes) == expected
+
+    def marker_at_its_tick():
+        line = page.locator("#plot-extrapolation .shapelayer path").first.bounding_box()
+        tick = page.locator("#plot-extrapolation .xtick text", has_text="64").first.bounding_box()
+        assert abs(line["x"] + line["width"] / 2 - (tick["x"] + tick["width"] / 2)) < 3  # at 64 on the log axis
+    marker_at_its_tick()
+    page.get_by_label("Greedy").last.check()  # the comparison's own Decoding radio: greedy needs no seed
+    page.wait_for_function("() => document.querySelector('#compare-seed input').disabled")
+    page.get_by_label("Sampling").last.check()
+    page.wait_for_function("() => !document.querySelector('#compare-seed input').disabled")
+    page.click("#compare-button")
+    page.wait_for_selector("#compare-status >> text=Done: 5 models")
+    for encoding, colour in figures.ENCODING_COLOURS.items():
+        assert page.input_value(f"#compare-{encoding} textarea").startswith("Shall I compare")
+        assert page.eval_on_selector(f"#compare-{encoding} textarea", "t => getComputedStyle(t).borderLeftColor") == rgb(colour)
+    page.fill("#own-text textarea", "Shall I compare thee to a summer's day? Thou art more lovely. " * 6)
+    page.click("#recompute-button")
+    page.wait_for_selector("#recompute-status >> text=Scored 30 of 30.")
+    plot_drawn(page, "plot-extrapolation")
+    marker_at_its_tick()
+    button, status = page.locator("#recompute-button").bounding_box(), page.locator("#recompute-status").bounding_box()
+    assert 0 <= status["y"] - (button["y"] + button["height"]) < 60  # the status line right under its button
+    screenshots(page, "04-encodings")
+    assert_no_error_shown(page)
+
+
+def rgb(hex_colour: str) -> str:
+    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+def test_attention_grid_appears(page):
+    open_tab(page, "Attention heads")
+    assert page.input_value("#att-model input").startswith("shakespeare-rope")
+    page.click("#att-button")
+    page.wait_for_selector("#att-status >> text=layers ×")
+    page.wait_for_selector("#att-grid button[data-head]")
+    plot_drawn(page, "plot-head")
+    assert page.locator("#att-grid button[data-head]").count() == 2 * 4  # one clickable thumbnail per layer x head
+    cells = page.locator("#plot-head .nsewdrag").first
+    cells.scroll_into_view_if_needed()
+    box = cells.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] * 0.8)  # below the diagonal
+    page.wait_for_selector("#plot-head .hoverlayer .hovertext", state="attached")
+    hover = page.locator("#plot-head .hoverlayer").text_content()
+    assert "query" in hover and "key" in hover and "weight" in hover, hover
+    page.evaluate("window.scrollTo(0, 0)")
+    screenshots(page, "05-attention")
+    assert_no_error_shown(page)
+
+
+def test_user_text_echoed_on_the_page_is_text_not_html(page):
+    """A value typed into a menu comes back in the status line; it must not become an element."""
+    attack = "<img src=x onerror=window.__pwned=1>"
+    page.fill("#att-head input", attack)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#att-status >> text=is not a whole number")
+    assert attack in page.inner_text("#att-status")
+    assert page.locator("#att-status img").count() == 0 and page.evaluate("() => window.__pwned") is None
+
+
+def test_attention_of_folio_to_modern_shows_the_whole_rewrite(page):
+    pick(page, "att-model", "folio-to-modern")
+    page.click("#att-button")
+    page.wait_for_selector("#att-status >> text=folio-to-modern: 2 layers")
+    status = page.inner_text("#att-status")
+    assert "cross-attention" in status and "The decoder read the model's own rewrite" in status
+    plot_drawn(page, "plot-head")
+    screenshots(page, "05b-cross-attention")
+    assert_no_error_shown(page)
+
+
+def test_forward_pass_tab_shows_the_shapes_without_an_inner_scroll_box_or_split_words(page):
+    open_tab(page, "Inside the forward pass")
+    assert page.input_value("#trace-model input").startswith("shakespeare-rope")
+    page.click("#trace-button")
+    page.wait_for_selector("#trace-status >> text=Forward pass done")
+    table = page.inner_text("#trace-table")
+    for step in ("token ids", "token embeddings", "Q per head", "Q rotated (RoPE)", "scores", "weights",
+                 "concatenated heads", "feed-forward hidden", "layer 1 output", "logits", "probabilities"):
+        assert step in table, step
+    plot_drawn(page, "plot-top")
+    assert page.locator("#plot-top text.bartext").count() == 10  # every bar has its probability printed
+
+    def table_is_whole_and_words_unbroken():
+        inner_scroll = page.evaluate("""() => [...document.querySelectorAll('#trace-table *')].some(
+            e => e.scrollHeight > e.clientHeight + 2 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))""")
+        assert not inner_scroll
+        split = page.evaluate("""() => {
+            const split = [];  // words (broken only where a hyphen allows) laid out on more than one line, or cut off
+            for (const cell of document.querySelectorAll('#trace-table [role=gridcell], #trace-table [role=columnheader]')) {
+                if (cell.scrollWidth > cell.clientWidth + 1) split.push('overflow: ' + cell.innerText);
+                const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                    const re = /[^\s-]+-?/g;
+                    for (let m = re.exec(node.data); m; m = re.exec(node.data)) {
+                        const range = document.createRange();
+                        range.setStart(node, m.index);
+                        range.setEnd(node, m.index + m[0].length);
+                        const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+                        if (lines.size > 1) split.push(m[0]);
+                    }
+                }
+            }
+            return split;
+        }""")
+        assert split == [], split[:10]
+    screenshots(page, "06-forward-pass", before=table_is_whole_and_words_unbroken)
+    assert_no_error_shown(page)
+
+
+def test_forward_pass_of_folio_to_modern_names_the_decoder_tokens(page):
+    pick(page, "trace-model", "folio-to-modern")
+    page.click("#trace-button")
+    page.wait_for_selector("#trace-summary >> text=The decoder read the model's own rewrite")
+    plot_drawn(page, "plot-top")
+    assert "the last token the decoder read" in page.inner_text("#plot-top")
+    screenshots(page, "06b-forward-pass-seq2seq")
+    assert_no_error_shown(page)

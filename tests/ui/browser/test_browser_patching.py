@@ -1,0 +1,113 @@
+"""The Activation patching tab in headless Chromium, at 1366 and 800 px wide, on the shipped shakespeare-main: the
+default example draws its four grids, a click on a cell shows that patched run's top next tokens, the corrupted
+copy buttons and bad input answer in the status line. Screenshots: artifacts/screenshots/patching-*-<width>.png."""
+
+import pytest
+
+from explorer.views import patching
+from support.shipped import SHIPPED_ROOT
+from conftest import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, settled
+
+pytestmark = pytest.mark.browser
+
+GRID_PLOTS = ("patching-plot-residual", "patching-plot-heads", "patching-plot-attention", "patching-plot-feed-forward")
+
+
+@pytest.fixture(scope="module")
+def shipped_app(app_server):
+    """The app server, reading the shipped checkpoints for this module (the app reads the folder per request)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SCRATCH_CHECKPOINTS", str(SHIPPED_ROOT))
+        yield app_server
+
+
+@pytest.fixture(scope="module", params=[1366, 800], ids=lambda w: f"{w}px")
+def page(request, browser, shipped_app):
+    """The app on the shipped checkpoints at each width, on the Activation patching tab."""
+    page = app_page(browser, shipped_app, request.param)
+    open_tab(page, "Activation patching")
+    page.wait_for_function("() => document.querySelector('#patching-model input').value.startsWith('shakespeare-main')")
+    yield page
+    page.close()
+
+
+def click_cell(page, plot_id: str, row: int, column: int, subplot: str = ""):
+    """A real mouse click at the centre of cell (row, column) of a heat map (``subplot``: '' or '2' for x2/y2)."""
+    page.locator(f"#{plot_id}").scroll_into_view_if_needed()
+    box = page.evaluate("""([id, row, column, n]) => {
+        const plot = document.querySelector(`#${id} .js-plotly-plot`);
+        const x = plot._fullLayout['xaxis' + n], y = plot._fullLayout['yaxis' + n];
+        const rect = plot.getBoundingClientRect();
+        return {x: rect.left + x._offset + x.l2p(column), y: rect.top + y._offset + y.l2p(row)};
+    }""", [plot_id, row, column, subplot])
+    page.mouse.click(box["x"], box["y"])
+
+
+def test_the_default_example_draws_its_grids_and_a_click_shows_that_runs_top_tokens(page):
+    assert page.input_value("#patching-clean textarea") == patching.DEFAULT_CLEAN
+    assert page.input_value("#patching-corrupted textarea") == patching.DEFAULT_CORRUPTED
+    assert "Only copying that earlier passage" in page.inner_text("#patching-example-note")
+    page.click("#patching-button")
+    page.wait_for_selector("#patching-status >> text=patched runs in")
+    status = page.inner_text("#patching-status")
+    assert "shakespeare-main" in status and "␣send" in status
+    for plot in GRID_PLOTS:
+        plot_drawn(page, plot)
+    ticks = page.locator("#patching-plot-residual .xtick text").all_text_contents()
+    assert ticks[0] == "0:My" and ticks[-1] == "29:olk" and "6:␣Nor*" in ticks  # the tokens; a changed one starred
+    assert "L4.H7" in page.inner_text("#patching-explanation")
+    page.evaluate("window.scrollTo(0, 0)")
+    settled(page)
+    page.screenshot(path=SHOTS / f"patching-{page.width}.png", full_page=True)
+
+    click_cell(page, "patching-plot-residual", 5, 29)  # the last position entering the last layer: the clean answer
+    page.wait_for_selector("#patching-plot-cell >> text=L5 at 29:olk")
+    plot_drawn(page, "patching-plot-cell")
+    labels = page.locator("#patching-plot-cell .ytick text").all_text_contents()
+    assert "1. ␣send" in labels and len(labels) == 5
+    click_cell(page, "patching-plot-heads", 4, 7, "2")  # L4.H7 at the last position only
+    page.wait_for_selector("#patching-plot-cell >> text=L4.H7 at last position")
+    assert "restored 0.9" in page.inner_text("#patching-cell-status")
+    click_cell(page, "patching-plot-feed-forward", 5, 29)  # the last grid: the answer is in sight (beside it, or scrolled to)
+    page.wait_for_selector("#patching-plot-cell >> text=L5 at 29:olk")
+    page.wait_for_function("""() => { const box = document.querySelector('#patching-plot-cell').getBoundingClientRect();
+                                      return box.top >= 0 && box.bottom <= window.innerHeight; }""")
+    assert "Feed-forward output, patched at L5, 29:olk" in page.inner_text("#patching-cell-status")
+    click_cell(page, "patching-plot-heads", 4, 7, "2")
+    page.wait_for_selector("#patching-plot-cell >> text=L4.H7 at last position")
+    assert "1. ␣send" in page.locator("#patching-plot-cell .ytick text").all_text_contents()
+    page.locator("#patching-plot-cell").scroll_into_view_if_needed()
+    page.screenshot(path=SHOTS / f"patching-clicked-{page.width}.png", full_page=True)
+    assert_no_error_shown(page)
+
+
+def test_the_corrupted_copy_buttons_and_bad_input_answer_in_the_status_line(page):
+    page.fill("#patching-corrupted textarea", "")
+    page.click("#patching-change-word")
+    page.wait_for_selector("#patching-status >> text=Corrupted copy: changed")
+    assert page.input_value("#patching-corrupted textarea") == patching.DEFAULT_CORRUPTED
+    page.click("#patching-swap-half")  # the default text's first half swapped in pairs reads as more tokens
+    page.wait_for_selector("#patching-status >> text=changed the number of tokens; edit the corrupted text by hand")
+    assert page.input_value("#patching-corrupted textarea") == patching.DEFAULT_CORRUPTED  # left as it was
+    repeated = "Thou art more lovely and more temperate. Thou art more lovely and more temperate."
+    page.fill("#patching-clean textarea", repeated)
+    page.click("#patching-swap-half")
+    page.wait_for_selector("#patching-status >> text=swapped the words of the first half")
+    assert page.input_value("#patching-corrupted textarea").startswith("art Thou lovely more more and temperate.")
+    page.fill("#patching-clean textarea", patching.DEFAULT_CLEAN)
+    page.fill("#patching-corrupted textarea", "Tell the duke <b>of</b> Norfolk")
+    page.click("#patching-button")
+    page.wait_for_selector("#patching-status >> text=must have the same number of tokens")
+    assert page.locator("#patching-status b").count() == 0
+    for plot in GRID_PLOTS:  # the last request's grids are cleared, not left looking like this one's answer
+        assert page.locator(f"#{plot} .js-plotly-plot").count() == 0
+    page.fill("#patching-corrupted textarea", patching.DEFAULT_CORRUPTED)
+    page.fill("#patching-answer textarea, #patching-answer input", "Norfolk")
+    page.click("#patching-button")
+    page.wait_for_selector("#patching-status >> text=must be exactly one token")
+    page.fill("#patching-answer textarea, #patching-answer input", "")
+    page.fill("#patching-clean textarea", "")
+    page.click("#patching-button")
+    page.wait_for_selector("#patching-status >> text=Type a clean text first")
+    page.fill("#patching-clean textarea", patching.DEFAULT_CLEAN)
+    assert page.errors == []

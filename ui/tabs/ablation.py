@@ -1,0 +1,63 @@
+"""The Head ablation tab: chosen heads removed, with the loss and the next-token probabilities before and after;
+or every head removed alone, ranked by how much the loss rises."""
+
+import gradio as gr
+
+from explorer.views import ablation, attention
+from explorer.present import ablation as present, figures
+
+from ui.common import INTERACTIVE, NO_FIGURE, UNCHECKED, DecodingControls, guarded, kind_choices, \
+    kind_menu, status, text_and_model, view_inputs
+
+
+@guarded(NO_FIGURE, NO_FIGURE)
+def ablate_heads(text, model_name, kind, heads, *decoding):
+    """The loss and next-token probabilities with the chosen heads removed, and the same removal's effect on
+    the fixed passages beside it (``ablation.loss_change_spread``)."""
+    text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
+    result = ablation.ablate_heads(model, tokenizer, text, heads, kind, settings)
+    removed = ", ".join(f"L{l}.H{h}" for l, h in result.removed) or "none"
+    change = result.loss_after - result.loss_before
+    spread = ablation.loss_change_spread(model, tokenizer, heads, kind, settings).line() if result.removed else ""
+    return (present.ablation_figure(result), present.token_loss_figure(result),
+            status(f"**{info.name}**, {attention.ATTENTION_KINDS[result.kind]} heads removed: {removed}. Loss on the text "
+                   f"{result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", spread, *notices,
+                   *result.notices))
+
+
+@guarded(NO_FIGURE)
+def rank_heads(text, model_name, kind, *decoding, progress=gr.Progress()):
+    """Every head removed alone: the rise in loss, as a layer × head map."""
+    text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
+    ranking = ablation.rank_heads(model, tokenizer, text, kind, settings, progress=lambda f, d: progress(f, desc=d))
+    top = ", ".join(f"L{l}.H{h} ({figures.signed(v)})" for l, h, v in ranking.order()[:3])
+    return present.ranking_figure(ranking), status(
+        f"**{info.name}**: {ranking.increase.size} heads, each removed alone. Costliest: {top}.", *notices, *ranking.notices)
+
+
+def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
+    """The tab, and its model menu."""
+    with gr.Tab("Head ablation", id="ablation"):
+        gr.Markdown(present.ABLATION)
+        with text_and_model("ablation", ablation.DEFAULT_TEXT, choices, value) as (text, menu):
+            kind = kind_menu("ablation-kind")
+        with gr.Row():
+            heads = gr.Textbox(label="Heads to remove: layer.head, or a layer number for all its heads", value=ablation.DEFAULT_HEADS,
+                               scale=3, elem_id="ablation-heads")
+            button = gr.Button("Remove these heads", variant="primary", elem_id="ablation-button")
+            rank_button = gr.Button("Rank every head", elem_id="rank-button")
+        status_line = gr.Markdown(elem_id="ablation-status", elem_classes="status-line")
+        with gr.Row():  # side by side when there is room for both, one above the other on narrow pages
+            next_plot = gr.Plot(label="Next token", elem_id="plot-ablation", min_width=480)
+            loss_plot = gr.Plot(label="Loss per token", elem_id="plot-token-loss", min_width=480)
+        rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank")
+    menu.change(kind_choices, [menu, kind], kind, api_name="ablation_kinds", api_visibility="private", **UNCHECKED)
+    button.click(ablate_heads, [text, menu, kind, heads, *decoding.all()], [next_plot, loss_plot, status_line],
+                 api_name="ablate_heads", **INTERACTIVE, **UNCHECKED)
+    rank_button.click(rank_heads, [text, menu, kind, *decoding.all()], [rank_plot, status_line], api_name="rank_heads",
+                      **INTERACTIVE, **UNCHECKED)
+    # the status line speaks of one request: the plots of the other kind of request are cleared, not left stale
+    button.click(lambda: NO_FIGURE, None, rank_plot, api_name="ablation_clear_rank", api_visibility="private")
+    rank_button.click(lambda: (NO_FIGURE, NO_FIGURE), None, [next_plot, loss_plot], api_name="ablation_clear_removal",
+                      api_visibility="private")
+    return menu

@@ -1,0 +1,86 @@
+"""The One gradient step tab: the loss −log p(target | tokens 0..position), the gradient norm of every parameter
+tensor and of every head, and one plain SGD step on a copy of the model: the target's probability and the top
+next tokens before and after (``explorer.learning.gradient_step``)."""
+
+import gradio as gr
+
+from explorer.models import catalog
+from explorer.present import gradient_step as present
+from explorer.present.figures import percent
+from explorer.learning.gradient_step import MAX_LEARNING_RATE, gradient_step as take_step
+from explorer.generation.decoding import token_count
+from explorer.core.inputs import echo
+
+from ui.common import INTERACTIVE, NO_FIGURE, UNCHECKED, decoder_only, guarded, model_menu, status
+
+EXAMPLE_TEXT, EXAMPLE_TARGET, EXAMPLE_RATE = "Shall I compare thee to a summer's", " day", 0.001
+NO_JSON = None
+
+
+@guarded(NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_JSON)
+def gradient_step(text, model_name, position, target, learning_rate):
+    """One SGD step θ ← θ − lr·∇θ(−log p(target | tokens 0..position)) on a copy of the model: the figures
+    before and after, the gradient norms drawn per layer and per head, and the numbers as JSON."""
+    info, model, tokenizer = catalog.resolve(model_name)
+    step = take_step(text, model, tokenizer, position, target, learning_rate)
+    context = "".join(step.tokens[-6:])
+    line = (f"**{info.name}**, after {echo(context, 60)} ({token_count(len(step.tokens))}), target "
+            f"{echo(step.target)} (id {step.target_id}), learning rate {step.learning_rate:g}: loss "
+            f"{step.loss_before:.4f} → {step.loss_after:.4f} nats, p(target) {percent(step.p_before)} → "
+            f"{percent(step.p_after)}. ‖∇L‖ = {step.grad_norm:.4g}: the first-order prediction lr·‖∇L‖² is a "
+            f"change of {signed(step.predicted_loss_change)} nats; measured {signed(step.loss_change)}.")
+    notes = [verdict(step), *step.notices]
+    if step.induction_head:
+        layer, head, score = step.induction_head
+        notes.append(f"L{layer}.H{head} is this model's induction head (score {score:.2f} on the probe of random "
+                     "tokens read twice): its cell is outlined in the head maps.")
+    return (present.before_after_figure(step), present.head_norms_figure(step),
+            present.parameter_norms_figure(step), step.to_json(), status(line, *notes))
+
+
+def signed(change: float) -> str:
+    """A change with its sign, in enough digits to tell it from zero (never "-0.0000")."""
+    if change == 0:
+        return "0"
+    return f"{change:+.4f}" if abs(change) >= 5e-5 else f"{change:+.2e}"
+
+
+def verdict(step) -> str:
+    """What the step did to the loss, in words."""
+    if step.loss_after == step.loss_before:
+        return ("The step is too small to change anything: the loss is the same to the last bit of float32. "
+                "Try a larger learning rate.")
+    if step.loss_after < step.loss_before:
+        return "The loss fell."
+    return "The loss rose: the step overshot. Try a smaller learning rate."
+
+
+def tab(choices, value) -> gr.Dropdown:
+    """The tab, and its model menu (decoder-only models)."""
+    decoders, value = decoder_only(choices, value)
+    with gr.Tab("One gradient step", id="gradient-step"):
+        with gr.Row():
+            with gr.Column(scale=3):
+                text = gr.Textbox(label="Text", value=EXAMPLE_TEXT, lines=2, elem_id="grad-text")
+                with gr.Row():
+                    position = gr.Number(value=-1, precision=0, label="Position (−1: last token)", elem_id="grad-position")
+                    target = gr.Textbox(label="Target: the next token (one token; mind its leading space)",
+                                        value=EXAMPLE_TARGET, elem_id="grad-target")
+                    rate = gr.Number(value=EXAMPLE_RATE, label=f"Learning rate (above 0, at most {MAX_LEARNING_RATE:g})",
+                                     elem_id="grad-rate")
+            with gr.Column(scale=2):
+                menu = model_menu("grad-model", decoders, value)
+                button = gr.Button("Take one step", variant="primary", elem_id="grad-button")
+        status_line = gr.Markdown(elem_id="grad-status", elem_classes="status-line")
+        with gr.Row():
+            with gr.Column(scale=3):
+                before_after = gr.Plot(label="Before and after the step", elem_id="plot-grad-tokens")
+            with gr.Column(scale=2):
+                gr.Markdown(present.GRADIENT_STEP, elem_id="grad-teaching")
+        heads = gr.Plot(label="Per head", elem_id="plot-grad-heads")
+        tensors = gr.Plot(label="Per tensor", elem_id="plot-grad-tensors")
+        numbers = gr.JSON(label="The numbers (loss_before, loss_after, p_before, p_after, grad_norms, …)",
+                          open=False, max_height=320, elem_id="grad-json")
+    request, outputs = [text, menu, position, target, rate], [before_after, heads, tensors, numbers, status_line]
+    button.click(gradient_step, request, outputs, api_name="gradient_step", **INTERACTIVE, **UNCHECKED)
+    return menu

@@ -1,0 +1,190 @@
+"""The Watch it learn tab: a recorded training run (``explorer.learning.watch_it_learn``) snapshot by snapshot. A slider picks the
+snapshot; the loss curves and every head's scores over training mark it, and the attention grid and the sample
+are that snapshot's own on the learner's text. The other recorded run is drawn beside it for comparison.
+
+Below it, a real model learning (``explorer.learning.hub_revisions``): a Hub repo's training checkpoints, its revisions
+(Pythia's ``step…``), opened (``open_revisions``, streaming the downloads) and measured (``measure_revisions``): every
+head's scores over training, and a menu picking the revision whose best induction head, sample and guesses on the
+learner's text are shown (``show_revision``)."""
+
+import gradio as gr
+
+from explorer.learning import hub_revisions, watch_it_learn
+from explorer.present import watch_it_learn as present
+from explorer.core.inputs import InputProblem, echo, whole_number
+
+from ui.common import INTERACTIVE, NO_FIGURE, NO_TEXT, OPENING, UNCHECKED, guarded, status, visible_breaks
+
+
+@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT, NO_FIGURE, NO_FIGURE, NO_FIGURE)
+def training_timeline(snapshot, text, run=None):
+    """The run (default: timeline-repeats) at snapshot index ``snapshot`` (−1: the last) on ``text``: the loss
+    curves, every head's scores over training, the greedy sample, the next tokens of the text it guesses right, every
+    head's attention on the text, the best previous-token and induction heads enlarged, and a status line."""
+    view = watch_it_learn.timeline_view(run, snapshot, text)
+    other = f"Dashed and grey: {view.other.name}, for comparison." if view.other else "No other recorded run to compare with."
+    circuit = present.circuit_head_figures(view)
+    return (present.timeline_loss_figure(view), present.timeline_heads_figure(view), visible_breaks(view.sample),
+            view.guesses_line(), present.timeline_attention_figure(view), circuit["previous_token"],
+            circuit["induction"],
+            status(view.summary(), view.formed_line(), view.composition_line(), view.guesses_count(),
+                   f"{view.run.name} trained on: {view.run.timeline['run']['data']}. " + other, *view.notices))
+
+
+def slider_label(run: watch_it_learn.RecordedRun, index: int) -> str:
+    """What the slider says it is on: the snapshot and its step."""
+    return f"Snapshot {index} of 0–{len(run.steps) - 1}: step {run.steps[index]:,} of {run.steps[-1]:,}"
+
+
+def step_label(index, run):
+    """The slider's label, for the snapshot it is on now, and the step it shows (kept when the run changes)."""
+    try:
+        chosen = watch_it_learn.pick_run(run)
+        index = watch_it_learn.pick_snapshot(index, chosen)
+        return gr.update(label=slider_label(chosen, index)), chosen.steps[index]
+    except InputProblem:
+        return gr.skip(), gr.skip()
+
+
+def slider_for(run, step):
+    """The slider for the run picked: its snapshots, on the one nearest the step shown before, its label."""
+    try:
+        chosen = watch_it_learn.pick_run(run)
+    except InputProblem:
+        return gr.skip()
+    kept = chosen.nearest(step if isinstance(step, (int, float)) else 0)
+    return gr.update(maximum=len(chosen.snapshots) - 1, value=kept, label=slider_label(chosen, kept))
+
+
+NO_REQUEST = NO_TIMELINE = None
+NO_REVISIONS = gr.update(choices=[], value=None)
+
+
+@guarded(NO_REQUEST)
+def open_revisions(repo_id, revisions, text):
+    """A Hub repo's revisions (empty: its ``step<N>`` ones, evenly spaced), each opened (downloaded once, cached),
+    the progress streamed; then the checked request, for ``measure_revisions``. Runs in the opening slots: it waits
+    on the network, not on the cores."""
+    asked = hub_revisions.request(repo_id, revisions, text)
+    for line in asked.opening():
+        yield NO_REQUEST, status(f"⏳ {echo(asked.repo_id, 90)}, {line}…")
+    yield asked, status(f"⏳ Opened {len(asked.names)} revisions of {echo(asked.repo_id, 90)}: measuring every head of "
+                        "each, and reading your text…")
+
+
+@guarded(NO_TIMELINE, NO_REVISIONS, NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT)
+def measure_revisions(asked):
+    """The opened revisions measured (``hub_timeline``'s JSON, kept for ``show_revision``), the revision menu on the
+    last one, and its views. Runs in the views' slot: the model's work, beside the generations' decode thread."""
+    if asked is None:  # the opening failed, and its status line says why
+        return (gr.skip(),) * 7
+    timeline = asked.measure()
+    steps, last = hub_revisions.steps_of(timeline), len(timeline["revisions"]) - 1
+    menu = gr.update(choices=[(watch_it_learn.step_label(step), i) for i, step in enumerate(steps)], value=last)
+    return (timeline, menu, *revision_views(timeline, last))
+
+
+@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT)
+def show_revision(timeline, index):
+    """The views of revision ``index`` (0: the earliest step) of the opened timeline."""
+    if not isinstance(timeline, dict) or not timeline.get("revisions"):
+        raise InputProblem("Open a Hub repo's revisions first.")
+    n = len(timeline["revisions"])
+    return revision_views(timeline, whole_number(index, f"The revision (0–{n - 1}, in step order)", 0, n - 1))
+
+
+def revision_views(timeline: dict, index: int) -> tuple:
+    """Every head over training marked at the revision, its best induction head's attention on the text, its sample,
+    its guesses, and the status line: the revision's best heads, every induction head formed and when."""
+    view, steps = timeline["revisions"][index], hub_revisions.steps_of(timeline)
+    induction, previous = view["best_induction"], view["best_previous_token"]
+    formed = watch_it_learn.heads_formed(steps, [v["induction"] for v in timeline["revisions"]])
+    commit = f"commit `{view['commit'][:12]}`; " if view["commit"] else ""
+    line = status(
+        f"**{watch_it_learn.step_label(steps[index])}** ({commit}{index + 1} of {len(steps)} opened, "
+        f"{watch_it_learn.step_label(steps[0])} to {watch_it_learn.step_label(steps[-1])}) · best induction head: layer "
+        f"{induction['layer']}, head {induction['head']} ({induction['score']:.2f}) · best previous-token head: layer "
+        f"{previous['layer']}, head {previous['head']} ({previous['score']:.2f}) · a head spreading its attention "
+        f"evenly on the probe scores {timeline['induction_baseline']:.2f}",
+        watch_it_learn.formed_line(echo(timeline["repo_id"], 90), formed, "revision"),
+        watch_it_learn.guesses_right(view["guessed"]), *timeline["notices"])
+    return (present.hub_heads_figure(timeline, index), present.hub_attention_figure(timeline, index),
+            visible_breaks(view["sample"]), watch_it_learn.guesses_line(view["read_tokens"], view["guessed"]), line)
+
+
+def hub_section(text: gr.Textbox) -> None:
+    """The accordion of a Hub repo's training checkpoints, read on the tab's ``text``, and its events."""
+    with gr.Accordion("A real model learning: a Hub repo's training checkpoints", open=False, elem_id="hub-timeline"):
+        gr.Markdown(present.HUB_TIMELINE, elem_classes="model-note")
+        with gr.Row(equal_height=True):
+            repo = gr.Textbox(label="Hub repo id", placeholder="EleutherAI/pythia-14m", scale=3, elem_id="hub-timeline-repo")
+            revisions = gr.Textbox(label=f"Revisions, with commas (at most {hub_revisions.MAX_REVISIONS}; empty: the repo's "
+                                         f"step<N> revisions, {hub_revisions.MAX_REVISIONS} evenly spaced)",
+                                   placeholder="step0, step1000, step143000", scale=3, elem_id="hub-timeline-revisions")
+            button = gr.Button("Open and measure", variant="primary", scale=1, min_width=120, elem_id="hub-timeline-button")
+        line = gr.Markdown(elem_id="hub-timeline-status", elem_classes="status-line")
+        heads = gr.Plot(label="Every head's scores over training", elem_id="plot-hub-timeline-heads")
+        picked = gr.Dropdown(choices=[], label="Revision (its training step): its attention, sample and guesses below",
+                             elem_id="hub-timeline-revision")
+        sample = gr.Textbox(label="What this revision writes next (greedy; ⏎ is a line break, ␣ a space)", lines=2,
+                            max_lines=4, elem_id="hub-timeline-sample")
+        guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this revision "
+                                   f"guessed it (its most likely next token), {watch_it_learn.MISSED} where it guessed wrong",
+                             lines=2, max_lines=4, elem_id="hub-timeline-guesses", elem_classes=["monospace", "aligned"])
+        attention = gr.Plot(label="The best induction head's attention on your text", elem_id="plot-hub-timeline-attention")
+    timeline, asked = gr.State(NO_TIMELINE), gr.State(NO_REQUEST)
+    gr.on([button.click, repo.submit, revisions.submit], open_revisions, [repo, revisions, text], [asked, line],
+          api_name="hub_timeline_open", api_visibility="private", show_progress="minimal", **OPENING, **UNCHECKED).then(
+        measure_revisions, asked, [timeline, picked, heads, attention, sample, guesses, line],
+        api_name="hub_timeline_measure", api_visibility="private", **INTERACTIVE, **UNCHECKED)
+    picked.input(show_revision, [timeline, picked], [heads, attention, sample, guesses, line],
+                 api_name="hub_timeline_revision", api_visibility="private", **UNCHECKED)
+
+
+def tab() -> None:
+    runs = watch_it_learn.timeline_runs()
+    first = watch_it_learn.recorded(next(iter(runs.values()))) if runs else None
+    last = len(first.snapshots) - 1 if first else 1
+    context = f"{first.info.config.context_length} tokens" if first else "its context"
+    with gr.Tab("Watch it learn", id="timeline") as page:
+        with gr.Row():  # on a narrow page the explanation goes below the curves
+            with gr.Column(scale=3, min_width=420):
+                run = gr.Radio(list(runs), value=first and first.name, label="Recorded run", elem_id="timeline-run")
+                snapshot = gr.Slider(0, last, value=0, step=1, elem_id="timeline-snapshot",
+                                     label=slider_label(first, 0) if first else "Snapshot")
+                status_line = gr.Markdown(watch_it_learn.no_runs_message() if not runs else "", elem_id="timeline-status",
+                                          elem_classes="status-line")
+                losses = gr.Plot(label="Loss", elem_id="plot-timeline-loss")
+                heads = gr.Plot(label="Every head's scores over training", elem_id="plot-timeline-heads")
+            with gr.Column(scale=2, min_width=360):
+                gr.Markdown(present.TIMELINE, elem_id="timeline-teaching")
+        with gr.Row():
+            text = gr.Textbox(value=watch_it_learn.DEFAULT_TEXT, lines=2, scale=4, elem_id="timeline-text",
+                              label=f"Your text (at most {watch_it_learn.MAX_TEXT_CHARS:,} characters; the model reads the "
+                                    f"first {context}, one per byte)")
+            show = gr.Button("Show", variant="primary", scale=1, elem_id="timeline-button")
+        sample = gr.Textbox(label=f"What this snapshot writes next (greedy: at most {watch_it_learn.SAMPLE_TOKENS} tokens, as many as "
+                                  f"fit the model's {context}; ⏎ is a line break, ␣ a space)", lines=2, max_lines=4,
+                            elem_id="timeline-sample")
+        guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this snapshot "
+                                   f"guessed it (its most likely next token), {watch_it_learn.MISSED} where it guessed wrong; "
+                                   "⟨c3⟩ is one byte of a character outside ASCII", lines=2, max_lines=4,
+                             elem_id="timeline-guesses", elem_classes=["monospace", "aligned"])
+        grid = gr.Plot(label="Every head's attention on your text", elem_id="plot-timeline-grid")
+        with gr.Row(elem_classes="plot-row"):
+            previous = gr.Plot(label="The best previous-token head, enlarged", elem_id="plot-timeline-previous")
+            induction = gr.Plot(label="The best induction head, enlarged", elem_id="plot-timeline-induction")
+        hub_section(text)
+    request, outputs = [snapshot, text, run], [losses, heads, sample, guesses, grid, previous, induction, status_line]
+    show.click(training_timeline, request, outputs, api_name="training_timeline", **INTERACTIVE, **UNCHECKED)
+    # a drag sends a change per position; "always_last" (a change's default) runs the last one after the running one
+    snapshot.change(training_timeline, request, outputs, api_name="training_timeline_snapshot",
+                    api_visibility="private", **INTERACTIVE, **UNCHECKED)
+    shown_step = gr.State(first.steps[0] if first else 0)
+    snapshot.change(step_label, [snapshot, run], [snapshot, shown_step], api_name="training_timeline_step",
+                    api_visibility="private", queue=False, show_progress="hidden", **UNCHECKED)
+    page.select(training_timeline, request, outputs, api_name="training_timeline_open", api_visibility="private",
+                **INTERACTIVE, **UNCHECKED)
+    run.input(slider_for, [run, shown_step], snapshot, api_name="training_timeline_run_range", api_visibility="private",
+              **UNCHECKED).then(training_timeline, request, outputs, api_name="training_timeline_run",
+                                api_visibility="private", **INTERACTIVE, **UNCHECKED)
