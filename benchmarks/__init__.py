@@ -1,1 +1,14 @@
-"""Benchmarks, one command per figure: ``python -m benchmarks.<name>`` prints what it measured."""
+"""Benchmarks, one command per figure: ``python -m benchmarks.<name>`` prints what it measured.
+
+- ``generation``: generation speed, ours against transformers' GPT2LMHeadModel with the same weights;
+- ``training_step``: one training step, ours against GPT2LMHeadModel and ``minimal_gpt`` (a nanoGPT-style floor);
+- ``op_count``: the operators one training step issues (torch.profiler);
+- ``app_latency``: the app as a user meets it, over HTTP (``--load``: many clients at once, through ``app_load``);
+- ``app_load``: C clients at once, each running rounds of /generate then /attention;
+- ``hub_open``: Open a model at GPT-2 small's size, from a Hub on 127.0.0.1;
+- ``live_training``: a live training job, and whether an induction head forms within a budget;
+- ``patching``: how long activation patching takes, grid by grid;
+- ``device``: the --device, --dtype and --compile flags every benchmark shares;
+- ``gpt2_reference``: the GPT2LMHeadModel both speed benchmarks race;
+- ``minimal_gpt``: the minimal GPT the training step races.
+"""

@@ -5,7 +5,8 @@
 
 A checkpoint loads with ``trust_remote_code=True`` where ``modeling`` is not importable because it carries
 the model's code beside its weights (config.json's ``auto_map`` names it). Those copies are generated from
-the package by this one command, never edited by hand; a test keeps them byte-equal to the package.
+the package by this one command, never edited by hand: each copy's first line says so (``GENERATED_HEADER``), and
+the rest of it is byte-equal to the package (a test keeps it so).
 Checking and loading a checkpoint folder is ``checkpointing.loading``.
 
 ``--upgrade``: checkpoints written before the attention stacked W^Q, W^K and W^V into one ``qkv_proj`` store
@@ -32,16 +33,24 @@ MODELING_DIR = Path(modeling.__file__).resolve().parent
 MODEL_CODE_FILES = (
     "configuration_scratch_transformer.py", "modeling_scratch_transformer.py", "position_encodings.py", "recording.py",
 )
+# the first line of every copy; a comment, so the module's docstring stays its first statement
+GENERATED_HEADER = ("# GENERATED from modeling/{name} by `python -m training.checkpoints`: edit modeling/, then run that "
+                    "command; never edit this copy.\n")
 SEPARATE_PROJECTION = re.compile(r"^(?P<attention>.+)\.(?P<part>[qkv])_proj\.(?P<kind>weight|bias)$")
 
 
+def generated_copy(name: str) -> bytes:
+    """What a checkpoint's copy of ``modeling/<name>`` holds: the header line, then the package's file unchanged."""
+    return GENERATED_HEADER.format(name=name).encode() + (MODELING_DIR / name).read_bytes()
+
+
 def copy_model_code(folder: Path) -> list[Path]:
-    """Copy the package's model code into ``folder``; return the files that changed."""
+    """Write the package's model code into ``folder`` (``generated_copy``); return the files that changed."""
     changed = []
     for name in MODEL_CODE_FILES:
-        source, target = MODELING_DIR / name, Path(folder) / name
-        if not target.exists() or target.read_bytes() != source.read_bytes():
-            shutil.copyfile(source, target)
+        target, copy = Path(folder) / name, generated_copy(name)
+        if not target.exists() or target.read_bytes() != copy:
+            target.write_bytes(copy)
             changed.append(target)
     return changed
 

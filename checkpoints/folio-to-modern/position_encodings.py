@@ -1,3 +1,4 @@
+# GENERATED from modeling/position_encodings.py by `python -m training.checkpoints`: edit modeling/, then run that command; never edit this copy.
 """The five ways our Transformer tells a token where it is, each beside its formula.
 
 - sinusoidal (the paper): PE(pos) added to the token embedding, fixed, defined at every position;

@@ -1,3 +1,4 @@
+# GENERATED from modeling/modeling_scratch_transformer.py by `python -m training.checkpoints`: edit modeling/, then run that command; never edit this copy.
 """The Transformer of "Attention Is All You Need", written by hand, living in Hugging Face transformers, with the
 block options that lead from the 2017 paper to today's models, each one config field beside its formula.
 

@@ -1,3 +1,4 @@
+# GENERATED from modeling/recording.py by `python -m training.checkpoints`: edit modeling/, then run that command; never edit this copy.
 """Recording: every step of a forward pass is a named ``Site``; ``with record() as recording:`` keeps what the model
 computes inside it, and ``edits`` change it on the way (an intervention, such as removing a head).
 

@@ -1,3 +1,4 @@
+# GENERATED from modeling/configuration_scratch_transformer.py by `python -m training.checkpoints`: edit modeling/, then run that command; never edit this copy.
 """Configuration of the from-scratch Transformer.
 
 Our own names follow the paper (d_model, n_heads, d_ff, ...); the standard Hugging Face names

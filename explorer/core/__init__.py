@@ -1,1 +1,6 @@
-"""explorer.core."""
+"""What every part of the explorer needs, and nothing of the model.
+
+- ``inputs``: what users type or send, checked before any work is done (``InputProblem`` says what was wrong and what
+  is allowed), and echoed back safely;
+- ``machine``: the machine the app is sized for (``CORES``).
+"""

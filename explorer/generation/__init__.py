@@ -1,1 +1,9 @@
-"""explorer.generation.decoding."""
+"""Generating text, for the Generate tab and every view that decodes.
+
+- ``decoding``: decoding settings checked against each other, prompts kept inside what the model can read, one
+  generate() call with per-request seeded sampling, the stop flags;
+- ``batching``: decoder-only generations of concurrent requests run as one continuously batched decode;
+- ``streaming``: a generation streamed token by token to the app (through ``batching``, or line by line for an
+  encoder-decoder), above both;
+- ``tokens``: what one forward pass reads (an encoder-decoder's decoder input is its own rewrite), and token labels.
+"""

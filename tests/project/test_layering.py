@@ -3,6 +3,7 @@ checkpoint code they share (checkpointing), which builds on modeling and the Hug
 Read from the source with ``ast``, so a lazy import inside a function counts as much as one at the top."""
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -51,7 +52,8 @@ def test_the_app_never_imports_the_training_pipeline(path):
 
 
 def test_the_app_modules_were_found():
-    assert {REPO_ROOT / "app.py", REPO_ROOT / "ui" / "common.py", REPO_ROOT / "explorer" / "catalog.py"} <= set(APP_MODULES)
+    assert {REPO_ROOT / "app.py", REPO_ROOT / "ui" / "tabs" / "generate.py", REPO_ROOT / "explorer" / "models" / "catalog.py"} \
+        <= set(APP_MODULES)
 
 
 @pytest.mark.parametrize("path", modules("ui", "explorer"), ids=lambda p: str(p.relative_to(REPO_ROOT)))
@@ -73,18 +75,111 @@ def test_the_model_imports_nothing_of_the_app_or_the_pipeline(path):
 
 
 def test_generation_does_not_import_batching_which_builds_on_it():
-    """The import cycle explorer.generation.decoding <-> explorer.generation.batching is gone (it hid in a function-level import):
-    streaming, above both, joins them."""
-    import ast
-
-    tree = ast.parse((REPO_ROOT / "explorer" / "generation.py").read_text())
+    """The import cycle decoding <-> batching is gone (it hid in a function-level import): streaming, above both,
+    joins them."""
+    tree = ast.parse((REPO_ROOT / "explorer" / "generation" / "decoding.py").read_text())
     imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                 for alias in node.names} | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert "batching" not in imported and ".batching" not in imported
+    assert not {"batching", "explorer.generation.batching"} & imported
 
 
-def test_the_explorer_docstring_names_every_module():
-    import explorer
+# The explorer's floors, bottom up: a subpackage imports only those below it. Presentation is above the views and
+# learning it draws, and never below models: nothing in it loads a model (it is handed what it draws).
+EXPLORER_FLOORS = {
+    "core": set(),
+    "models": {"core"},
+    "generation": {"core"},
+    "views": {"core", "models", "generation"},
+    "learning": {"core", "models", "generation", "views"},
+    "present": {"core", "generation", "views", "learning"},
+}
 
-    modules = sorted(p.stem for p in (REPO_ROOT / "explorer").glob("*.py") if p.stem != "__init__")
-    assert [m for m in modules if f"``{m}``" not in explorer.__doc__] == []
+
+def explorer_imports(path: Path) -> set[str]:
+    """The explorer subpackages a module imports (``explorer.views.lens`` -> ``views``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        names = ([alias.name for alias in node.names] if isinstance(node, ast.Import) else
+                 [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else [])
+        found |= {name.split(".")[1] for name in names if name.startswith("explorer.")}
+    return found
+
+
+def test_the_explorer_floors_name_every_subpackage():
+    folders = {p.name for p in (REPO_ROOT / "explorer").iterdir() if (p / "__init__.py").exists()}
+    assert folders == set(EXPLORER_FLOORS)
+    assert [p.name for p in (REPO_ROOT / "explorer").glob("*.py")] == ["__init__.py"]  # every module in a subpackage
+
+
+@pytest.mark.parametrize("path", modules("explorer"), ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_an_explorer_subpackage_imports_only_those_below_it(path):
+    if path.parent.name == "explorer":
+        return
+    package = path.relative_to(REPO_ROOT / "explorer").parts[0]
+    above = explorer_imports(path) - EXPLORER_FLOORS[package] - {package}
+    assert not above, f"{path.relative_to(REPO_ROOT)} ({package}) imports explorer.{sorted(above)}: above its floor"
+
+
+@pytest.mark.parametrize("path", modules("explorer/present"), ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_presentation_loads_no_model(path):
+    """Figures, HTML and teaching text are drawn from what a view computed: no loader, no Hub, no checkpoint."""
+    assert not imported_packages(path) & {"checkpointing", "transformers", "huggingface_hub", "safetensors"}
+    assert "models" not in explorer_imports(path)
+
+
+@pytest.mark.parametrize("path", modules("ui/tabs"), ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_no_tab_imports_another_tab(path):
+    """What two tabs share lives in ui/ beside them."""
+    tree = ast.parse(path.read_text())
+    imported = {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not [name for name in imported if name.startswith("ui.tabs")] and not any(
+        isinstance(node, ast.ImportFrom) and node.level > 0 for node in ast.walk(tree))
+
+
+TAB_NAMES = sorted(p.stem for p in (REPO_ROOT / "ui" / "tabs").glob("*.py") if p.stem != "__init__")
+VIEW_HOMES = ("views", "learning")
+
+
+@pytest.mark.parametrize("tab", TAB_NAMES)
+def test_a_tab_is_one_name_in_three_places(tab):
+    """ui/tabs/NAME.py, explorer/{views,learning}/NAME.py (or a package NAME/) and explorer/present/NAME.py. The
+    Generate tab's computation is a subpackage of its own, explorer/generation/ (decoding, batching, streaming)."""
+    homes = [REPO_ROOT / "explorer" / home / f"{tab}{suffix}" for home in VIEW_HOMES for suffix in (".py", "")]
+    homes += [REPO_ROOT / "explorer" / "generation"] if tab == "generate" else []
+    assert any(home.is_file() or (home / "__init__.py").is_file() for home in homes), f"no explorer view named {tab}"
+    assert (REPO_ROOT / "explorer" / "present" / f"{tab}.py").is_file(), f"no presentation named {tab}"
+
+
+# Sizes: a module is read in one sitting, a function's body in one screen (its signature aside: a config lists its
+# fields there). The model file is the exception: it is the whole Transformer in reading order. The checkpoints'
+# copies of the model code are generated (python -m training.checkpoints).
+MODULE_LINES, FUNCTION_LINES = 400, 80
+TRACKED = subprocess.run(["git", "ls-files", "*.py"], cwd=REPO_ROOT, capture_output=True, text=True).stdout.split()
+SIZED = [REPO_ROOT / p for p in TRACKED if not p.startswith("checkpoints/") and p != "modeling/modeling_scratch_transformer.py"]
+
+
+def test_the_sized_modules_were_found():
+    assert len(SIZED) > 150 and REPO_ROOT / "tests" / "support" / "fake_hub.py" in SIZED
+
+
+@pytest.mark.parametrize("path", SIZED, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_no_module_is_over_400_lines_and_no_function_over_80(path):
+    lines = path.read_text().splitlines()
+    assert len(lines) <= MODULE_LINES, f"{len(lines)} lines"
+    functions = [node for node in ast.walk(ast.parse("\n".join(lines))) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    long = [(node.name, size) for node in functions if (size := node.end_lineno - node.body[0].lineno + 1) > FUNCTION_LINES]
+    assert not long, f"functions over {FUNCTION_LINES} lines: {long}"
+
+
+PACKAGES = [p.parent for p in sorted(REPO_ROOT.rglob("__init__.py"))
+            if p.relative_to(REPO_ROOT).parts[0] in {"explorer", "ui", "checkpointing", "training", "benchmarks", "modeling"}]
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_every_package_docstring_names_each_of_its_modules(package):
+    """A package's docstring is its table of contents: each module (and subpackage) in ``double backticks``."""
+    doc = ast.get_docstring(ast.parse((package / "__init__.py").read_text())) or ""
+    parts = sorted([p.stem for p in package.glob("*.py") if p.stem != "__init__"] +
+                   [p.name for p in package.iterdir() if (p / "__init__.py").is_file()])
+    assert [m for m in parts if f"``{m}``" not in doc] == []

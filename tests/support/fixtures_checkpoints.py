@@ -26,6 +26,7 @@ from training.evaluate import PUBLISHED, perplexity_ratios, summarize_seeds
 from training.presets import ENCODING_SEEDS
 from training.snapshots import timeline_probes, validation_loss
 from training.tokenization import byte_tokenizer
+from training.checkpoints import copy_model_code
 
 ENCODINGS = POSITION_ENCODINGS
 SEQ2SEQ_NAME = "folio-to-modern"
@@ -97,6 +98,7 @@ def save_checkpoint(model, tokenizer, directory: Path) -> Path:
     )
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
+    copy_model_code(directory)  # the code copies as the shipped checkpoints carry them (python -m training.checkpoints)
     return directory
 
 

@@ -90,7 +90,7 @@ def test_ship_model_code_copies_the_package_code_into_every_checkpoint(copy):
     changed = checkpoints.ship_model_code(folder.parent)
     assert changed == [folder / "modeling_scratch_transformer.py"]
     for name in checkpoints.MODEL_CODE_FILES:
-        assert (folder / name).read_bytes() == (checkpoints.MODELING_DIR / name).read_bytes()
+        assert (folder / name).read_bytes() == checkpoints.generated_copy(name)
     assert checkpoints.ship_model_code(folder.parent) == []
     assert checkpoints.MODEL_CODE_FILES == ("configuration_scratch_transformer.py", "modeling_scratch_transformer.py",
                                             "position_encodings.py", "recording.py")  # the model and what it imports

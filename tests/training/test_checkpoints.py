@@ -15,7 +15,7 @@ from checkpointing.scoring import EXTRAPOLATION_FACTORS, bits_per_character, win
 from explorer.generation.decoding import rewrite_lines
 from modeling import POSITION_ENCODINGS, ScratchTransformerForCausalLM, ScratchTransformerForSeq2SeqLM
 from training import train
-from training.checkpoints import MODEL_CODE_FILES, MODELING_DIR
+from training.checkpoints import MODEL_CODE_FILES, MODELING_DIR, generated_copy
 from training.corpus import read_pairs, read_split
 from training.model_card import TRAIN_COMMAND, TRAINING_LABELS
 from training.evaluate import (
@@ -263,6 +263,11 @@ def test_results_json_is_complete():
 
 @pytest.mark.parametrize("name", CAUSAL + [FOLIO])
 def test_shipped_remote_code_is_the_package_code(name):
-    """Each checkpoint ships a copy of the model code for trust_remote_code; it must not drift."""
+    """Each checkpoint ships a copy of the model code for trust_remote_code; it must not drift. Its first line says it
+    is generated and names the command; the rest is the package's file byte for byte."""
     for file in MODEL_CODE_FILES:
-        assert (ROOT / name / file).read_text() == (MODELING_DIR / file).read_text(), (name, file)
+        copy = (ROOT / name / file).read_bytes()
+        assert copy == generated_copy(file), (name, file)
+        first, rest = copy.split(b"\n", 1)
+        assert first.startswith(b"# GENERATED") and b"python -m training.checkpoints" in first and b"modeling/" + file.encode() in first
+        assert rest == (MODELING_DIR / file).read_bytes()

@@ -197,7 +197,6 @@ def test_a_head_is_named_with_the_first_revision_it_reaches_the_threshold_at():
 
 
 def test_the_readme_says_the_limit_the_code_keeps():
-
     from explorer.learning.hub_revisions import MAX_REVISIONS
 
     readme = (REPO_ROOT / "README.md").read_text()
