@@ -48,7 +48,7 @@ def hub_cache(tmp_path, names) -> dict:
 def test_pyproject_pins_the_same_versions_as_requirements():
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     assert sorted(pyproject["project"]["dependencies"]) == sorted(requirement_pins())
-    assert pyproject["tool"]["setuptools"]["packages"] == list(PACKAGES)
+    assert pyproject["tool"]["setuptools"]["packages"]["find"]["include"] == [*PACKAGES, "explorer.*"]
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,8 @@ def test_the_wheel_holds_the_packages_and_their_runtime_dependencies(installed):
     for module in ("modeling/modeling_scratch_transformer.py", "modeling/configuration_scratch_transformer.py",
                    "modeling/recording.py", "checkpointing/loading.py", "checkpointing/scoring.py", "training/train.py",
                    "training/evaluate.py",
-                   "explorer/__init__.py"):
+                   "explorer/__init__.py", "explorer/views/lens.py", "explorer/present/lens.py",
+                   "explorer/learning/shakespeare_excerpt.txt"):
         assert module in names, module
     assert not any(n.startswith(("tests/", "checkpoints/", "benchmarks/")) for n in names)
     assert sorted(re.findall(r"^Requires-Dist: (.+)$", metadata, flags=re.M)) == sorted(requirement_pins())

@@ -234,8 +234,8 @@ def test_repeated_runs_copy_at_varying_offsets_in_the_share_asked():
 
 def test_the_excerpt_ships_with_the_package():
     pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
-    assert SHAKESPEARE_EXCERPT.name in pyproject["tool"]["setuptools"]["package-data"]["explorer"]
-    assert SHAKESPEARE_EXCERPT.parent == REPO_ROOT / "explorer"
+    assert SHAKESPEARE_EXCERPT.name in pyproject["tool"]["setuptools"]["package-data"]["explorer.learning"]
+    assert SHAKESPEARE_EXCERPT.parent == REPO_ROOT / "explorer" / "learning"
 
 
 def test_text_data_are_windows_of_the_shipped_excerpt():
