@@ -21,7 +21,7 @@ from explorer.models.plans import Plan, limits
 from explorer.core.inputs import InputProblem, echo
 
 MAX_SESSION_MODELS = 2  # uploads and trained models a browser session keeps (its oldest goes)
-MAX_SESSIONS = 64  # browser sessions whose own models are kept (the one unheard from longest goes)
+MAX_SESSIONS = 64  # browser sessions whose own models are kept (the one whose last model came longest ago goes)
 
 
 @dataclass
@@ -58,6 +58,11 @@ class Opened:
 
 def _size(n: int) -> str:
     return f"{n / 1e6:.1f}M parameters" if n >= 1e6 else f"{n / 1e3:.1f}K parameters"
+
+
+# ----------------------------------------------------------------------------------------------
+# The models in memory
+# ----------------------------------------------------------------------------------------------
 
 
 def model_bytes(model: torch.nn.Module) -> int:
