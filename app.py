@@ -19,7 +19,7 @@ import os
 import gradio as gr
 from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
 
-from explorer.models import catalog, hub
+from explorer.models import catalog, uploads
 from explorer.present import figures
 from explorer.present.encodings import extrapolation_figure
 from ui import common, open_model
@@ -67,7 +67,7 @@ demo = build_demo()
 # launch() options: uploads (Open a model's zip) up to the Hub's weight limit and room for the rest; Gradio's own
 # errors (e.g. too few arguments in an API call) reach the client with their message; a sign-in the visitor denied
 # comes back to the page, not to an error page (ui.open_model.sign_in_refused)
-LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=hub.max_upload_bytes(), show_error=True,
+LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=uploads.max_upload_bytes(), show_error=True,
                       app_kwargs=dict(exception_handlers={OAuthError: open_model.sign_in_refused}))
 
 

@@ -71,12 +71,12 @@ def main() -> None:
         os.environ.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp / "home"))
         os.environ.pop("HF_HUB_CACHE", None)
         os.environ.pop("HF_HUB_OFFLINE", None)
-        from explorer.models import hub as opener
+        from explorer.models import held, opening
         from ui.tabs import attention
 
         figures = {}
         start = time.perf_counter()
-        opened = opener.open_repo(REPO_ID)
+        opened = opening.open_repo(REPO_ID)
         figures["first_open_s"] = time.perf_counter() - start
         figures["parameters"], figures["parity"] = opened.n_parameters, opened.parity
         print(f"first open (download {opened.plan.weight_bytes / 1e6:.0f} MB, convert, parity {opened.parity:.1e}): "
@@ -84,17 +84,17 @@ def main() -> None:
         for mode in ("cache", "offline"):
             seconds = []
             for _ in range(args.repeats):
-                opener.forget_all()  # as a fresh process: nothing held, the files on disk
+                held.forget_all()  # as a fresh process: nothing held, the files on disk
                 if mode == "offline":
                     os.environ["HF_HUB_OFFLINE"] = "1"
                 start = time.perf_counter()
-                opener.open_repo(REPO_ID)
+                opening.open_repo(REPO_ID)
                 seconds.append(time.perf_counter() - start)
                 os.environ.pop("HF_HUB_OFFLINE", None)
             figures[f"open_from_{mode}_s"] = seconds
             print(f"open from the local cache{' (HF_HUB_OFFLINE=1)' if mode == 'offline' else ''}: median "
                   f"{statistics.median(seconds):.2f} s of {[round(s, 2) for s in seconds]} (target <= 10 s)")
-        _, _, tokenizer = opener._resolve(REPO_ID)
+        _, _, tokenizer = held.resolve(REPO_ID)
         seconds = []
         for variant in range(args.repeats + 1):
             text = text_of_tokens(tokenizer, 128 - variant)  # a new text each time: no cached run

@@ -1,5 +1,5 @@
 """Open a model: a Hub repo (``open_model``) or a zip of a save_pretrained folder (``open_upload``), converted into our
-Transformer (``explorer.models.hub``) and added to every tab's model menu: a Hub model to every visitor's menus, an upload
+Transformer (``explorer.models.opening``) and added to every tab's model menu: a Hub model to every visitor's menus, an upload
 to this browser session's only. Above the tabs, so it is at hand from whichever tab a visitor is on."""
 
 import secrets
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from explorer.models import hub, push
+from explorer.models import held, opening, plans, push
 from explorer.learning import hub_revisions
 from explorer.core.inputs import InputProblem, echo
 from explorer.learning.watch_it_learn import DEFAULT_TEXT
@@ -19,7 +19,7 @@ from .common import OPENING, guarded, menu_updates, session_of, status
 NO_JSON = None
 
 
-def opened_line(opened: hub.Opened) -> str:
+def opened_line(opened: held.Opened) -> str:
     parity = ("loaded with our own classes, no conversion" if opened.parity is None else
               f"parity with transformers' own {opened.family} class: max |logit difference| {opened.parity:.1e} on a fixed input")
     where = "every visitor's menus" if opened.session is None else "this browser tab's menus only: no one else sees it"
@@ -32,7 +32,7 @@ def opened_line(opened: hub.Opened) -> str:
 def open_model(repo_id, revision=None):
     """Open a Hub repo (``revision`` empty: its default branch) in every tab; streams the download's progress, then
     the JSON: menu name, family, parameter count, resolved commit, parity."""
-    job = hub.start_open(repo_id, revision)
+    job = opening.start_open(repo_id, revision)
     shown = echo(str(repo_id).strip(), 90)
     for line in job.follow():
         yield NO_JSON, status(f"⏳ Opening {shown}: {line}…")
@@ -45,14 +45,14 @@ def open_upload(file, request: gr.Request = None):
     """Open an uploaded zip of a save_pretrained folder (Train one yourself's download is one) for this browser
     session, with the Hub's checks and limits."""
     path = file.get("path") if isinstance(file, dict) else file
-    opened = hub.open_upload(path, session_of(request))
+    opened = opening.open_upload(path, session_of(request))
     return opened.to_json(), opened_line(opened)
 
 
 @guarded(NO_JSON)
 def open_trained(archive, request: gr.Request = None):
     """Train one yourself's "Open in every tab": the zip the tab just made, opened for this browser session."""
-    opened = hub.open_upload(archive, session_of(request), source="trained")
+    opened = opening.open_upload(archive, session_of(request), source="trained")
     return opened.to_json(), opened_line(opened)
 
 
@@ -191,8 +191,8 @@ def refresh(n_menus: int, n_decoder_menus: int):
 
 def panel():
     """The "Open a model" accordion; returns (button, repo, revision, upload, result, status) for ``wire``."""
-    families = ", ".join(hub.family_name(t) for t in hub.families())
-    limits = hub.limits()
+    families = ", ".join(plans.family_name(t) for t in plans.families())
+    limits = plans.limits()
     with gr.Accordion("Open a model: from the Hugging Face Hub, or your own", open=False, elem_id="open-model"):
         gr.Markdown(f"Families: {families}; at most {limits['parameters'] / 1e6:,.0f}M parameters and "
                     f"{limits['bytes'] / 1e9:g} GB of weights. The model is converted into this app's Transformer (no "

@@ -1,5 +1,5 @@
 """A real language model learning: the training checkpoints a Hub repo publishes as revisions (Pythia: ``step0`` …
-``step143000``), each opened as our Transformer (``explorer.models.hub``, cached) and seen as the recorded runs are seen
+``step143000``), each opened as our Transformer (``explorer.models.opening``, cached) and seen as the recorded runs are seen
 (``explorer.learning.watch_it_learn``): every head's induction and previous-token score on the standard probes
 (``checkpointing.in_context``), the attention of the best induction head on the learner's text, and a greedy sample.
 
@@ -16,10 +16,11 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
 import numpy as np
+from huggingface_hub import HfApi
 
 from checkpointing.in_context import head_scores, induction_baseline, INDUCTION_LENGTH
 
-from explorer.models import catalog, hub
+from explorer.models import catalog, held, hub_files, jobs, opening
 from explorer.views.attention import attention_maps
 from explorer.generation.decoding import generate_ids
 from explorer.core.inputs import InputProblem, echo, kind_of
@@ -55,10 +56,10 @@ def training_revisions(repo_id: str) -> list[str]:
     """The repo's ``step<N>`` branches and tags, in step order (asked of the Hub, bounded by the stall limit)."""
     def work(job):
         job.report("listing the repo's revisions", hub=True)
-        refs = hub.HfApi(endpoint=hub.endpoint(), token=hub.token()).list_repo_refs(repo_id)
+        refs = HfApi(endpoint=hub_files.endpoint(), token=hub_files.token()).list_repo_refs(repo_id)
         return [ref.name for ref in [*refs.branches, *refs.tags]]
 
-    names = hub._job(("refs", repo_id), work).outcome()
+    names = jobs.run_shared(("refs", repo_id), work).outcome()
     steps = sorted((step_of(n), n) for n in names if step_of(n) is not None)
     if not steps:
         raise InputProblem(f"{echo(repo_id)} has no revisions named `step<N>` (as Pythia's training checkpoints are): "
@@ -78,7 +79,7 @@ def pick_revisions(repo_id: str, revisions) -> list[str]:
     if len(revisions) > MAX_REVISIONS:
         raise InputProblem(f"{len(revisions)} revisions asked for; at most {MAX_REVISIONS} (leave it empty for "
                            f"{MAX_REVISIONS} evenly spaced ones).")
-    checked = [hub.check_revision(r) for r in revisions]
+    checked = [hub_files.check_revision(r) for r in revisions]
     return list(dict.fromkeys(checked))
 
 
@@ -89,7 +90,7 @@ def best(scores: np.ndarray) -> dict:
 
 def revision_view(name: str, text: str) -> dict:
     """One opened revision seen as a recorded run's snapshot is."""
-    opened = hub.opened(name)
+    opened = held.opened(name)
     _, model, tokenizer = catalog.resolve(name)
     scores = head_scores(model)
     induction, previous = scores["induction"], scores["previous token"]
@@ -122,7 +123,7 @@ class Request:
         """Open every revision (each downloaded once, whoever asks; cached), one progress line at a time."""
         self.names = []
         for number, revision in enumerate(self.revisions, 1):
-            job = hub.start_open(self.repo_id, revision)
+            job = opening.start_open(self.repo_id, revision)
             for line in ["opening", *job.follow()]:
                 yield f"revision {revision} ({number} of {len(self.revisions)}): {line}"
             self.names.append(job.outcome().name)
@@ -140,7 +141,7 @@ class Request:
 def request(repo_id, revisions, text) -> Request:
     """Check what was asked (repo id, at most ``MAX_REVISIONS`` revisions, the text); InputProblem saying what is
     allowed. No revisions: the repo's ``step<N>`` ones, listed by the Hub."""
-    repo_id = hub.check_repo_id(repo_id)
+    repo_id = hub_files.check_repo_id(repo_id)
     text, notices = check_text(text, 2048)
     return Request(repo_id, pick_revisions(repo_id, revisions), text, notices)
 

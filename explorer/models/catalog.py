@@ -258,7 +258,7 @@ def config_summary(name: str, config: ScratchTransformerConfig) -> str:
 
 _models: dict[tuple, tuple[torch.nn.Module, object]] = {}
 # THE load lock: every from_pretrained in the app runs behind it (shipped checkpoints here, opened models in
-# explorer.models.hub), and so does every model the app builds (live training, recorded-run snapshots). transformers 5.23
+# explorer.models.converting), and so does every model the app builds (live training, recorded-run snapshots). transformers 5.23
 # loading in two threads at once can leave a tied lm_head uninitialised or parameters on the meta device, and while
 # it loads it makes torch's init functions no-ops for the whole process.
 LOAD_LOCK = threading.RLock()
@@ -290,7 +290,7 @@ def no_checkpoints_message() -> str:
 
 @dataclass(frozen=True)
 class OpenedEntry:
-    """A model opened in the app (``explorer.models.hub``: the Hub, an upload, one trained in the app), listed in the menus
+    """A model opened in the app (``explorer.models.opening``: the Hub, an upload, one trained in the app), listed in the menus
     by name beside the shipped checkpoints: its menu line, how to get (info, model, tokenizer), and the browser
     session whose menus list it (None: every visitor's)."""
 

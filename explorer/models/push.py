@@ -19,7 +19,8 @@ from PIL import Image, ImageDraw
 from modeling import ScratchTransformerForCausalLM
 
 from explorer.models import catalog
-from explorer.models.hub import check_repo_id, endpoint, hub_error_message, unpack_zip
+from explorer.models.hub_files import check_repo_id, endpoint, hub_error_message
+from explorer.models.uploads import unpack_zip
 from explorer.core.inputs import InputProblem, echo
 
 CURVE_FILE, LOG_FILE = "loss_curve.png", "training_log.json"

@@ -235,9 +235,9 @@ def test_api_clients_may_leave_out_the_arguments_added_later(client):
 
 def test_uploads_are_bounded_by_the_hubs_weight_limit(app_server, app):
     """Open a model takes a zip: uploads up to the weight limit and 50 MB for the rest of a model folder."""
-    from explorer.models import hub
+    from explorer.models import uploads
 
-    assert app.LAUNCH_OPTIONS["max_file_size"] == hub.max_upload_bytes() == 1_050_000_000
+    assert app.LAUNCH_OPTIONS["max_file_size"] == uploads.max_upload_bytes() == 1_050_000_000
     response = requests.post(app_server + "gradio_api/upload", files={"files": ("a.zip", b"x" * 2000)}, timeout=30)
     assert response.status_code == 200
 

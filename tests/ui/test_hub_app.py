@@ -30,9 +30,9 @@ def hub(app_server, tmp_path_factory):
         patch.delenv("HF_HUB_OFFLINE", raising=False)
         patch.delenv("HF_HUB_CACHE", raising=False)
         yield server
-        from explorer.models import hub as module
+        from explorer.models import held
 
-        module.forget_all()
+        held.forget_all()
 
 
 def test_open_model_returns_its_json_and_joins_every_menu(client, hub):

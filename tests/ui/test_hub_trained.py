@@ -45,9 +45,9 @@ def hub(tmp_path_factory):
         patch.delenv("HF_HUB_OFFLINE", raising=False)
         patch.delenv("HF_HUB_CACHE", raising=False)
         yield server
-        from explorer.models import hub as module
+        from explorer.models import held
 
-        module.forget_all()
+        held.forget_all()
 
 
 def test_push_makes_a_repo_under_the_visitors_account_with_everything(hub, trained):
@@ -71,12 +71,12 @@ def test_push_makes_a_repo_under_the_visitors_account_with_everything(hub, train
 
 
 def test_the_pushed_repo_opens_again_with_open_model(hub, trained):
-    from explorer.models import catalog, hub as opener
+    from explorer.models import catalog, opening
     from explorer.models.push import push_trained
 
     archive, job, model = trained
     pushed = push_trained(archive, job, "hf_token_alice", "reopened")
-    opened = opener.open_repo(pushed["repo_id"])
+    opened = opening.open_repo(pushed["repo_id"])
     assert opened.model_type == "scratch_transformer" and opened.commit == pushed["commit"]
     _, again, _ = catalog.resolve(pushed["repo_id"])
     ids = torch.arange(3, 15)[None]
@@ -116,10 +116,10 @@ def test_a_push_without_sign_in_or_a_model_says_what_to_do(hub, trained, tmp_pat
 
 
 def test_open_in_every_tab_is_for_this_session_only(hub, trained):
-    from explorer.models import catalog, hub as opener
+    from explorer.models import catalog, opening
 
     archive, _, model = trained
-    opened = opener.open_upload(archive, session="trainer", source="trained")
+    opened = opening.open_upload(archive, session="trainer", source="trained")
     assert opened.source == "trained" and "trained by you" in opened.label
     assert opened.name in [n for _, n in catalog.opened_choices("trainer")]
     assert opened.name not in [n for _, n in catalog.opened_choices("someone-else")]
@@ -130,7 +130,7 @@ def test_open_in_every_tab_is_for_this_session_only(hub, trained):
 
 
 def test_a_random_token_model_is_refused_with_the_reason(tmp_path):
-    from explorer.models import hub as opener
+    from explorer.models import opening
     from explorer.learning import train_live
     from explorer.core.inputs import InputProblem
 
@@ -139,7 +139,7 @@ def test_a_random_token_model_is_refused_with_the_reason(tmp_path):
     *_, result = train_live.train_live(settings)
     archive = train_live.save_zip(result, tmp_path)
     with pytest.raises(InputProblem, match="random tokens"):
-        opener.open_upload(archive, session="s", source="trained")
+        opening.open_upload(archive, session="s", source="trained")
     assert Path(archive).exists()
 
 
@@ -152,8 +152,8 @@ def test_an_opened_upload_is_unpacked_under_the_process_and_removed_when_it_exit
 
 
     archive = trained[0]
-    code = ("import json; from explorer.models import hub; opened = hub.open_upload(%r, session='s'); "
-            "print(json.dumps([str(hub._root), str(opened.folder), opened.folder.is_dir()]))" % str(archive))
+    code = ("import json; from explorer.models import opening, uploads; opened = opening.open_upload(%r, session='s'); "
+            "print(json.dumps([str(uploads.ROOT), str(opened.folder), opened.folder.is_dir()]))" % str(archive))
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
                          timeout=120, check=True)

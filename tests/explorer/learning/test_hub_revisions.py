@@ -36,9 +36,9 @@ def hub(app_server, tmp_path_factory):
         patch.delenv("HF_HUB_CACHE", raising=False)
         server.folders = folders
         yield server
-        from explorer.models import hub as module
+        from explorer.models import held
 
-        module.forget_all()
+        held.forget_all()
 
 
 def test_named_revisions_are_measured_as_transformers_own_models_score(hub):

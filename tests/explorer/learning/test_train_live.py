@@ -118,7 +118,7 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
     the logit lens's last row is its logits, patching leaves the feed-forward grid out, and attention, heads,
     ablation, a gradient step and the next-token view run."""
     from explorer.views import ablation, attention, heads, lens, patching, sampling, steps, trace
-    from explorer.models import catalog, hub
+    from explorer.models import catalog, held, opening
     from explorer.learning import gradient_step
     from explorer.generation.decoding import DecodingSettings
 
@@ -126,7 +126,7 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
                               steps=3, log_every=3, sample_tokens=2)
     _, result = run(settings)
     try:
-        opened = hub.open_upload(save_zip(result, tmp_path), session="attention-only", source="trained")
+        opened = opening.open_upload(save_zip(result, tmp_path), session="attention-only", source="trained")
         _, model, tokenizer = catalog.resolve(opened.name)
         assert model.config.feed_forward == "none"
         text, greedy = "ROMEO. But soft, what light through yonder window breaks? ROMEO. But soft", DecodingSettings(False)
@@ -160,7 +160,7 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
         assert feed_forward_plot["visible"] is True
         assert grids_offered("shakespeare-main", ["heads"], offered) == (gr.skip(),) * 3
     finally:
-        hub.forget_all()
+        held.forget_all()
 
 
 def test_the_induction_preset_is_a_choice_named_for_it():

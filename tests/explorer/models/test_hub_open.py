@@ -18,6 +18,8 @@ from support import hub_repos
 from support.fake_hub import FakeHub, HangingHub
 from modeling.convert import CONVERTERS
 
+from explorer.models import held, hub_files, opening, plans
+
 TOLERANCE = 1e-4
 # the repo with two revisions is GPT-NeoX (as Pythia's training checkpoints) once modeling.convert holds it; GPT-2 until
 REVISIONS_FAMILY = "gpt_neox" if "gpt_neox" in CONVERTERS else "gpt2"
@@ -53,16 +55,7 @@ def hub(repos, tmp_path_factory):
         patch.setenv("HF_TOKEN", "hf_dummy_token_for_tests")
         patch.chdir(tmp)  # where a pickle or a repo's code would write its marker
         yield server
-        from explorer.models import hub as module
-
-        module.forget_all()
-
-
-@pytest.fixture(scope="module")
-def explorer_hub(hub):
-    from explorer.models import hub as module
-
-    return module
+        held.forget_all()
 
 
 def reference(folder: Path):
@@ -75,12 +68,12 @@ def test_every_family_we_convert_has_a_tiny_repo():
 
 
 @pytest.mark.parametrize("model_type", sorted(CONVERTERS))
-def test_a_hub_model_opens_as_our_transformer_with_commit_and_parity(explorer_hub, hub, repos, model_type):
+def test_a_hub_model_opens_as_our_transformer_with_commit_and_parity(hub, repos, model_type):
     repo = f"tiny/{model_type}"
-    opened = explorer_hub.open_repo(repo, "")
+    opened = opening.open_repo(repo, "")
     theirs = reference(repos[repo])
     assert opened.to_json() | {"seconds": 0} == {
-        "name": repo, "family": explorer_hub.family_name(model_type), "model_type": model_type,
+        "name": repo, "family": plans.family_name(model_type), "model_type": model_type,
         "parameters": sum(p.numel() for p in theirs.parameters()), "commit": hub.repos[repo]["sha"],
         "parity": opened.parity, "source": "hub", "repo_id": repo, "revision": None, "seconds": 0}
     assert opened.parity is not None and opened.parity <= TOLERANCE
@@ -91,7 +84,7 @@ def test_a_hub_model_opens_as_our_transformer_with_commit_and_parity(explorer_hu
 
 
 @pytest.mark.parametrize("model_type", sorted(CONVERTERS))
-def test_every_view_reads_the_same_numbers_as_transformers(explorer_hub, repos, model_type):
+def test_every_view_reads_the_same_numbers_as_transformers(hub, repos, model_type):
     """Attention weights (every layer and head), the logits, and the logit lens's final layer."""
     from explorer.models import catalog
     from explorer.views.attention import attention_maps
@@ -100,7 +93,7 @@ def test_every_view_reads_the_same_numbers_as_transformers(explorer_hub, repos, 
     from explorer.views.forward_pass import recorded_pass
 
     repo = f"tiny/{model_type}"
-    explorer_hub.open_repo(repo)
+    opening.open_repo(repo)
     _, model, tokenizer = catalog.resolve(repo)
     run = recorded_pass(model, tokenizer, TEXT)
     ids = run.read.inputs["input_ids"]
@@ -116,10 +109,10 @@ def test_every_view_reads_the_same_numbers_as_transformers(explorer_hub, repos, 
     assert (lens.logits[-1] - theirs.logits[0]).abs().max().item() <= TOLERANCE
 
 
-def test_greedy_generation_of_a_hub_gpt2_equals_transformers(explorer_hub, repos):
+def test_greedy_generation_of_a_hub_gpt2_equals_transformers(hub, repos):
     from explorer.models import catalog
 
-    explorer_hub.open_repo("tiny/gpt2")
+    opening.open_repo("tiny/gpt2")
     _, model, tokenizer = catalog.resolve("tiny/gpt2")
     ids = tokenizer("Shall I compare", return_tensors="pt").input_ids
     ours = model.generate(ids, max_new_tokens=12, do_sample=False)
@@ -127,11 +120,11 @@ def test_greedy_generation_of_a_hub_gpt2_equals_transformers(explorer_hub, repos
     assert torch.equal(ours, theirs)
 
 
-def test_our_own_repo_loads_with_our_classes_and_ignores_its_code(explorer_hub, hub, repos):
+def test_our_own_repo_loads_with_our_classes_and_ignores_its_code(hub, repos):
     from explorer.models import catalog
     from modeling import ScratchTransformerForCausalLM
 
-    opened = explorer_hub.open_repo("tiny/ours")
+    opened = opening.open_repo("tiny/ours")
     assert (opened.family, opened.parity, opened.model_type) == ("ours (scratch_transformer)", None, "scratch_transformer")
     _, model, tokenizer = catalog.resolve("tiny/ours")
     saved = ScratchTransformerForCausalLM.from_pretrained(repos["tiny/ours"]).eval()
@@ -151,49 +144,49 @@ def test_our_own_repo_loads_with_our_classes_and_ignores_its_code(explorer_hub, 
     ("nobody/no-such-repo", ["No such model repo on the Hub"]),
     ("bad/gated", ["This repo is gated"]),
 ])
-def test_a_bad_repo_is_refused_naming_why(explorer_hub, hub, repo, words):
+def test_a_bad_repo_is_refused_naming_why(hub, repo, words):
     from explorer.core.inputs import InputProblem
 
     with pytest.raises(InputProblem) as refused:
-        explorer_hub.open_repo(repo)
+        opening.open_repo(repo)
     for word in words:
         assert word in str(refused.value)
     assert not Path(hub_repos.MARKER).exists()
 
 
-def test_size_is_checked_before_the_weights_are_downloaded(explorer_hub, hub, monkeypatch):
+def test_size_is_checked_before_the_weights_are_downloaded(hub, monkeypatch):
     from explorer.core.inputs import InputProblem
 
     with pytest.raises(InputProblem):
-        explorer_hub.open_repo("bad/too-large")
+        opening.open_repo("bad/too-large")
     assert hub.downloads("bad/too-large", "model.safetensors") == 0
     monkeypatch.setenv("SCRATCH_HUB_MAX_BYTES", "1000")
     with pytest.raises(InputProblem, match=r"weights are .* MB; this app opens at most 0.001 MB"):
-        explorer_hub.open_repo("tiny/gpt2", "main")
+        opening.open_repo("tiny/gpt2", "main")
     assert hub.downloads("tiny/gpt2", "model.safetensors") <= 1  # the earlier test's one, not another
 
 
-def test_no_code_from_a_repo_runs(explorer_hub, hub):
+def test_no_code_from_a_repo_runs(hub):
     """The repo's config names its own classes (auto_map) and its .py writes a file on import: neither is used."""
-    opened = explorer_hub.open_repo("bad/remote-code")
+    opened = opening.open_repo("bad/remote-code")
     assert opened.family == "GPT-2" and opened.parity <= TOLERANCE
     assert not Path(hub_repos.MARKER).exists()
     assert not [r for r in hub.requests if "evil.py" in r]
 
 
-def test_pickled_weights_are_read_with_weights_only(explorer_hub, hub):
-    opened = explorer_hub.open_repo("bad/pickle-only")
+def test_pickled_weights_are_read_with_weights_only(hub):
+    opened = opening.open_repo("bad/pickle-only")
     assert opened.parity <= TOLERANCE and hub.downloads("bad/pickle-only", "pytorch_model.bin") == 1
     with pytest.raises(Exception, match="weights_only=True"):
-        explorer_hub.open_repo("bad/evil-pickle")
+        opening.open_repo("bad/evil-pickle")
     assert not Path(hub_repos.MARKER).exists()
 
 
-def test_revisions_open_as_models_of_their_own(explorer_hub, hub):
+def test_revisions_open_as_models_of_their_own(hub):
     from explorer.models import catalog
     from explorer.core.inputs import InputProblem
 
-    first, second = explorer_hub.open_repo("tiny/neox-run", "step0"), explorer_hub.open_repo("tiny/neox-run", "step1")
+    first, second = opening.open_repo("tiny/neox-run", "step0"), opening.open_repo("tiny/neox-run", "step1")
     assert (first.name, second.name) == ("tiny/neox-run@step0", "tiny/neox-run@step1")
     assert first.commit == hub.repos["tiny/neox-run"]["revisions"]["step0"]["sha"] != second.commit
     ids = torch.arange(3, 13)[None]
@@ -201,36 +194,36 @@ def test_revisions_open_as_models_of_their_own(explorer_hub, hub):
         a, b = (catalog.resolve(n)[1](ids).logits for n in (first.name, second.name))
     assert (a - b).abs().max() > 1e-3
     with pytest.raises(InputProblem, match="no such revision"):
-        explorer_hub.open_repo("tiny/neox-run", "step2")
+        opening.open_repo("tiny/neox-run", "step2")
 
 
 @pytest.mark.parametrize("repo_id", ["", "a//b", "-leading-dash/x", "x" * 97, "name with space", "../etc", None, ["a/b"]])
-def test_repo_ids_follow_the_hubs_rules(explorer_hub, repo_id):
+def test_repo_ids_follow_the_hubs_rules(repo_id):
     from explorer.core.inputs import InputProblem
 
     with pytest.raises(InputProblem, match="repo id"):
-        explorer_hub.check_repo_id(repo_id)
+        hub_files.check_repo_id(repo_id)
 
 
 @pytest.mark.parametrize("revision", ["a..b", "has space", "x~1", "x^", "a:b", "/lead", "trail/", "x.lock", "@{", "a\\b"])
-def test_revisions_follow_gits_rules(explorer_hub, revision):
+def test_revisions_follow_gits_rules(revision):
     from explorer.core.inputs import InputProblem
 
     with pytest.raises(InputProblem, match="not a revision"):
-        explorer_hub.check_revision(revision)
+        hub_files.check_revision(revision)
 
 
-def test_good_ids_and_revisions_pass(explorer_hub):
-    assert explorer_hub.check_repo_id(" EleutherAI/pythia-14m ") == "EleutherAI/pythia-14m"
-    assert explorer_hub.check_repo_id("gpt2") == "gpt2"
-    assert [explorer_hub.check_revision(r) for r in ("", None, "step1000", "refs/pr/1", "a" * 40)] == [
+def test_good_ids_and_revisions_pass():
+    assert hub_files.check_repo_id(" EleutherAI/pythia-14m ") == "EleutherAI/pythia-14m"
+    assert hub_files.check_repo_id("gpt2") == "gpt2"
+    assert [hub_files.check_revision(r) for r in ("", None, "step1000", "refs/pr/1", "a" * 40)] == [
         None, None, "step1000", "refs/pr/1", "a" * 40]
 
 
-def test_many_asking_for_one_repo_download_it_once(explorer_hub, hub, repos):
+def test_many_asking_for_one_repo_download_it_once(hub, repos):
     hub.add_folder("tiny/popular", repos["tiny/gpt2"])
     results = []
-    threads = [threading.Thread(target=lambda: results.append(explorer_hub.open_repo("tiny/popular"))) for _ in range(4)]
+    threads = [threading.Thread(target=lambda: results.append(opening.open_repo("tiny/popular"))) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
@@ -240,7 +233,7 @@ def test_many_asking_for_one_repo_download_it_once(explorer_hub, hub, repos):
     assert sum(r.startswith("GET /api/models/tiny/popular") for r in hub.requests) == 1
 
 
-def test_a_hanging_hub_gives_a_clear_error_within_30_s_and_stalls_nobody_else(explorer_hub, hub, monkeypatch):
+def test_a_hanging_hub_gives_a_clear_error_within_30_s_and_stalls_nobody_else(hub, monkeypatch):
     """A hanging repo on the same Hub, then a Hub that never answers at all; meanwhile others open and load."""
     from explorer.models import catalog
     from explorer.core.inputs import InputProblem
@@ -252,7 +245,7 @@ def test_a_hanging_hub_gives_a_clear_error_within_30_s_and_stalls_nobody_else(ex
     def hang():
         start = time.perf_counter()
         try:
-            explorer_hub.open_repo("slow/hangs")
+            opening.open_repo("slow/hangs")
         except InputProblem as error:
             outcome["message"], outcome["seconds"] = str(error), time.perf_counter() - start
 
@@ -260,7 +253,7 @@ def test_a_hanging_hub_gives_a_clear_error_within_30_s_and_stalls_nobody_else(ex
     waiting.start()
     time.sleep(0.5)
     start = time.perf_counter()
-    explorer_hub.open_repo("tiny/ours", "main")  # another repo opens meanwhile, behind nobody
+    opening.open_repo("tiny/ours", "main")  # another repo opens meanwhile, behind nobody
     catalog.resolve("tiny/gpt2")
     assert time.perf_counter() - start < 5
     waiting.join(35)
@@ -269,17 +262,17 @@ def test_a_hanging_hub_gives_a_clear_error_within_30_s_and_stalls_nobody_else(ex
         monkeypatch.setenv("HF_ENDPOINT", dead.url)
         start = time.perf_counter()
         with pytest.raises(InputProblem, match="did not answer in time|not answering"):
-            explorer_hub.open_repo("tiny/anything")
+            opening.open_repo("tiny/anything")
         assert time.perf_counter() - start < 30
 
 
-def test_hub_loads_wait_for_the_one_load_lock(explorer_hub, hub, repos):
+def test_hub_loads_wait_for_the_one_load_lock(hub, repos):
     """While the catalog's lock is held (a checkpoint loading), a Hub model downloads but does not load."""
     from explorer.models import catalog
 
     hub.add_folder("tiny/locked", repos["tiny/gpt2"])
     with catalog.LOAD_LOCK:
-        job = explorer_hub.start_open("tiny/locked")
+        job = opening.start_open("tiny/locked")
         deadline = time.monotonic() + 20
         while "converting" not in job.phase and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -288,7 +281,7 @@ def test_hub_loads_wait_for_the_one_load_lock(explorer_hub, hub, repos):
     assert job.outcome().parity <= TOLERANCE
 
 
-def test_loads_beside_a_checkpoint_load_are_whole(explorer_hub, hub, repos, tmp_path):
+def test_loads_beside_a_checkpoint_load_are_whole(hub, repos, tmp_path):
     """A GPT-2 from the Hub and a shipped-layout checkpoint loading at once, three times: every tied LM head is its
     embedding, nothing on the meta device, parity holds (transformers 5.23 fails this without the lock)."""
     from explorer.models import catalog
@@ -302,7 +295,7 @@ def test_loads_beside_a_checkpoint_load_are_whole(explorer_hub, hub, repos, tmp_
                         tmp_path / f"local-{attempt}")
         hub.add_folder(f"tiny/beside-{attempt}", repos["tiny/gpt2"])
         results = {}
-        threads = [threading.Thread(target=lambda: results.update(hub=explorer_hub.open_repo(f"tiny/beside-{attempt}"))),
+        threads = [threading.Thread(target=lambda: results.update(hub=opening.open_repo(f"tiny/beside-{attempt}"))),
                    threading.Thread(target=lambda: results.update(
                        local=catalog.load_model(catalog.describe_folder(tmp_path / f"local-{attempt}"))))]
         for t in threads:
@@ -318,24 +311,24 @@ def test_loads_beside_a_checkpoint_load_are_whole(explorer_hub, hub, repos, tmp_
         assert not any(p.is_meta for p in local.parameters())
 
 
-def test_eviction_keeps_memory_bounded_and_breaks_no_request(explorer_hub, hub, repos, monkeypatch):
+def test_eviction_keeps_memory_bounded_and_breaks_no_request(hub, repos, monkeypatch):
     from explorer.models import catalog
 
     hub.add_folder("tiny/evict-a", repos["tiny/gpt2"])
     hub.add_folder("tiny/evict-b", repos["tiny/llama"] if "llama" in CONVERTERS else repos["tiny/gpt2"])
-    explorer_hub.open_repo("tiny/evict-a")
-    _, held, tokenizer = catalog.resolve("tiny/evict-a")  # a request in flight holds it
+    opening.open_repo("tiny/evict-a")
+    _, in_flight, tokenizer = catalog.resolve("tiny/evict-a")  # a request in flight holds it
     ids = torch.arange(3, 20)[None]
     with torch.no_grad():
-        before = held(ids).logits
-    monkeypatch.setenv("SCRATCH_HUB_MEMORY", str(explorer_hub.model_bytes(held)))
-    explorer_hub.open_repo("tiny/evict-b")
-    assert "tiny/evict-a" not in explorer_hub.HELD.names() and "tiny/evict-b" in explorer_hub.HELD.names()
+        before = in_flight(ids).logits
+    monkeypatch.setenv("SCRATCH_HUB_MEMORY", str(held.model_bytes(in_flight)))
+    opening.open_repo("tiny/evict-b")
+    assert "tiny/evict-a" not in held.HELD.names() and "tiny/evict-b" in held.HELD.names()
     with torch.no_grad():
-        assert torch.equal(held(ids).logits, before)  # the request still computes, with the same weights
+        assert torch.equal(in_flight(ids).logits, before)  # the request still computes, with the same weights
     gets = len(hub.requests)
     _, again, _ = catalog.resolve("tiny/evict-a")  # picked again: loaded again from the files on disk
-    assert again is not held and len(hub.requests) == gets
+    assert again is not in_flight and len(hub.requests) == gets
     with torch.no_grad():
         assert torch.equal(again(ids).logits, before)
 
@@ -349,38 +342,38 @@ def zipped(folder: Path, archive: Path, prefix: str = "", extra: dict | None = N
     return archive
 
 
-def test_an_upload_opens_for_its_session_only(explorer_hub, repos, tmp_path):
+def test_an_upload_opens_for_its_session_only(hub, repos, tmp_path):
     from explorer.models import catalog
 
     archive = zipped(repos["tiny/gpt2"], tmp_path / "my model.zip", extra={"../escape.txt": b"x", "evil.py": b"x"})
-    opened = explorer_hub.open_upload(archive, session="visitor-1")
+    opened = opening.open_upload(archive, session="visitor-1")
     assert opened.name.startswith("yours/my-model-") and opened.parity <= TOLERANCE and opened.source == "upload"
     assert opened.name in [n for _, n in catalog.opened_choices("visitor-1")]
     assert opened.name not in [n for _, n in catalog.opened_choices("visitor-2")]
     assert opened.name not in [n for _, n in catalog.opened_choices(None)]
     assert not (tmp_path.parent / "escape.txt").exists() and not (opened.folder / "evil.py").exists()
-    for _ in range(explorer_hub.MAX_SESSION_MODELS):  # a session keeps its newest few
-        explorer_hub.open_upload(archive, session="visitor-1")
+    for _ in range(held.MAX_SESSION_MODELS):  # a session keeps its newest few
+        opening.open_upload(archive, session="visitor-1")
     assert opened.name not in [n for _, n in catalog.opened_choices("visitor-1")]
-    assert len(explorer_hub.session_models("visitor-1")) == explorer_hub.MAX_SESSION_MODELS
+    assert len(held.session_models("visitor-1")) == held.MAX_SESSION_MODELS
 
 
-def test_an_upload_in_a_folder_of_the_zip_opens(explorer_hub, repos, tmp_path):
+def test_an_upload_in_a_folder_of_the_zip_opens(hub, repos, tmp_path):
     archive = zipped(repos["tiny/ours"], tmp_path / "model.zip", prefix="model/")
-    assert explorer_hub.open_upload(archive, session="v").family == "ours (scratch_transformer)"
+    assert opening.open_upload(archive, session="v").family == "ours (scratch_transformer)"
 
 
-def test_a_bad_upload_is_refused_naming_why(explorer_hub, tmp_path):
+def test_a_bad_upload_is_refused_naming_why(hub, tmp_path):
     from explorer.core.inputs import InputProblem
 
     (tmp_path / "not.zip").write_text("hello")
     with pytest.raises(InputProblem, match="not a zip"):
-        explorer_hub.open_upload(tmp_path / "not.zip")
+        opening.open_upload(tmp_path / "not.zip")
     with zipfile.ZipFile(tmp_path / "empty.zip", "w") as z:
         z.writestr("readme.txt", "nothing")
     with pytest.raises(InputProblem, match="lacks config.json"):
-        explorer_hub.open_upload(tmp_path / "empty.zip")
+        opening.open_upload(tmp_path / "empty.zip")
     with zipfile.ZipFile(tmp_path / "bert.zip", "w") as z:
         z.writestr("config.json", json.dumps({"model_type": "bert"}))
     with pytest.raises(InputProblem, match="families we can open"):
-        explorer_hub.open_upload(tmp_path / "bert.zip")
+        opening.open_upload(tmp_path / "bert.zip")
