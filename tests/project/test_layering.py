@@ -183,3 +183,58 @@ def test_every_package_docstring_names_each_of_its_modules(package):
     parts = sorted([p.stem for p in package.glob("*.py") if p.stem != "__init__"] +
                    [p.name for p in package.iterdir() if (p / "__init__.py").is_file()])
     assert [m for m in parts if f"``{m}``" not in doc] == []
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO_ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(REPO_ROOT / p): REPO_ROOT / p for p in TRACKED
+           if p.split("/")[0] in {"app.py", "ui", "explorer", "checkpointing", "training", "benchmarks", "modeling"}}
+
+
+def module_imports(name: str) -> set[str]:
+    """The repository's modules that module ``name`` imports, at the top or inside a function: ``from a.b import c``
+    names module a.b.c if there is one, else a.b; relative imports are resolved against the module's package."""
+    path, found = MODULES[name], set()
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+            found |= {f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names}
+    return found & set(MODULES) - {name}
+
+
+def circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (module -> the modules it imports), as the path that closes it, or None."""
+    state = {}
+
+    def visit(node, path):
+        state[node] = "open"
+        for following in sorted(graph[node]):
+            if state.get(following) == "open":
+                return path + [node, following]
+            if following not in state and (found := visit(following, path + [node])):
+                return found
+        state[node] = "done"
+        return None
+
+    return next((found for node in sorted(graph) if node not in state and (found := visit(node, []))), None)
+
+
+def test_circle_finds_a_circle_and_only_one_that_is_there():
+    assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert circle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_no_module_imports_itself_through_a_circle():
+    """The layout draws with no circles, module by module (a package's __init__ imports nothing of it)."""
+    graph = {name: {m for m in module_imports(name) if MODULES[m].name != "__init__.py"} for name in MODULES}
+    assert graph["explorer.models.opening"] >= {"explorer.models.held", "explorer.models.hub_files"}  # the reader sees
+    assert "modeling.recording" in graph["modeling.modeling_scratch_transformer"]  # relative imports too
+    assert circle(graph) is None, f"import circle: {' -> '.join(circle(graph))}"
