@@ -95,7 +95,7 @@ def first_token_under_long_jobs(url: str, client, model: str, repeats: int) -> l
 
 def default_job() -> list:
     """/train_live's inputs for the tab's default job: each choice as LiveSettings' default, no preset."""
-    from explorer.learning.train_live import DEFAULT
+    from explorer.learning.live_settings import DEFAULT
     from ui.tabs.train_live import CHOICES
 
     return [getattr(DEFAULT, name) if name != "preset" else None for name in CHOICES]
