@@ -153,9 +153,10 @@ def teaching_latencies(client, model: str, texts: list[str]) -> dict[str, list[f
 def timeline_latencies(client, root: Path, rounds: int) -> list[float]:
     """Seconds from request to answer of /training_timeline as the slider asks it: every snapshot of the default
     run in turn, ``rounds`` times over (after one call to warm up), on the tab's default text; [] without a run."""
-    from explorer.learning.watch_it_learn import DEFAULT_TEXT, pick_run, timeline_runs
+    from explorer.learning.training_runs import pick_run, training_runs
+    from explorer.learning.watch_it_learn import DEFAULT_TEXT
 
-    if not timeline_runs(root):
+    if not training_runs(root):
         return []
     n = len(pick_run(None, root).snapshots)
     client.predict(0, DEFAULT_TEXT, api_name="/training_timeline")
