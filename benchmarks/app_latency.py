@@ -95,7 +95,7 @@ def first_token_under_long_jobs(url: str, client, model: str, repeats: int) -> l
 
 def default_job() -> list:
     """/train_live's inputs for the tab's default job: each choice as LiveSettings' default, no preset."""
-    from explorer.learning.train_live import DEFAULT
+    from explorer.learning.live_settings import DEFAULT
     from ui.tabs.train_live import CHOICES
 
     return [getattr(DEFAULT, name) if name != "preset" else None for name in CHOICES]
@@ -153,9 +153,10 @@ def teaching_latencies(client, model: str, texts: list[str]) -> dict[str, list[f
 def timeline_latencies(client, root: Path, rounds: int) -> list[float]:
     """Seconds from request to answer of /training_timeline as the slider asks it: every snapshot of the default
     run in turn, ``rounds`` times over (after one call to warm up), on the tab's default text; [] without a run."""
-    from explorer.learning.watch_it_learn import DEFAULT_TEXT, pick_run, timeline_runs
+    from explorer.learning.training_runs import pick_run, training_runs
+    from explorer.learning.watch_it_learn import DEFAULT_TEXT
 
-    if not timeline_runs(root):
+    if not training_runs(root):
         return []
     n = len(pick_run(None, root).snapshots)
     client.predict(0, DEFAULT_TEXT, api_name="/training_timeline")

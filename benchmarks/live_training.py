@@ -7,7 +7,7 @@
         # the tab's step against a bare PyTorch loop (forward, backward, AdamW) on the same model and batches
 
 Prints one JSON line: wall seconds, steps done, steps per second, the loss at the first and last logged step,
-the best induction score (varying offsets, ``explorer.learning.train_live.induction_scores``) at every snapshot,
+the best induction score (varying offsets, ``explorer.learning.live_snapshots.least_induction_score_over_offsets``) at every snapshot,
 and the step and second at which it first reached ``--threshold``. ``--threads`` sets torch's threads (the
 machine is shared: 1 keeps a trial to one core).
 """
@@ -22,8 +22,11 @@ import torch
 
 from checkpointing.in_context import attention_weights, induction_probe, induction_scores_from
 from explorer.learning.live_data import SPECIAL_IDS, LiveData
-from explorer.learning.train_live import (LIMITS, LiveResult, Snapshot, build_model, check_settings, probe_lengths,
-                                    train_live)
+from explorer.learning.live_model import build_model
+from explorer.learning.live_result import LiveResult
+from explorer.learning.live_settings import LIMITS, check_settings
+from explorer.learning.live_snapshots import Snapshot, probe_lengths
+from explorer.learning.train_live import train_live
 
 
 def value(text: str):

@@ -2,12 +2,16 @@
 
 - ``repeat_runs``: a sequence read as runs, some followed at once by a copy of themselves, at offsets that vary.
 - ``induction_probe``: random tokens r_0..r_{L-1}, then the same tokens again (1, 2L).
-- ``induction_scores_from``: the standard induction score of every head on that probe (Olsson et al. 2022):
-  the mean attention from each token of the second copy to the token after its first occurrence,
+- ``induction_scores_from``: THE induction score (Olsson et al. 2022), the one definition every view and the
+  training pipeline use: on that probe, the mean attention from each token of the second copy to the token after
+  its first occurrence,
 
       score = mean over i = 0..L-1 of A[L + i, i + 1]
 
   An induction head scores near 1; a head spreading its weight evenly over the keys it may see about 1/T.
+  ``induction_scores``: that score of every head of a model, on the probe (the standard score). A score measured
+  otherwise calls these and says in its name how it differs (the live tab's
+  ``least_induction_score_over_offsets``, the Attention heads tab's ``cached_induction_scores``).
 - ``previous_token_scores_from``: mean over t = 2..T-1 of A[t, t-1] (from t = 2, where the previous token is not
   also the first one); a previous-token head, the first half of the induction circuit, scores near 1.
 - ``repeated_passage_ratio``: on passages of real text each read twice in a row, the mean loss on the second copy
@@ -79,9 +83,17 @@ def attention_weights(model, ids: torch.Tensor) -> np.ndarray:
     return torch.stack([w[0] for w in out.attentions]).float().numpy()
 
 
+def induction_scores(model, length: int = INDUCTION_LENGTH, seed: int = 0, skip: int = SPECIAL_IDS) -> np.ndarray:
+    """(layers, heads): the standard induction score of every self-attention head of a decoder-only model, from one
+    forward pass over ``induction_probe(vocab_size, length, seed, skip)``."""
+    weights = attention_weights(model, induction_probe(model.config.vocab_size, length, seed, skip))
+    return induction_scores_from(weights, length)
+
+
 def head_scores(model, length: int = INDUCTION_LENGTH, seed: int = 0, skip: int = SPECIAL_IDS) -> dict[str, np.ndarray]:
     """{"induction", "previous token"}: (layers, heads) scores of every head, both from one forward pass over
-    ``induction_probe`` (previous-token over all of it: random tokens, so no head can lean on the text)."""
+    ``induction_probe`` (the induction score is ``induction_scores``'; previous-token over all of the probe: random
+    tokens, so no head can lean on the text)."""
     weights = attention_weights(model, induction_probe(model.config.vocab_size, length, seed, skip))
     return {"induction": induction_scores_from(weights, length), "previous token": previous_token_scores_from(weights)}
 

@@ -172,7 +172,7 @@ def timeline_of_revisions(repo_id: str, revisions: str = "", text: str = DEFAULT
     on ``text``: for each, every head's induction and previous-token score, the best induction head's attention on the
     text, and a greedy sample (``explorer.learning.hub_revisions``)."""
     try:
-        return hub_revisions.hub_timeline(repo_id, revisions, text)
+        return hub_revisions.hub_timeline(repo_id, revisions, text).to_json()
     except InputProblem as problem:
         raise gr.Error(str(problem)) from None
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from explorer.views.heads import THRESHOLD, induction_scores
+from explorer.views.heads import THRESHOLD, cached_induction_scores
 from explorer.core.inputs import MAX_TEXT_CHARS, InputProblem, echo, number, pick, require_text
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, one_token, token_labels
 
@@ -116,8 +116,8 @@ def spacing_notice(tokenizer, target: str, target_id: int) -> list[str]:
 
 def induction_head(model) -> tuple[int, int, float] | None:
     """(layer, head, score) of the head with the highest induction score on the probe
-    (``explorer.views.heads.induction_scores``, measured once per model), when it reaches THRESHOLD; else None."""
-    scores, _ = induction_scores(model)
+    (``explorer.views.heads.cached_induction_scores``, measured once per model), when it reaches THRESHOLD; else None."""
+    scores, _ = cached_induction_scores(model)
     layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
     best = float(scores[layer, head])
     return (int(layer), int(head), best) if best >= THRESHOLD else None

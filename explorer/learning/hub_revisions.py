@@ -1,10 +1,12 @@
 """A real language model learning: the training checkpoints a Hub repo publishes as revisions (Pythia: ``step0`` …
-``step143000``), each opened as our Transformer (``explorer.models.opening``, cached) and seen as the recorded runs are seen
+``step143000``), each opened as our Transformer (``explorer.models.opening``, cached) and seen as the training runs are seen
 (``explorer.learning.watch_it_learn``): every head's induction and previous-token score on the standard probes
 (``checkpointing.in_context``), the attention of the best induction head on the learner's text, and a greedy sample.
+What is measured is a ``HubTimeline`` (a ``Timeline``, as a training run is); its ``to_json()`` is the API's JSON.
 
 ``request`` checks what was asked; its ``opening()`` streams the downloads' progress, its ``measure()`` returns the
-JSON; ``hub_timeline`` does both (the API), the Watch it learn tab runs them as two events (``ui.tabs.watch_it_learn``).
+``HubTimeline``; ``hub_timeline`` does both (the API), the Watch it learn tab runs them as two events
+(``ui.tabs.watch_it_learn``).
 
 Induction score: on random tokens r_0..r_{L-1} followed by the same tokens again, the mean attention from each token
 of the second copy to the token after its first occurrence; a head spreading its weight evenly scores about 1/T.
@@ -12,7 +14,7 @@ of the second copy to the token after its first occurrence; a head spreading its
 
 import re
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterator
 
 import numpy as np
@@ -24,7 +26,9 @@ from explorer.models import catalog, held, hub_files, jobs, opening
 from explorer.views.attention import attention_maps
 from explorer.generation.decoding import generate_ids
 from explorer.core.inputs import InputProblem, echo, kind_of
-from explorer.learning.watch_it_learn import GREEDY, check_text, guessed_tokens, shown_token
+from explorer.learning.guesses import guessed_tokens, shown_token
+from explorer.learning.timeline import Timeline
+from explorer.learning.watch_it_learn import GREEDY, check_text
 from explorer.views.forward_pass import recorded_pass
 
 MAX_REVISIONS = 12
@@ -37,12 +41,6 @@ def step_of(revision: str) -> int | None:
     """The training step a revision names (``step1000`` -> 1000), else None."""
     match = re.fullmatch(r"step(\d+)", revision)
     return int(match.group(1)) if match else None
-
-
-def steps_of(timeline: dict) -> list:
-    """Each opened revision's training step, the x axis of the views (a revision that names none, such as
-    ``main``, by its name)."""
-    return [v["step"] if v["step"] is not None else v["revision"] or v["menu_name"] for v in timeline["revisions"]]
 
 
 def spaced(names: list, n: int = MAX_REVISIONS) -> list:
@@ -83,13 +81,42 @@ def pick_revisions(repo_id: str, revisions) -> list[str]:
     return list(dict.fromkeys(checked))
 
 
-def best(scores: np.ndarray) -> dict:
+@dataclass(frozen=True)
+class BestHead:
+    """The head scoring highest at a revision, and its score."""
+
+    layer: int
+    head: int
+    score: float
+
+
+def best(scores: np.ndarray) -> BestHead:
     layer, head = np.unravel_index(int(np.argmax(scores)), scores.shape)
-    return {"layer": int(layer), "head": int(head), "score": round(float(scores[layer, head]), 6)}
+    return BestHead(int(layer), int(head), round(float(scores[layer, head]), 6))
 
 
-def revision_view(name: str, text: str) -> dict:
-    """One opened revision seen as a recorded run's snapshot is."""
+@dataclass(frozen=True)
+class RevisionView:
+    """One opened revision, seen as a training run's snapshot is: ``induction``, ``previous_token`` (layers x heads,
+    rounded to 6 places), on the learner's text the attention of the best induction head (T x T), a greedy
+    ``sample``, ``guessed`` (each next token, "" where the top guess missed it) and ``read_tokens``."""
+
+    revision: str
+    commit: str | None
+    step: int | None  # the training step its name says (``step_of``), else None
+    menu_name: str
+    induction: list[list[float]]
+    previous_token: list[list[float]]
+    best_induction: BestHead
+    best_previous_token: BestHead
+    attention_of_best_induction_head: list[list[float]]
+    sample: str
+    guessed: list[str]
+    read_tokens: list[str]
+
+
+def revision_view(name: str, text: str) -> RevisionView:
+    """One opened revision seen as a training run's snapshot is."""
     opened = held.opened(name)
     _, model, tokenizer = catalog.resolve(name)
     scores = head_scores(model)
@@ -99,13 +126,43 @@ def revision_view(name: str, text: str) -> dict:
     read = recorded_pass(model, tokenizer, text, GREEDY)
     ids = read.read.source_ids[None]
     out = generate_ids(model, ids, replace(GREEDY, max_new_tokens=min(GREEDY.max_new_tokens, 24)))
-    return {"revision": opened.revision, "commit": opened.commit, "step": step_of(opened.revision or ""),
-            "menu_name": name, "induction": induction.round(6).tolist(), "previous_token": previous.round(6).tolist(),
-            "best_induction": top, "best_previous_token": best(previous),
-            "attention_of_best_induction_head": maps.weights["self"][top["layer"], top["head"]].round(6).tolist(),
-            "sample": tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True),
-            "guessed": guessed_tokens(read.logits, ids[0], tokenizer),
-            "read_tokens": [shown_token(tokenizer, int(i)) for i in ids[0]]}
+    return RevisionView(opened.revision, opened.commit, step_of(opened.revision or ""), name,
+                        induction.round(6).tolist(), previous.round(6).tolist(), top, best(previous),
+                        maps.weights["self"][top.layer, top.head].round(6).tolist(),
+                        tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True),
+                        guessed_tokens(read.logits, ids[0], tokenizer), [shown_token(tokenizer, int(i)) for i in ids[0]])
+
+
+@dataclass(frozen=True)
+class HubTimeline(Timeline):
+    """A Hub repo's opened revisions, in step order, measured (``RevisionView``): a ``Timeline`` whose steps are its
+    revisions. ``tokens``: the learner's text as the attention maps label it; ``induction_baseline``: what a head
+    spreading its weight evenly scores on the probe."""
+
+    repo_id: str
+    revisions: list[RevisionView]
+    tokens: list[str]
+    induction_baseline: float
+    notices: list[str]
+    where = "revision"
+
+    @property
+    def name(self) -> str:
+        return self.repo_id
+
+    @property
+    def steps(self) -> list:
+        """Each revision's training step, the x axis of the views (a revision that names none, such as ``main``, by
+        its name)."""
+        return [v.step if v.step is not None else v.revision or v.menu_name for v in self.revisions]
+
+    def scores(self, score: str = "induction") -> np.ndarray:
+        return np.asarray([getattr(v, score) for v in self.revisions], dtype=float)
+
+    def to_json(self) -> dict:
+        """The ``hub_timeline`` API's JSON: {"repo_id", "revisions": [every field of each ``RevisionView``, a
+        ``BestHead`` as {"layer", "head", "score"}], "tokens", "induction_baseline", "notices"}."""
+        return asdict(self)
 
 
 @dataclass
@@ -128,14 +185,13 @@ class Request:
                 yield f"revision {revision} ({number} of {len(self.revisions)}): {line}"
             self.names.append(job.outcome().name)
 
-    def measure(self) -> dict:
-        """The JSON the views draw: every opened revision measured, in step order (``revision_view``)."""
+    def measure(self) -> HubTimeline:
+        """What the views draw: every opened revision measured, in step order (``revision_view``)."""
         with MEASURING:
             views = sorted((revision_view(name, self.text) for name in self.names),
-                           key=lambda v: (v["step"] is None, v["step"] or 0))
-            return {"repo_id": self.repo_id, "revisions": views,
-                    "tokens": attention_tokens(views[0]["menu_name"], self.text),
-                    "induction_baseline": induction_baseline(INDUCTION_LENGTH), "notices": self.notices}
+                           key=lambda v: (v.step is None, v.step or 0))
+            return HubTimeline(self.repo_id, views, attention_tokens(views[0].menu_name, self.text),
+                               induction_baseline(INDUCTION_LENGTH), self.notices)
 
 
 def request(repo_id, revisions, text) -> Request:
@@ -146,8 +202,8 @@ def request(repo_id, revisions, text) -> Request:
     return Request(repo_id, pick_revisions(repo_id, revisions), text, notices)
 
 
-def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | None = None) -> dict:
-    """Every revision asked for, opened (downloads cached) and measured; the JSON the Watch it learn views draw."""
+def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | None = None) -> HubTimeline:
+    """Every revision asked for, opened (downloads cached) and measured: what the Watch it learn views draw."""
     asked = request(repo_id, revisions, text)
     for line in asked.opening():
         if on_progress:

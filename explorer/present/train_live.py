@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.present.figures import AFTER, BEFORE, LAYOUT, heatmap_figure
-from explorer.learning.train_live import Snapshot
+from explorer.learning.live_snapshots import Snapshot
 
 
 TRAIN_LIVE = """### Train one yourself

@@ -9,8 +9,9 @@ from plotly.subplots import make_subplots
 
 from explorer.present.figures import BEFORE, LAYOUT, attention_head_figure, plotly_text, token_attention_figure
 from explorer.views.heads import THRESHOLD
-from explorer.learning.hub_revisions import steps_of
-from explorer.learning.watch_it_learn import CIRCUIT, TimelineView, step_label
+from explorer.learning.hub_revisions import HubTimeline
+from explorer.learning.timeline import CIRCUIT, Timeline, step_label
+from explorer.learning.watch_it_learn import TimelineView
 
 
 TIMELINE = """### Watch it learn: an induction head forms
@@ -57,7 +58,7 @@ TIMELINE = """### Watch it learn: an induction head forms
 
 HUB_TIMELINE = """A repo that publishes its training checkpoints as revisions, as Pythia does (`step0` … `step143000`;
 EleutherAI/pythia-14m is small enough for this CPU): each revision asked for is downloaded once (then cached for
-everyone), converted into this app's Transformer, and measured as the recorded runs are: every head's induction and
+everyone), converted into this app's Transformer, and measured as the training runs are: every head's induction and
 previous-token score on the probe (random tokens read twice), and on your text above (read with the repo's own
 tokenizer) the attention of the revision's best induction head, its greedy sample and its right guesses."""
 
@@ -77,7 +78,7 @@ def timeline_loss_figure(view: TimelineView) -> go.Figure:
         if run is None:
             continue
         name = plotly_text(run.name)
-        curve = np.asarray(run.timeline["train_curve"], dtype=float).reshape(-1, 2)
+        curve = np.asarray(run.timeline_json["train_curve"], dtype=float).reshape(-1, 2)
         fig.add_scatter(x=curve[:, 0], y=curve[:, 1], mode="lines", name=f"{name}: training loss", opacity=0.45,
                         line=dict(color=colour, width=1),
                         hovertemplate=f"{name} ({role})<br>step %{{x}}<br>training loss %{{y:.3f}}<extra></extra>")
@@ -101,31 +102,25 @@ def head_colours(n_layers: int, n_heads: int) -> list[list[str]]:
 
 
 def timeline_heads_figure(view: TimelineView) -> go.Figure:
-    """``heads_figure`` of a recorded run at a snapshot: the scores from its timeline.json, the other run's best head
+    """``heads_figure`` of a training run at a snapshot: the scores from its timeline.json, the other run's best head
     dashed, and the composition of every earlier/later head pair."""
-    other = None
-    if view.other is not None:
-        other = (view.other.name, view.other.steps,
-                 {what: [float(np.max(s[what])) for s in view.other.snapshots] for what in ("induction", "previous_token")})
-    return heads_figure(view.run.steps, [s["induction"] for s in view.run.snapshots],
-                        [s["previous_token"] for s in view.run.snapshots], view.step, other, view.composition)
+    return heads_figure(view.run, view.step, view.other, view.composition)
 
 
-def heads_figure(steps: list, induction, previous, at, other: tuple | None = None,
-                 composition: dict | None = None) -> go.Figure:
-    """Every head's induction score (top) and previous-token score (middle) at every step, one line per head
-    (``induction``, ``previous``: one layers x heads array per step; a step that is not a number, such as a revision
-    named ``main``, is a category of the x axis); a dotted line at the step ``at``. ``other``: (name, its steps,
-    {"induction", "previous_token": its best head's score at each}) dashed. ``composition``: {(l1, h1, l2, h2): one
-    score per step}, drawn below (``recorded_runs.composition_scores``): a pair that ever reaches 0.1 in the later
-    head's colour and named, the rest thin and grey."""
+def heads_figure(timeline: Timeline, at, other: Timeline | None = None, composition: dict | None = None) -> go.Figure:
+    """Every head's induction score (top) and previous-token score (middle) at every step of ``timeline``, one line
+    per head (a step that is not a number, such as a revision named ``main``, is a category of the x axis); a dotted
+    line at the step ``at``. ``other``: another timeline, its best head at each step dashed. ``composition``:
+    {(l1, h1, l2, h2): one score per step}, drawn below (``explorer.learning.composition``): a pair that ever reaches
+    0.1 in the later head's colour and named, the rest thin and grey."""
     rows = 3 if composition else 2
     fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.08,
                         subplot_titles=["Induction score of every head", "Previous-token score of every head",
                                         "K-composition: what a later head's induction score loses without an earlier head"][:rows])
-    induction, previous = np.asarray(induction, dtype=float), np.asarray(previous, dtype=float)  # (steps, layers, heads)
-    colours = head_colours(*induction.shape[1:])
-    for row, (scores, what) in enumerate(((induction, "induction"), (previous, "previous_token")), start=1):
+    steps = timeline.steps
+    colours = head_colours(*timeline.scores("induction").shape[1:])
+    for row, what in enumerate(("induction", "previous_token"), start=1):
+        scores = timeline.scores(what)  # (steps, layers, heads)
         for layer in range(scores.shape[1]):
             for head in range(scores.shape[2]):
                 name = f"layer {layer}, head {head}"
@@ -134,9 +129,8 @@ def heads_figure(steps: list, induction, previous, at, other: tuple | None = Non
                                 line=dict(color=colours[layer][head], width=2),
                                 hovertemplate=f"{name}<br>step %{{x}}<br>score %{{y:.3f}}<extra></extra>", row=row, col=1)
         if other is not None:
-            name, other_steps, best = other
-            label = plotly_text(f"{name}: its best head")
-            fig.add_scatter(x=other_steps, y=best[what], mode="lines", name=label, legendgroup="other",
+            label = plotly_text(f"{other.name}: its best head")
+            fig.add_scatter(x=other.steps, y=other.best_scores(what), mode="lines", name=label, legendgroup="other",
                             showlegend=row == 1, line=dict(color=OTHER_RUN, width=2, dash="dash"),
                             hovertemplate=f"{label}<br>step %{{x}}<br>score %{{y:.3f}}<extra></extra>", row=row, col=1)
     for (l1, h1, l2, h2), scores in (composition or {}).items():
@@ -204,15 +198,15 @@ def circuit_head_figures(view: TimelineView) -> dict[str, go.Figure]:
     return figures
 
 
-def hub_heads_figure(timeline: dict, index: int) -> go.Figure:
-    """``heads_figure`` of a Hub repo's revisions (``hub_timeline``'s JSON), a dotted line at revision ``index``."""
-    views, steps = timeline["revisions"], steps_of(timeline)
-    return heads_figure(steps, [v["induction"] for v in views], [v["previous_token"] for v in views], steps[index])
+def hub_heads_figure(timeline: HubTimeline, index: int) -> go.Figure:
+    """``heads_figure`` of a Hub repo's revisions, a dotted line at revision ``index``."""
+    return heads_figure(timeline, timeline.steps[index])
 
 
-def hub_attention_figure(timeline: dict, index: int) -> go.Figure:
+def hub_attention_figure(timeline: HubTimeline, index: int) -> go.Figure:
     """The attention of revision ``index``'s best induction head on the learner's text, every token on the axes."""
-    view, top = timeline["revisions"][index], timeline["revisions"][index]["best_induction"]
-    return token_attention_figure(view["attention_of_best_induction_head"], timeline["tokens"], timeline["tokens"],
-                                  f"Best {CIRCUIT['induction']}, {plotly_text(step_label(steps_of(timeline)[index]))}:<br>layer "
-                                  f"{top['layer']}, head {top['head']} (score {top['score']:.2f})", "token", "token")
+    view = timeline.revisions[index]
+    top = view.best_induction
+    return token_attention_figure(view.attention_of_best_induction_head, timeline.tokens, timeline.tokens,
+                                  f"Best {CIRCUIT['induction']}, {plotly_text(step_label(timeline.steps[index]))}:<br>layer "
+                                  f"{top.layer}, head {top.head} (score {top.score:.2f})", "token", "token")

@@ -8,7 +8,8 @@ Each score is the weight the head puts, on average over the queries, where its t
     induction         on a sequence of random tokens r_0..r_{n-1} followed by the same tokens again, for a
                       query in the repeat at t = n + i: A[t, t - n + 1], the token that FOLLOWED the earlier
                       occurrence of the current token (what an induction head copies forward); the standard
-                      score, ``checkpointing.in_context``
+                      score, ``checkpointing.in_context.induction_scores``, measured once per model
+                      (``cached_induction_scores``)
 
 The first three are measured on the user's text over queries t >= 2, where the first token, the previous
 token and the token itself are three different keys (at t = 1 the previous token IS the first token). A
@@ -21,8 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from checkpointing.in_context import (INDUCTION_LENGTH, THRESHOLD, attention_weights, induction_baseline,
-                                      induction_probe, induction_scores_from)
+from checkpointing.in_context import INDUCTION_LENGTH, THRESHOLD, induction_baseline, induction_scores
 
 from explorer.views.forward_pass import SITES
 
@@ -75,22 +75,18 @@ def pattern_scores(weights: np.ndarray, causal: bool) -> tuple[dict[str, np.ndar
 _induction_of_model: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def induction_scores(model, length: int = INDUCTION_LENGTH) -> tuple[np.ndarray, float]:
-    """Induction scores of a decoder-only model's heads from one forward pass over ``induction_probe``, and
-    the uniform baseline. The probe is the same for every text, so each (model, length) runs it once: the shared
-    models never change (a gradient step or live training works on a model of its own)."""
+def cached_induction_scores(model, length: int = INDUCTION_LENGTH) -> tuple[np.ndarray, float]:
+    """The standard induction scores of a decoder-only model's heads (``checkpointing.in_context.induction_scores``)
+    and the uniform baseline, measured once per (model, length): the probe is the same for every text, and the shared
+    models never change (a gradient step or live training works on a model of its own). A model with a position
+    limit under 2 ``length`` is measured on the longest probe that fits."""
     known = _induction_of_model.setdefault(model, {})
     if length not in known:
-        known[length] = _measure_induction(model, length)
+        limit = model.config.position_limit
+        fitted = min(length, limit // 2) if limit else length
+        known[length] = induction_scores(model, fitted), induction_baseline(fitted)
     scores, baseline = known[length]
     return scores.copy(), baseline
-
-
-def _measure_induction(model, length: int) -> tuple[np.ndarray, float]:
-    limit = model.config.position_limit
-    length = min(length, limit // 2) if limit else length
-    weights = attention_weights(model, induction_probe(model.config.vocab_size, length))
-    return induction_scores_from(weights, length), induction_baseline(length)
 
 
 def head_types(model, weights: np.ndarray, kind: str) -> HeadTypes:
@@ -108,7 +104,7 @@ def head_types(model, weights: np.ndarray, kind: str) -> HeadTypes:
     scores, baseline = pattern_scores(weights, causal)
     unmeasured = {}
     if not model.config.is_encoder_decoder:
-        scores["induction"], baseline["induction"] = induction_scores(model)
+        scores["induction"], baseline["induction"] = cached_induction_scores(model)
     else:
         unmeasured["induction"] = "measured on decoder-only models (random tokens repeated)"
     return HeadTypes(scores, baseline, THRESHOLD, unmeasured)

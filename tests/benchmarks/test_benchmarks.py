@@ -242,7 +242,7 @@ def test_the_app_benchmarks_training_job_is_the_tabs_default_job():
     import inspect
 
     from benchmarks.app_latency import default_job
-    from explorer.learning.train_live import DEFAULT, check_settings
+    from explorer.learning.live_settings import DEFAULT, check_settings
     from ui.tabs.train_live import CHOICES, train_job
 
     inputs = default_job()

@@ -23,7 +23,7 @@ from checkpointing.loading import load_checkpoint
 from conftest import call_raw, figure, plotly_array
 from explorer.learning.gradient_step import gradient_step
 from explorer.learning.live_data import SPECIAL_IDS
-from explorer.learning.train_live import DEFAULT
+from explorer.learning.live_settings import DEFAULT
 from explorer.learning.watch_it_learn import DEFAULT_TEXT, timeline_view
 from support.fixtures_checkpoints import SEQ2SEQ_NAME
 from ui.common import visible_breaks

@@ -130,14 +130,14 @@ def test_opening_the_same_repo_from_many_clients_downloads_it_once(app_server, h
 @pytest.fixture(scope="module")
 def trained_zip(tmp_path_factory):
     """The zip and JSON of a real (tiny) Train one yourself job."""
-    from explorer.learning import train_live
+    from explorer.learning import live_result, live_settings, train_live
     from support.fixtures_checkpoints import train_tokenizer
 
-    settings = train_live.check_settings(n_layers=1, n_heads=2, d_model=16, steps=4, log_every=2, data="own-text",
+    settings = live_settings.check_settings(n_layers=1, n_heads=2, d_model=16, steps=4, log_every=2, data="own-text",
                                             text="Shall I compare thee to a summer's day? " * 30, batch_size=4,
                                             context_length=16)
     *_, result = train_live.train_live(settings, tokenizer=train_tokenizer())
-    return train_live.save_zip(result, tmp_path_factory.mktemp("trained-app")), result.to_json()
+    return live_result.save_zip(result, tmp_path_factory.mktemp("trained-app")), result.to_json()
 
 
 def test_train_one_yourself_opens_in_every_tab_and_pushes_as_the_local_account(app_server, hub, trained_zip):

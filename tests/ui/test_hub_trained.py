@@ -25,14 +25,14 @@ USERS = {"hf_token_alice": "alice", "hf_token_bob": "bob"}
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """(zip, job JSON, the model) of a real Train one yourself job: 6 steps on the learner's own text."""
-    from explorer.learning import train_live
+    from explorer.learning import live_result, live_settings, train_live
 
     tmp = tmp_path_factory.mktemp("trained")
-    settings = train_live.check_settings(n_layers=1, n_heads=2, d_model=16, steps=6, log_every=2, data="own-text",
+    settings = live_settings.check_settings(n_layers=1, n_heads=2, d_model=16, steps=6, log_every=2, data="own-text",
                                             text="Shall I compare thee to a summer's day? " * 40, batch_size=4,
                                             context_length=16)
     *_, result = train_live.train_live(settings, tokenizer=train_tokenizer())
-    return train_live.save_zip(result, tmp), result.to_json(), result.model.eval()
+    return live_result.save_zip(result, tmp), result.to_json(), result.model.eval()
 
 
 @pytest.fixture(scope="module")
@@ -131,13 +131,13 @@ def test_open_in_every_tab_is_for_this_session_only(hub, trained):
 
 def test_a_random_token_model_is_refused_with_the_reason(tmp_path):
     from explorer.models import opening
-    from explorer.learning import train_live
+    from explorer.learning import live_result, live_settings, train_live
     from explorer.core.inputs import InputProblem
 
-    settings = train_live.check_settings(n_layers=1, n_heads=2, d_model=16, steps=2, log_every=1,
+    settings = live_settings.check_settings(n_layers=1, n_heads=2, d_model=16, steps=2, log_every=1,
                                             data="random-repeats", batch_size=2, context_length=16)
     *_, result = train_live.train_live(settings)
-    archive = train_live.save_zip(result, tmp_path)
+    archive = live_result.save_zip(result, tmp_path)
     with pytest.raises(InputProblem, match="random tokens"):
         opening.open_upload(archive, session="s", source="trained")
     assert Path(archive).exists()

@@ -13,10 +13,12 @@ import gradio as gr
 from explorer.models import catalog
 from explorer.generation import decoding
 from explorer.present import train_live as present
-from explorer.learning import live_data, train_live
+from explorer.learning import live_data, live_result, live_settings, live_snapshots, train_live
 from explorer.core.inputs import InputProblem
 from explorer.learning.live_data import SPECIAL_IDS
-from explorer.learning.train_live import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE, THRESHOLD, LiveResult, Snapshot
+from explorer.learning.live_result import LiveResult
+from explorer.learning.live_settings import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE
+from explorer.learning.live_snapshots import THRESHOLD, Snapshot
 from modeling import POSITION_ENCODINGS
 
 from ui.common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
@@ -33,7 +35,7 @@ stops = decoding.StopRegistry()  # browser session -> its running job's stop fla
 running = threading.Semaphore(TRAINING["concurrency_limit"])  # held by the running job: who is waiting is told
 
 
-def sample_text(sample: train_live.Sample) -> str:
+def sample_text(sample: live_snapshots.Sample) -> str:
     """The prompt and what the model wrote, each on a line of its own; for random tokens also what a copy would
     be, each token under the one it is compared with, and how many the model got right."""
     if not sample:
@@ -49,7 +51,7 @@ def sample_text(sample: train_live.Sample) -> str:
 
 def preset_values(preset: str) -> list:
     """The tab's controls set to a preset's choices (its other controls unchanged)."""
-    chosen = train_live.PRESETS[preset][1] if preset else {}
+    chosen = live_settings.PRESETS[preset][1] if preset else {}
     return [gr.update(value=chosen[name]) if name in chosen else gr.update() for name in CHOICES[:-1]]
 
 
@@ -81,9 +83,9 @@ def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encodin
         values = {"preset": preset}
     elif learning_rate is None:
         raise InputProblem(f"Type a learning rate: greater than 0, at most {MAX_LEARNING_RATE:g}.")
-    settings = train_live.check_settings(**values)
+    settings = live_settings.check_settings(**values)
     tokenizer = None
-    if settings.data in train_live.TEXT_KINDS:  # text is read with the shipped main model's tokenizer
+    if settings.data in live_settings.TEXT_KINDS:  # text is read with the shipped main model's tokenizer
         catalog.resolve(live_data.TOKENIZER_MODEL)  # there and usable, else a message naming what there is
         tokenizer = live_data.shipped_tokenizer()  # the job's own copy: a fast tokenizer is not shared across threads
     uniform = uniform_loss(settings, tokenizer)
@@ -107,7 +109,7 @@ def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encodin
                 curve = present.loss_curve_figure(item.logged_steps, item.losses, settings.steps, uniform,
                                                         settings.copies_only)
                 if isinstance(item, Snapshot):
-                    formed = formed or train_live.formed_head(item.induction, item.step)
+                    formed = formed or live_snapshots.formed_head(item.induction, item.step)
                     shown = (sample_text(item.sample), present.probe_attention_figure(item),
                              present.induction_figure(item.induction, item.induction_baseline))
                     yield (curve, *shown, None, NO_DOWNLOAD,
@@ -123,7 +125,7 @@ def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encodin
 
 
 def formed_line(formed) -> list[str]:
-    """The status line naming the induction head, once one has formed (``train_live.formed_head``)."""
+    """The status line naming the induction head, once one has formed (``live_snapshots.formed_head``)."""
     if formed is None:
         return []
     layer, head, score, step = formed
@@ -132,7 +134,7 @@ def formed_line(formed) -> list[str]:
 
 def finished(result: LiveResult, curve, shown, folder: str, described, formed=None):
     """The last update: the curve, the JSON, the zip to download (written into ``folder``), and how the job ended."""
-    archive = train_live.save_zip(result, folder)
+    archive = live_result.save_zip(result, folder)
     outcome = "Stopped" if result.stopped else "Done"
     last = (f"loss {result.losses[0]:.3f} at step 0 → {result.losses[-1]:.3f} at step {result.logged_steps[-1]}"
             if len(result.losses) > 1 else "stopped before its first step")
@@ -163,7 +165,7 @@ def tab() -> None:
         with gr.Row():
             with gr.Column(scale=3):
                 preset = gr.Dropdown([("Your choices below", YOUR_CHOICES)] + [(label, key) for key, (label, _) in
-                                                                              train_live.PRESETS.items()],
+                                                                              live_settings.PRESETS.items()],
                                      value=YOUR_CHOICES, label="One click: a setting we measured (it fills the choices)",
                                      elem_id="live-preset")
                 data = gr.Dropdown([(label, kind) for kind, label in DATA_KINDS.items()], value=DEFAULT.data,
@@ -185,7 +187,7 @@ def tab() -> None:
                     copies_only = gr.Checkbox(value=DEFAULT.copies_only, label="Loss on the copies only",
                                               elem_id="live-copies-only")
                 text = gr.Textbox(label=f"Your own text (for the data “{DATA_KINDS['own-text']}”; at most "
-                                        f"{train_live.MAX_TEXT_CHARS:,} characters)", lines=3, elem_id="live-text")
+                                        f"{live_settings.MAX_TEXT_CHARS:,} characters)", lines=3, elem_id="live-text")
                 with gr.Accordion("More choices", open=False):
                     with gr.Row():
                         vocab = number("vocab_size", "Vocabulary size (random tokens; 3 are special)")

@@ -1,6 +1,6 @@
 """The Watch it learn tab: a recorded training run (``explorer.learning.watch_it_learn``) snapshot by snapshot. A slider picks the
 snapshot; the loss curves and every head's scores over training mark it, and the attention grid and the sample
-are that snapshot's own on the learner's text. The other recorded run is drawn beside it for comparison.
+are that snapshot's own on the learner's text. The other training run is drawn beside it for comparison.
 
 Below it, a real model learning (``explorer.learning.hub_revisions``): a Hub repo's training checkpoints, its revisions
 (Pythia's ``step…``), opened (``open_revisions``, streaming the downloads) and measured (``measure_revisions``): every
@@ -9,7 +9,9 @@ learner's text are shown (``show_revision``)."""
 
 import gradio as gr
 
-from explorer.learning import hub_revisions, watch_it_learn
+from explorer.learning import hub_revisions, training_runs, watch_it_learn
+from explorer.learning.guesses import MISSED, guesses_line, guesses_right
+from explorer.learning.timeline import step_label as name_of_step
 from explorer.present import watch_it_learn as present
 from explorer.core.inputs import InputProblem, echo, whole_number
 
@@ -28,10 +30,10 @@ def training_timeline(snapshot, text, run=None):
             view.guesses_line(), present.timeline_attention_figure(view), circuit["previous_token"],
             circuit["induction"],
             status(view.summary(), view.formed_line(), view.composition_line(), view.guesses_count(),
-                   f"{view.run.name} trained on: {view.run.timeline['run']['data']}. " + other, *view.notices))
+                   f"{view.run.name} trained on: {view.run.timeline_json['run']['data']}. " + other, *view.notices))
 
 
-def slider_label(run: watch_it_learn.RecordedRun, index: int) -> str:
+def slider_label(run: training_runs.TrainingRun, index: int) -> str:
     """What the slider says it is on: the snapshot and its step."""
     return f"Snapshot {index} of 0–{len(run.steps) - 1}: step {run.steps[index]:,} of {run.steps[-1]:,}"
 
@@ -39,8 +41,8 @@ def slider_label(run: watch_it_learn.RecordedRun, index: int) -> str:
 def step_label(index, run):
     """The slider's label, for the snapshot it is on now, and the step it shows (kept when the run changes)."""
     try:
-        chosen = watch_it_learn.pick_run(run)
-        index = watch_it_learn.pick_snapshot(index, chosen)
+        chosen = training_runs.pick_run(run)
+        index = training_runs.pick_snapshot(index, chosen)
         return gr.update(label=slider_label(chosen, index)), chosen.steps[index]
     except InputProblem:
         return gr.skip(), gr.skip()
@@ -49,7 +51,7 @@ def step_label(index, run):
 def slider_for(run, step):
     """The slider for the run picked: its snapshots, on the one nearest the step shown before, its label."""
     try:
-        chosen = watch_it_learn.pick_run(run)
+        chosen = training_runs.pick_run(run)
     except InputProblem:
         return gr.skip()
     kept = chosen.nearest(step if isinstance(step, (int, float)) else 0)
@@ -74,42 +76,41 @@ def open_revisions(repo_id, revisions, text):
 
 @guarded(NO_TIMELINE, NO_REVISIONS, NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT)
 def measure_revisions(asked):
-    """The opened revisions measured (``hub_timeline``'s JSON, kept for ``show_revision``), the revision menu on the
-    last one, and its views. Runs in the views' slot: the model's work, beside the generations' decode thread."""
+    """The opened revisions measured (a ``HubTimeline``, kept for ``show_revision``), the revision menu on the last
+    one, and its views. Runs in the views' slot: the model's work, beside the generations' decode thread."""
     if asked is None:  # the opening failed, and its status line says why
         return (gr.skip(),) * 7
-    timeline = asked.measure()
-    steps, last = hub_revisions.steps_of(timeline), len(timeline["revisions"]) - 1
-    menu = gr.update(choices=[(watch_it_learn.step_label(step), i) for i, step in enumerate(steps)], value=last)
-    return (timeline, menu, *revision_views(timeline, last))
+    measured = asked.measure()
+    last = len(measured.revisions) - 1
+    menu = gr.update(choices=[(name_of_step(step), i) for i, step in enumerate(measured.steps)], value=last)
+    return (measured, menu, *revision_views(measured, last))
 
 
 @guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT)
-def show_revision(timeline, index):
-    """The views of revision ``index`` (0: the earliest step) of the opened timeline."""
-    if not isinstance(timeline, dict) or not timeline.get("revisions"):
+def show_revision(measured, index):
+    """The views of revision ``index`` (0: the earliest step) of the opened ``HubTimeline``."""
+    if not isinstance(measured, hub_revisions.HubTimeline) or not measured.revisions:
         raise InputProblem("Open a Hub repo's revisions first.")
-    n = len(timeline["revisions"])
-    return revision_views(timeline, whole_number(index, f"The revision (0–{n - 1}, in step order)", 0, n - 1))
+    n = len(measured.revisions)
+    return revision_views(measured, whole_number(index, f"The revision (0–{n - 1}, in step order)", 0, n - 1))
 
 
-def revision_views(timeline: dict, index: int) -> tuple:
+def revision_views(measured: hub_revisions.HubTimeline, index: int) -> tuple:
     """Every head over training marked at the revision, its best induction head's attention on the text, its sample,
     its guesses, and the status line: the revision's best heads, every induction head formed and when."""
-    view, steps = timeline["revisions"][index], hub_revisions.steps_of(timeline)
-    induction, previous = view["best_induction"], view["best_previous_token"]
-    formed = watch_it_learn.heads_formed(steps, [v["induction"] for v in timeline["revisions"]])
-    commit = f"commit `{view['commit'][:12]}`; " if view["commit"] else ""
+    view, steps = measured.revisions[index], measured.steps
+    induction, previous = view.best_induction, view.best_previous_token
+    commit = f"commit `{view.commit[:12]}`; " if view.commit else ""
     line = status(
-        f"**{watch_it_learn.step_label(steps[index])}** ({commit}{index + 1} of {len(steps)} opened, "
-        f"{watch_it_learn.step_label(steps[0])} to {watch_it_learn.step_label(steps[-1])}) · best induction head: layer "
-        f"{induction['layer']}, head {induction['head']} ({induction['score']:.2f}) · best previous-token head: layer "
-        f"{previous['layer']}, head {previous['head']} ({previous['score']:.2f}) · a head spreading its attention "
-        f"evenly on the probe scores {timeline['induction_baseline']:.2f}",
-        watch_it_learn.formed_line(echo(timeline["repo_id"], 90), formed, "revision"),
-        watch_it_learn.guesses_right(view["guessed"]), *timeline["notices"])
-    return (present.hub_heads_figure(timeline, index), present.hub_attention_figure(timeline, index),
-            visible_breaks(view["sample"]), watch_it_learn.guesses_line(view["read_tokens"], view["guessed"]), line)
+        f"**{name_of_step(steps[index])}** ({commit}{index + 1} of {len(steps)} opened, "
+        f"{name_of_step(steps[0])} to {name_of_step(steps[-1])}) · best induction head: layer "
+        f"{induction.layer}, head {induction.head} ({induction.score:.2f}) · best previous-token head: layer "
+        f"{previous.layer}, head {previous.head} ({previous.score:.2f}) · a head spreading its attention "
+        f"evenly on the probe scores {measured.induction_baseline:.2f}",
+        measured.formed_line(echo(measured.repo_id, 90)),
+        guesses_right(view.guessed), *measured.notices)
+    return (present.hub_heads_figure(measured, index), present.hub_attention_figure(measured, index),
+            visible_breaks(view.sample), guesses_line(view.read_tokens, view.guessed), line)
 
 
 def hub_section(text: gr.Textbox) -> None:
@@ -129,7 +130,7 @@ def hub_section(text: gr.Textbox) -> None:
         sample = gr.Textbox(label="What this revision writes next (greedy; ⏎ is a line break, ␣ a space)", lines=2,
                             max_lines=4, elem_id="hub-timeline-sample")
         guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this revision "
-                                   f"guessed it (its most likely next token), {watch_it_learn.MISSED} where it guessed wrong",
+                                   f"guessed it (its most likely next token), {MISSED} where it guessed wrong",
                              lines=2, max_lines=4, elem_id="hub-timeline-guesses", elem_classes=["monospace", "aligned"])
         attention = gr.Plot(label="The best induction head's attention on your text", elem_id="plot-hub-timeline-attention")
     timeline, asked = gr.State(NO_TIMELINE), gr.State(NO_REQUEST)
@@ -142,8 +143,8 @@ def hub_section(text: gr.Textbox) -> None:
 
 
 def tab() -> None:
-    runs = watch_it_learn.timeline_runs()
-    first = watch_it_learn.recorded(next(iter(runs.values()))) if runs else None
+    runs = training_runs.training_runs()
+    first = training_runs.read_training_run(next(iter(runs.values()))) if runs else None
     last = len(first.snapshots) - 1 if first else 1
     context = f"{first.info.config.context_length} tokens" if first else "its context"
     with gr.Tab("Watch it learn", id="timeline") as page:
@@ -152,7 +153,7 @@ def tab() -> None:
                 run = gr.Radio(list(runs), value=first and first.name, label="Recorded run", elem_id="timeline-run")
                 snapshot = gr.Slider(0, last, value=0, step=1, elem_id="timeline-snapshot",
                                      label=slider_label(first, 0) if first else "Snapshot")
-                status_line = gr.Markdown(watch_it_learn.no_runs_message() if not runs else "", elem_id="timeline-status",
+                status_line = gr.Markdown(training_runs.no_runs_message() if not runs else "", elem_id="timeline-status",
                                           elem_classes="status-line")
                 losses = gr.Plot(label="Loss", elem_id="plot-timeline-loss")
                 heads = gr.Plot(label="Every head's scores over training", elem_id="plot-timeline-heads")
@@ -167,7 +168,7 @@ def tab() -> None:
                                   f"fit the model's {context}; ⏎ is a line break, ␣ a space)", lines=2, max_lines=4,
                             elem_id="timeline-sample")
         guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this snapshot "
-                                   f"guessed it (its most likely next token), {watch_it_learn.MISSED} where it guessed wrong; "
+                                   f"guessed it (its most likely next token), {MISSED} where it guessed wrong; "
                                    "⟨c3⟩ is one byte of a character outside ASCII", lines=2, max_lines=4,
                              elem_id="timeline-guesses", elem_classes=["monospace", "aligned"])
         grid = gr.Plot(label="Every head's attention on your text", elem_id="plot-timeline-grid")

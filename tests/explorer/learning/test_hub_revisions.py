@@ -1,6 +1,9 @@
-"""hub_timeline: a Hub repo's training checkpoints (revisions step0 … on tests/support/fake_hub.py) seen as a recorded run:
-every head's induction and previous-token score, equal to the scores of transformers' own model of that revision
-(1e-4), the best induction head's attention on the text, a sample; at most 12 revisions, evenly spaced by default."""
+"""hub_timeline: a Hub repo's training checkpoints (revisions step0 … on tests/support/fake_hub.py) seen as a training run
+(a typed HubTimeline, a Timeline as a training run is): every head's induction and previous-token score, equal to the
+scores of transformers' own model of that revision (1e-4), the best induction head's attention on the text, a sample;
+at most 12 revisions, evenly spaced by default. The API's JSON is the timeline's to_json(), its keys pinned here."""
+
+import json
 
 import numpy as np
 import pytest
@@ -45,20 +48,21 @@ def test_named_revisions_are_measured_as_transformers_own_models_score(hub):
     from explorer.learning.hub_revisions import hub_timeline
 
     out = hub_timeline(REPO, "step1000, step0", TEXT)
-    assert [v["revision"] for v in out["revisions"]] == ["step0", "step1000"]  # in step order
-    for view in out["revisions"]:
-        assert view["commit"] == hub.repos[REPO]["revisions"][view["revision"]]["sha"]
-        theirs = AutoModelForCausalLM.from_pretrained(hub.folders[view["step"]], attn_implementation="eager").eval()
+    assert [v.revision for v in out.revisions] == ["step0", "step1000"] and out.steps == [0, 1000]  # in step order
+    for index, view in enumerate(out.revisions):
+        assert view.commit == hub.repos[REPO]["revisions"][view.revision]["sha"]
+        theirs = AutoModelForCausalLM.from_pretrained(hub.folders[view.step], attn_implementation="eager").eval()
         expected = head_scores(theirs)
-        assert abs(torch.tensor(view["induction"]) - torch.tensor(expected["induction"])).max() <= 1e-4
-        assert abs(torch.tensor(view["previous_token"]) - torch.tensor(expected["previous token"])).max() <= 1e-4
-        top = view["best_induction"]
-        assert top["score"] == pytest.approx(max(max(row) for row in view["induction"]))
-        attention = torch.tensor(view["attention_of_best_induction_head"])
-        assert attention.shape == (len(out["tokens"]), len(out["tokens"]))
-        assert torch.allclose(attention.sum(-1), torch.ones(len(out["tokens"])), atol=1e-4)
-        assert isinstance(view["sample"], str) and len(view["guessed"]) == len(out["tokens"]) - 1
-    assert 0 < out["induction_baseline"] < 0.1
+        assert abs(torch.tensor(view.induction) - torch.tensor(expected["induction"])).max() <= 1e-4
+        assert abs(torch.tensor(view.previous_token) - torch.tensor(expected["previous token"])).max() <= 1e-4
+        top = view.best_induction
+        assert top.score == pytest.approx(max(max(row) for row in view.induction))
+        assert (top.layer, top.head, top.score) == pytest.approx(out.best_head(index))  # the Timeline's own
+        attention = torch.tensor(view.attention_of_best_induction_head)
+        assert attention.shape == (len(out.tokens), len(out.tokens))
+        assert torch.allclose(attention.sum(-1), torch.ones(len(out.tokens)), atol=1e-4)
+        assert isinstance(view.sample, str) and len(view.guessed) == len(out.tokens) - 1
+    assert 0 < out.induction_baseline < 0.1
 
 
 def test_no_revisions_named_takes_12_evenly_spaced_training_steps(hub):
@@ -66,13 +70,13 @@ def test_no_revisions_named_takes_12_evenly_spaced_training_steps(hub):
 
     progress = []
     out = hub_timeline(REPO, "", TEXT, on_progress=progress.append)
-    steps = [v["step"] for v in out["revisions"]]
+    steps = out.steps
     assert len(steps) == MAX_REVISIONS and steps[0] == 0 and steps[-1] == 4000 and steps == sorted(steps)
     fetched = len(set(steps) | {0, 1000})  # each revision once: the first test's two are cached
     assert hub.downloads(REPO, "model.safetensors") == fetched
     assert any("revision step4000 (12 of 12)" in line for line in progress)
     again = hub_timeline(REPO, "", TEXT)
-    assert [v["commit"] for v in again["revisions"]] == [v["commit"] for v in out["revisions"]]
+    assert [v.commit for v in again.revisions] == [v.commit for v in out.revisions]
     assert hub.downloads(REPO, "model.safetensors") == fetched
 
 
@@ -91,9 +95,32 @@ def test_bad_requests_say_what_is_allowed(hub, repo, revisions, message):
         hub_timeline(repo, revisions, TEXT)
 
 
+def test_the_json_is_the_typed_timeline_field_by_field():
+    """to_json(): the keys and values of hub_timeline's JSON, in their order; a best head as {"layer", "head", "score"}."""
+    from explorer.learning.hub_revisions import BestHead, HubTimeline, RevisionView
+
+    view = RevisionView("step1000", "0123abcd", 1000, "tiny/pythia-like@step1000", [[0.1, 0.5]], [[0.25, 0.75]],
+                        BestHead(0, 1, 0.5), BestHead(0, 1, 0.75), [[1.0, 0.0], [0.5, 0.5]], "on. If", ["", "b"],
+                        ["a", "b", "c"])
+    timeline = HubTimeline(REPO, [view], ["0:a", "1:b"], 0.05, ["a notice"])
+    expected = {"repo_id": REPO, "revisions": [{
+        "revision": "step1000", "commit": "0123abcd", "step": 1000, "menu_name": "tiny/pythia-like@step1000",
+        "induction": [[0.1, 0.5]], "previous_token": [[0.25, 0.75]],
+        "best_induction": {"layer": 0, "head": 1, "score": 0.5},
+        "best_previous_token": {"layer": 0, "head": 1, "score": 0.75},
+        "attention_of_best_induction_head": [[1.0, 0.0], [0.5, 0.5]], "sample": "on. If", "guessed": ["", "b"],
+        "read_tokens": ["a", "b", "c"]}], "tokens": ["0:a", "1:b"], "induction_baseline": 0.05, "notices": ["a notice"]}
+    assert timeline.to_json() == expected
+    assert json.dumps(timeline.to_json()) == json.dumps(expected)  # the same keys in the same order
+    assert timeline.steps == [1000] and timeline.best_head(0) == (0, 1, 0.5) and timeline.where == "revision"
+
+
 def test_the_app_serves_hub_timeline(client, hub):
+    from explorer.learning.hub_revisions import hub_timeline
+
     out = client.predict(REPO, "step0, step4000", TEXT, api_name="/hub_timeline")
     assert [v["step"] for v in out["revisions"]] == [0, 4000]
+    assert out == json.loads(json.dumps(hub_timeline(REPO, "step0, step4000", TEXT).to_json()))
     from gradio_client.exceptions import AppError
 
     with pytest.raises(AppError, match="at most 12"):
@@ -123,33 +150,33 @@ def test_the_tab_streams_the_opening_then_draws_every_head_as_hub_timeline_measu
     assert any("`tiny/pythia-like`, revision step0 (2 of 3): opening" in status for _, status in streamed)
     assert streamed[-1][1].startswith("- ⏳ Opened 3 revisions of `tiny/pythia-like`")
     expected = hub_timeline(REPO, ASKED, TEXT)
-    assert timeline["revisions"] == expected["revisions"] and timeline["tokens"] == expected["tokens"]
+    assert timeline.revisions == expected.revisions and timeline.tokens == expected.tokens
     assert menu["choices"] == [("step 0", 0), ("step 1,000", 1), ("step 4,000", 2)] and menu["value"] == 2
     drawn = {(trace.name, trace.yaxis): trace for trace in heads.data}
-    for view_index, view in enumerate(expected["revisions"]):
-        for layer, row in enumerate(view["induction"]):
+    for view_index, view in enumerate(expected.revisions):
+        for layer, row in enumerate(view.induction):
             for head, score in enumerate(row):
                 name = f"layer {layer}, head {head}"
                 assert list(drawn[(name, "y")].x) == [0, 1000, 4000]
                 assert drawn[(name, "y")].y[view_index] == score
-                assert drawn[(name, "y2")].y[view_index] == view["previous_token"][layer][head]
-    last = expected["revisions"][-1]
-    assert np.asarray(attention.data[0].z) == pytest.approx(np.asarray(last["attention_of_best_induction_head"]), abs=1e-6)
-    assert list(attention.data[0].x) == expected["tokens"]
-    top = last["best_induction"]
-    assert f"layer {top['layer']}, head {top['head']} (score {top['score']:.2f})" in attention.layout.title.text
-    assert guesses.splitlines()[0] == "".join(last["read_tokens"])
-    assert f"best induction head: layer {top['layer']}, head {top['head']} ({top['score']:.2f})" in line
-    formed = [(l, h) for l in range(len(last["induction"])) for h in range(len(last["induction"][0]))
-              if any(v["induction"][l][h] >= THRESHOLD for v in expected["revisions"])]
+                assert drawn[(name, "y2")].y[view_index] == view.previous_token[layer][head]
+    last = expected.revisions[-1]
+    assert np.asarray(attention.data[0].z) == pytest.approx(np.asarray(last.attention_of_best_induction_head), abs=1e-6)
+    assert list(attention.data[0].x) == expected.tokens
+    top = last.best_induction
+    assert f"layer {top.layer}, head {top.head} (score {top.score:.2f})" in attention.layout.title.text
+    assert guesses.splitlines()[0] == "".join(last.read_tokens)
+    assert f"best induction head: layer {top.layer}, head {top.head} ({top.score:.2f})" in line
+    formed = [(l, h) for l in range(len(last.induction)) for h in range(len(last.induction[0]))
+              if any(v.induction[l][h] >= THRESHOLD for v in expected.revisions)]
     assert (f"No head of `{REPO}` reaches" in line) == (not formed)
     assert all(f"L{l}.H{h} from step" in line for l, h in formed)
-    assert f"Right on {sum(map(bool, last['guessed']))} of the {len(last['guessed'])} next tokens" in line
+    assert f"Right on {sum(map(bool, last.guessed))} of the {len(last.guessed)} next tokens" in line
 
     heads0, attention0, sample0, guesses0, line0 = watch_it_learn.show_revision(timeline, 0)  # the menu picks step 0
-    first = expected["revisions"][0]
-    assert np.asarray(attention0.data[0].z) == pytest.approx(np.asarray(first["attention_of_best_induction_head"]), abs=1e-6)
-    assert sample0 == watch_it_learn.visible_breaks(first["sample"]) and line0.startswith("- **step 0** (commit")
+    first = expected.revisions[0]
+    assert np.asarray(attention0.data[0].z) == pytest.approx(np.asarray(first.attention_of_best_induction_head), abs=1e-6)
+    assert sample0 == watch_it_learn.visible_breaks(first.sample) and line0.startswith("- **step 0** (commit")
     assert [shape.x0 for shape in heads0.layout.shapes if shape.line.dash == "dot" and shape.x0 == shape.x1] == [0, 0]
 
 
@@ -186,7 +213,7 @@ def test_an_unreachable_hub_is_a_message_too(hub, monkeypatch):
 
 def test_a_head_is_named_with_the_first_revision_it_reaches_the_threshold_at():
     from explorer.views.heads import THRESHOLD
-    from explorer.learning.watch_it_learn import formed_line, heads_formed
+    from explorer.learning.timeline import formed_line, heads_formed
 
     below, above = THRESHOLD / 2, THRESHOLD
     scores = [[[below, below]], [[below, above]], [[above, above]]]  # 3 revisions x 1 layer x 2 heads

@@ -20,8 +20,11 @@ from checkpointing.paths import REPO_ROOT
 from explorer.core.inputs import InputProblem
 from checkpointing.in_context import repeat_runs
 from explorer.learning.live_data import SHAKESPEARE_EXCERPT, LiveData, copyable, shipped_tokenizer
-from explorer.learning.train_live import (PRESETS, LiveResult, Snapshot, build_model, check_settings, induction_scores,
-                                    probe_lengths, save_zip, train_live, watched_head)
+from explorer.learning.live_model import build_model
+from explorer.learning.live_result import LiveResult, save_zip
+from explorer.learning.live_settings import PRESETS, check_settings
+from explorer.learning.live_snapshots import Snapshot, least_induction_score_over_offsets, probe_lengths, watched_head
+from explorer.learning.train_live import train_live
 from support.tiny_models import tiny_causal_lm
 
 TINY = dict(data="random-repeats", n_layers=1, n_heads=2, d_model=16, context_length=16, batch_size=4, vocab_size=16, sample_tokens=4)
@@ -291,11 +294,11 @@ def test_the_induction_score_fires_on_an_induction_head_not_on_a_fixed_offset_or
     context = 64
     lengths = probe_lengths(context)
     assert len(set(lengths)) == 3  # three offsets
-    scores = induction_scores(HandBuilt(vocab_size=512, offset=lengths[-1]), context)
+    scores = least_induction_score_over_offsets(HandBuilt(vocab_size=512, offset=lengths[-1]), context)
     assert scores[0, 0] > 0.8  # found by content at every offset (measured 0.87: a token drawn twice in a probe costs)
     assert scores[0, 1] < 0.05  # right at one offset of three only: its least score is that of a wrong offset
     random_model = tiny_causal_lm("rope", seed=5, vocab_size=512, max_position_embeddings=context)
-    random_scores = induction_scores(random_model, context)
+    random_scores = least_induction_score_over_offsets(random_model, context)
     assert random_scores.max() < 0.15
 
 
@@ -332,7 +335,7 @@ def test_an_own_text_shorter_than_a_window_is_refused_before_training():
 def test_a_job_names_the_head_once_its_induction_score_reaches_the_label_threshold():
     """formed_head: the best head and the step, when its score reaches the threshold the app labels a head an
     induction head with (0.4); below it, nothing."""
-    from explorer.learning.train_live import THRESHOLD, formed_head
+    from explorer.learning.live_snapshots import THRESHOLD, formed_head
 
     below = [[0.01, 0.02], [THRESHOLD - 0.001, 0.2]]
     assert formed_head(below, 900) is None

@@ -1,6 +1,6 @@
-"""The Watch it learn view of a recorded run (explorer.learning.watch_it_learn, explorer.present.learn_figures): every number it shows is the
-snapshot's own (attention and sample recomputed here from the weights file, curves and scores read from
-timeline.json), on the tiny recorded runs of tests/support/fixtures_checkpoints.py; bad input gets a message."""
+"""The Watch it learn view of a training run (explorer.learning.watch_it_learn, explorer.present.watch_it_learn): every
+number it shows is the snapshot's own (attention and sample recomputed here from the weights file, curves and scores
+read from timeline.json), on the tiny training runs of tests/support/fixtures_checkpoints.py; bad input gets a message."""
 
 import copy
 import json
@@ -14,8 +14,9 @@ from checkpointing.loading import read_config
 from checkpointing.training_run import TIMELINE_FILE, load_snapshot
 from explorer.present import watch_it_learn
 from explorer.core.inputs import InputProblem
-from explorer.learning.watch_it_learn import (repeated_ending, CONTROL_RUN, DEFAULT_RUN, DEFAULT_TEXT, MAX_TEXT_CHARS, MISSED, SAMPLE_TOKENS,
-                               RecordedRun, TimelineView, timeline_runs, timeline_view)
+from explorer.learning.guesses import MISSED, repeated_ending
+from explorer.learning.training_runs import CONTROL_RUN, DEFAULT_RUN, TrainingRun, training_runs
+from explorer.learning.watch_it_learn import DEFAULT_TEXT, MAX_TEXT_CHARS, SAMPLE_TOKENS, TimelineView, timeline_view
 
 TOLERANCE = 1e-5  # float32
 
@@ -36,8 +37,8 @@ def snapshot_of(root, name, index):
     return load_snapshot(folder, entry["file"], read_config(folder)), AutoTokenizer.from_pretrained(folder)
 
 
-def test_the_recorded_runs_are_found_among_the_checkpoints_the_default_first(root):
-    assert list(timeline_runs(root)) == [DEFAULT_RUN, CONTROL_RUN]  # the other checkpoints hold no timeline.json
+def test_the_training_runs_are_found_among_the_checkpoints_the_default_first(root):
+    assert list(training_runs(root)) == [DEFAULT_RUN, CONTROL_RUN]  # the other checkpoints hold no timeline.json
 
 
 @pytest.mark.parametrize("name", [DEFAULT_RUN, CONTROL_RUN])
@@ -138,11 +139,11 @@ def test_the_step_where_a_head_forms_is_the_first_snapshot_reaching_the_threshol
     run = timeline_view(DEFAULT_RUN, 0, DEFAULT_TEXT, root).run
     assert run.formed() is None and "No head of timeline-repeats reaches" in TimelineView(
         run, None, 0, None, "", []).formed_line()  # a few steps of training form nothing
-    formed = copy.deepcopy(run.timeline)
+    formed = copy.deepcopy(run.timeline_json)
     formed["snapshots"][2]["induction"][1][3] = 0.9
     formed["snapshots"][1]["induction"][1][3] = 0.39  # just below the label threshold, 0.4
     formed["snapshots"][1]["induction"][1][0] = 0.5  # a second head, formed earlier: both are named
-    view = TimelineView(RecordedRun(run.info, formed), None, 0, None, "", [])
+    view = TimelineView(TrainingRun(run.info, formed), None, 0, None, "", [])
     steps = view.run.steps
     assert view.run.formed() == 1 and view.run.heads_formed() == [(1, 0, steps[1]), (1, 3, steps[2])]
     assert f"2 induction heads (score at least 0.4 at a snapshot): L1.H0 from step {steps[1]:,}, L1.H3 from step " \
@@ -208,7 +209,7 @@ def test_bad_input_gets_a_message_saying_what_is_allowed(root, run, snapshot, te
     assert expected in str(problem.value)
 
 
-def test_no_recorded_run_says_how_to_make_one(tmp_path):
+def test_no_training_run_says_how_to_make_one(tmp_path):
     with pytest.raises(InputProblem, match="No recorded training run found among the checkpoints"):
         timeline_view(None, 0, DEFAULT_TEXT, tmp_path)
 
@@ -242,7 +243,7 @@ def test_the_nearest_snapshot_to_a_step(root):
 def test_switching_the_shipped_runs_keeps_the_step_not_the_index():
     """The slider moves to the snapshot of the new run nearest the step shown (the issue: timeline-plain at step
     8,000 went to timeline-repeats at step 250)."""
-    from explorer.learning.watch_it_learn import pick_run
+    from explorer.learning.training_runs import pick_run
     from ui.tabs.watch_it_learn import slider_for
 
     plain, repeats = pick_run(CONTROL_RUN), pick_run(DEFAULT_RUN)
@@ -254,7 +255,7 @@ def test_switching_the_shipped_runs_keeps_the_step_not_the_index():
 def test_composition_is_the_induction_score_a_later_head_loses_without_an_earlier_one(root):
     """Recomputed another way: the earlier head removed by zeroing its columns of W_O in a copy of the model."""
     from checkpointing.in_context import INDUCTION_LENGTH, attention_weights, induction_probe, induction_scores_from
-    from explorer.learning.watch_it_learn import composition_scores
+    from explorer.learning.composition import composition_scores
 
     folder = root / DEFAULT_RUN
     model = load_snapshot(folder, json.loads((folder / TIMELINE_FILE).read_text())["snapshots"][-1]["file"],
@@ -276,7 +277,8 @@ def test_the_shipped_circuit_pair_rises_when_the_induction_head_forms():
     """timeline-repeats: the pair feeding the first induction head to form goes from nothing to nearly all of its
     score, at the snapshot where that head forms; the control's pairs stay low."""
     from explorer.models import catalog
-    from explorer.learning.watch_it_learn import pick_run, run_composition
+    from explorer.learning.composition import run_composition
+    from explorer.learning.training_runs import pick_run
 
     run = pick_run(DEFAULT_RUN)
     composition = run_composition(run, catalog.resolve(DEFAULT_RUN)[1])

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from checkpointing.in_context import induction_probe
-from explorer.views.heads import THRESHOLD, head_types, induction_scores, pattern_scores, visible_keys
+from explorer.views.heads import THRESHOLD, head_types, cached_induction_scores, pattern_scores, visible_keys
 from support.fixtures_checkpoints import SEQ2SEQ_NAME
 from explorer.views.attention import attention_maps
 from support.shipped import GREEDY, load, shipped
@@ -64,7 +64,7 @@ def test_scores_of_a_real_model_are_read_from_its_own_attention(rope):
 
 def test_learned_positions_keep_the_induction_sequence_inside_the_table(tiny_checkpoints):
     model, _ = load(tiny_checkpoints, "shakespeare-learned")
-    scores, _ = induction_scores(model, length=1000)
+    scores, _ = cached_induction_scores(model, length=1000)
     assert scores.shape == (model.config.n_layers, model.config.n_heads)
 
 
