@@ -52,19 +52,19 @@ def test_seq2seq_shows_encoder_decoder_and_cross_attention(tokenizer):
     assert maps.key_labels["cross"] == maps.query_labels["encoder"]
 
 
-@pytest.mark.parametrize("decoding", [GREEDY, DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=60),
+@pytest.mark.parametrize("settings", [GREEDY, DecodingSettings(False, repetition_penalty=1.3, max_new_tokens=60),
                                       DecodingSettings(True, 0.8, 40, 0.95, 1.1, 60, seed=3)])
-def test_the_decoder_reads_the_models_whole_rewrite_decoded_as_the_user_chose(tokenizer, decoding):
+def test_the_decoder_reads_the_models_whole_rewrite_decoded_as_the_user_chose(tokenizer, settings):
     """Not cut short: the decoder input is exactly what the Generate tab would write with these settings."""
     model = seq2seq_lm(tokenizer)
-    read = forward_inputs(model, tokenizer, TEXT, decoding)
+    read = forward_inputs(model, tokenizer, TEXT, settings)
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
-    written = decoding.generate_ids(model, ids, decoding)[0]
+    written = decoding.generate_ids(model, ids, settings)[0]
     eos = model.generation_config.eos_token_id
     expected = written[:-1] if int(written[-1]) == eos else written
-    assert torch.equal(read.target_ids, expected) and read.decoded_with == decoding.describe()
-    assert read.rewrite == decoding.generate_text(model, tokenizer, TEXT, decoding)[0]
-    maps = attention.attention_maps(model, tokenizer, TEXT, decoding)
+    assert torch.equal(read.target_ids, expected) and read.decoded_with == settings.describe()
+    assert read.rewrite == decoding.generate_text(model, tokenizer, TEXT, settings)[0]
+    maps = attention.attention_maps(model, tokenizer, TEXT, settings)
     assert maps.rewrite == read.rewrite and len(maps.query_labels["cross"]) == len(expected)
 
 
