@@ -4,12 +4,12 @@
     python -m benchmarks.patching --threads 1 --tokens 64 --word My   # the first token changed: every patch is run
 
 The clean text is the opening of the passage below, cut to exactly --tokens tokens; the corrupted one changes one
-word (``explorer.views.patching.change_one_word``; the JSON says which, and the positions it changes: a patch before the
-first of them writes what is already there and is not run). Each grid is timed alone (``sites=[name]``), --repeat
+word (``explorer.views.patching.texts.change_one_word``; the JSON says which, and the positions it changes: a patch before the
+first of them writes what is already there and is not run). Each grid is timed alone (``grids=[name]``), --repeat
 times after one warm-up; prints one JSON line with the median wall seconds of each, its median CPU seconds (all
 threads: on a shared machine the wall time depends on the other load, the CPU time much less; on an idle machine
 the wall time is about the CPU time over the cores used) and the patched runs it made.
-``--workers`` chunks run side by side (``explorer.views.patching.WORKERS`` in the app), ``--threads`` torch threads each.
+``--workers`` chunks run side by side (``explorer.views.patching.runs.WORKERS`` in the app), ``--threads`` torch threads each.
 """
 
 import argparse
@@ -22,7 +22,10 @@ from pathlib import Path
 import torch
 
 from explorer.models import catalog
-from explorer.views.patching import CHUNK_TOKENS, GRIDS, WORKERS, activation_patching, change_one_word
+from explorer.views.patching.analysis import activation_patching
+from explorer.views.patching.grids import GRIDS
+from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS
+from explorer.views.patching.texts import change_one_word
 
 PASSAGE = ("My lord, the duke of Norfolk sends word, and the earl of Warwick waits without. Tell the duke of Norfolk "
            "that the king will hear him at noon, and bid the earl of Warwick come with him; for the queen would see "
@@ -68,11 +71,11 @@ def main() -> None:
     runs = {"residual": layers * args.tokens, "heads": layers * heads * 2, "attention": layers * args.tokens,
             "feed_forward": layers * args.tokens}
     for name in GRIDS:
-        activation_patching(model, tokenizer, clean, corrupted, sites=[name], **options)  # warm-up (and the two runs, cached)
+        activation_patching(model, tokenizer, clean, corrupted, grids=[name], **options)  # warm-up (and the two runs, cached)
         times, cpu = [], []
         for _ in range(args.repeat):
             started, started_cpu = time.perf_counter(), time.process_time()
-            activation_patching(model, tokenizer, clean, corrupted, sites=[name], **options)
+            activation_patching(model, tokenizer, clean, corrupted, grids=[name], **options)
             times.append(time.perf_counter() - started)
             cpu.append(time.process_time() - started_cpu)
         result[name] = {"seconds": round(statistics.median(times), 3), "cpu_seconds": round(statistics.median(cpu), 3),

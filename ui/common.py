@@ -210,13 +210,13 @@ def kind_choices(model_name, current=None):
     """The attention kinds of the picked model for a kind menu (keeping the current one where it exists)."""
     info = catalog.discover_checkpoints().get(model_name) if isinstance(model_name, str) else None
     kinds = attention.kinds_of(bool(info and info.is_encoder_decoder))
-    return gr.update(choices=[(attention.ATTENTION_KINDS[k], k) for k in kinds],
+    return gr.update(choices=[(attention.ATTENTION_KINDS[k].label, k) for k in kinds],
                      value=current if current in kinds else kinds[-1])
 
 
 def kind_menu(elem_id: str, label: str = "Attention") -> gr.Dropdown:
     """An attention-kind menu that accepts any value: its choices follow the model (``kind_choices``)."""
-    return gr.Dropdown([(attention.ATTENTION_KINDS["self"], "self")], value="self", allow_custom_value=True,
+    return gr.Dropdown([(attention.ATTENTION_KINDS["self"].label, "self")], value="self", allow_custom_value=True,
                        label=label, elem_id=elem_id)
 
 

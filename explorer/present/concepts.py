@@ -1,4 +1,5 @@
 """The Transformer's concepts, explained once for every view that shows them (Attention, step by step lists them).
+The teaching text writes a head's width as the paper does, d_k; ``ATTENTION`` says once that it is the code's d_head.
 """
 
 
@@ -17,7 +18,8 @@ ENCODINGS = """**Position encodings.** Attention by itself ignores order, so pos
   so PE(pos + k) is a fixed rotation of PE(pos) for every pos;
 - *learned*: a trained table P[pos], added once; it has no row past its last position;
 - *RoPE*: nothing is added; inside every self-attention layer each pair (q_2i, q_2i+1) of a query or key at
-  position m is turned by the angle m·θ_i, θ_i = 10000^(−2i/d_k), so q_m · k_n depends on n − m only;
+  position m is turned by the angle m·θ_i, θ_i = 10000^(−2i/d_k) (d_k: one head's width, see multi-head attention),
+  so q_m · k_n depends on n − m only;
 - *ALiBi*: nothing is added; every self-attention score gets −slope_h · |i − j|, one slope per head
   (2^(−8h/H), h = 1..H, when H is a power of two; the paper's interleaving rule otherwise), so far tokens weigh
   less;
@@ -27,8 +29,8 @@ Cross-attention gets no RoPE or ALiBi in our models: its keys are another sequen
 
 
 ATTENTION = """**Multi-head attention.** Each head h projects the (normalised) stream into queries, keys and values of
-d_k = d_model / H dimensions: q = x W_Q^h, k = x W_K^h, v = x W_V^h. Its output is
-softmax(q k^T / √d_k + bias) v: every query mixes the values of the keys it may see, weighted by how well
+d_k = d_model / H dimensions (the paper's d_k is one head's width; the code and the model's config call it d_head):
+q = x W_Q^h, k = x W_K^h, v = x W_V^h. Its output is softmax(q k^T / √d_k + bias) v: every query mixes the values of the keys it may see, weighted by how well
 its query matches their keys. √d_k keeps the scores from growing with the width. The H heads run side by side;
 their outputs are concatenated and multiplied by W_O: MultiHead(x) = Concat(head_1, …, head_H) W_O."""
 

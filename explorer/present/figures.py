@@ -7,7 +7,6 @@ import plotly.graph_objects as go
 import plotly.io as pio
 
 from explorer.views.attention import ATTENTION_KINDS, AttentionMaps, View
-from explorer.views.forward_pass import SITES
 
 
 # one colour per position encoding, in every plot of every tab (Okabe-Ito: told apart with colour blindness)
@@ -59,7 +58,7 @@ def attention_head_figure(maps: AttentionMaps, view: View) -> go.Figure:
     z = weights.mean(0) if view.head is None else weights[view.head]
     which = "mean over heads" if view.head is None else f"head {view.head}"
     return token_attention_figure(z, maps.query_labels[view.kind], maps.key_labels[view.kind],
-                                  f"{ATTENTION_KINDS[view.kind]}, layer {view.layer}, {which}", *SITES[view.kind].axis_labels)
+                                  f"{ATTENTION_KINDS[view.kind].label}, layer {view.layer}, {which}", *ATTENTION_KINDS[view.kind].axis_labels)
 
 
 def token_attention_figure(z, queries: list[str], keys: list[str], title: str, query: str, key: str) -> go.Figure:

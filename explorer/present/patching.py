@@ -1,4 +1,5 @@
-"""Activation patching: the grids as heat maps, one clicked cell's top tokens, and the teaching text.
+"""Activation patching: the grids as heat maps, one clicked cell's top tokens, and the teaching text (what patching
+asks, the default example's note, what this result's grids show).
 """
 
 import numpy as np
@@ -6,7 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.present.figures import LAYOUT, plotly_text, top_tokens_figure
-from explorer.views.patching import HEAD_COLUMNS, PatchGrid, Patching
+from explorer.views.patching.grids import HEAD_COLUMNS
+from explorer.views.patching.analysis import PatchGrid, Patching
 from explorer.core.inputs import echo
 
 
@@ -100,6 +102,13 @@ position between two rows, an attention layer moved the information there. *Atte
 sublayer writes into the stream at that position (our layers are pre-norm: x + Sublayer(LayerNorm(x)); a model
 trained attention only has no feed-forward, so no feed-forward grid).
 *Heads*: one head's output (before W_O) patched alone, at every position and at the last position only."""
+
+
+# beside the default example (``explorer.views.patching.texts.DEFAULT_CLEAN`` and ``DEFAULT_CORRUPTED``)
+DEFAULT_NOTE = ("**The example.** The text ends by naming \"the duke of Norfolk\" a second time; the first time, "
+                "\" sends\" came next. Only copying that earlier passage predicts \" send\", and the corrupted text names "
+                "another duke where the first copy is. Press Patch and follow the information: from the earlier name, "
+                "to the token after it, to the last position.")
 
 
 def explanation(result: Patching) -> str:

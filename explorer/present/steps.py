@@ -14,8 +14,8 @@ STEPS = f"""### Attention, step by step
   the model. Every line was recomputed here from the layer's input and weights and compared with the number
   the model itself computed in the same forward pass: "matches" gives the largest difference (float32;
   anything below 1e-5 is rounding).
-- **How to read it:** vectors of d_model numbers are shown d_k per row; tables list one row per token, the
-  query's own row highlighted. Masked keys show "masked" and get weight exactly 0. Click a token to follow it.
+- **How to read it:** vectors of d_model numbers are shown one head's width (d_k) per row; tables list one row
+  per token, the query's own row highlighted. Masked keys show "masked" and get weight exactly 0. Click a token to follow it.
 
 {ATTENTION}
 

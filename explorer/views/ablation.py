@@ -1,10 +1,10 @@
 """Head ablation: switch heads off and see what the model loses.
 
-Removing head h of a layer multiplies its output o_h = softmax(q k^T / sqrt(d_k) + bias) v by 0 before the
+Removing head h of a layer multiplies its output o_h = softmax(q k^T / sqrt(d_head) + bias) v by 0 before the
 heads are concatenated, so its slice of Concat(o_1, ..., o_H) W_O is zero and nothing of it reaches the
-residual stream. The ablated pass is a new recording of the text's run with that edit at the heads' site
-(``modeling.ablate_heads``: 1 keeps a head bit for bit, 0 removes it); the full model's numbers are the run's
-own. Nothing here touches the model.
+residual stream. The ablated pass is a new recording of the text's run with that edit at the heads'
+``modeling.Site`` (``modeling.ablate_heads``: 1 keeps a head bit for bit, 0 removes it); the full model's numbers
+are the run's own. Nothing here touches the model.
 
 The loss is the mean next-token cross-entropy over the text, in nats: -1/(T-1) sum_t log p(x_{t+1} | x_0..x_t)
 (for the encoder-decoder: over its own rewrite of the text, the decoder tokens).
@@ -23,7 +23,7 @@ from modeling import record
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import InputProblem, echo, kind_of
 from explorer.core.machine import CORES
-from explorer.views.forward_pass import AttentionSite, RecordedPass, recorded_pass, site_of
+from explorer.views.forward_pass import AttentionKind, RecordedPass, attention_kind, recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
 
 SHOWN_TOKENS = 10
@@ -72,12 +72,12 @@ def token_losses(run: RecordedPass, logits: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits[:-1], run.read.target_ids[1:], reduction="none")
 
 
-def ablated_pass(run: RecordedPass, site: AttentionSite, removed: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits (T, vocab), per-token loss (T-1,)) of the run's inputs with ``removed`` (layer, head) heads of ``site``
-    removed. The recording keeps the attention weights, so attention runs the explicit softmax, as in the run:
+def ablated_pass(run: RecordedPass, attention: AttentionKind, removed: list[tuple[int, int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits (T, vocab), per-token loss (T-1,)) of the run's inputs with the ``removed`` (layer, head) heads of
+    ``attention`` removed. The recording keeps the attention weights, so attention runs the explicit softmax, as in the run:
     removing nothing gives the run's logits exactly."""
     config = run.config
-    edits = head_edits(site.stack, site.part, removed, site.n_layers(config), config.n_heads)
+    edits = head_edits(attention.stack, attention.part, removed, attention.n_layers(config), config.n_heads)
     with torch.inference_mode(), record(keep=lambda s: s.name == "weights", edits=edits):
         logits = run.model(**run.read.inputs, use_cache=False).logits[0].float()
     return logits, token_losses(run, logits)
@@ -100,32 +100,32 @@ class Ablation:
 
 
 def prepare(model, tokenizer, text: str, kind: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS
-            ) -> tuple[AttentionSite, RecordedPass, torch.Tensor]:
-    """(the kind's site, the text's recorded run, the full model's per-token loss from it); the text must give at
+            ) -> tuple[AttentionKind, RecordedPass, torch.Tensor]:
+    """(the attention kind, the text's recorded run, the full model's per-token loss from it); the text must give at
     least two tokens to score."""
-    site = site_of(model, kind)
+    attention = attention_kind(model, kind)
     run = recorded_pass(model, tokenizer, text, decoding, max_tokens)
     if run.read.target_ids.shape[0] < 2:
         raise InputProblem("The loss needs at least two tokens (one to read, one to predict): type a longer text.")
-    return site, run, run.cached("token losses", lambda: token_losses(run, run.logits))
+    return attention, run, run.cached("token losses", lambda: token_losses(run, run.logits))
 
 
 def ablate_heads(model, tokenizer, text: str, heads, kind: str = "self",
                  decoding: DecodingSettings = DecodingSettings(False)) -> Ablation:
     """The text's loss and the next-token probabilities with the given heads removed, against the full model.
     An encoder-decoder is scored on its own rewrite of the text, decoded with ``decoding``."""
-    site, run, losses_before = prepare(model, tokenizer, text, kind, decoding)
+    attention, run, losses_before = prepare(model, tokenizer, text, kind, decoding)
     notices = list(run.read.notices)
-    removed = parse_heads(heads, site.n_layers(model.config), model.config.n_heads)
+    removed = parse_heads(heads, attention.n_layers(model.config), model.config.n_heads)
     logits_before = run.logits
-    logits_after, losses_after = ablated_pass(run, site, removed) if removed else (logits_before, losses_before)
+    logits_after, losses_after = ablated_pass(run, attention, removed) if removed else (logits_before, losses_before)
     p_before, p_after = logits_before[-1].softmax(-1), logits_after[-1].softmax(-1)
     shown = torch.cat([p_before.topk(SHOWN_TOKENS).indices, p_after.topk(SHOWN_TOKENS).indices]).unique()
     shown = shown[p_before[shown].argsort(descending=True)]
     if not removed:
         notices.append("No head removed: the model is unchanged (nothing to compare).")
     return Ablation(
-        kind=site.kind, removed=removed, tokens=token_labels(tokenizer, run.read.target_ids),
+        kind=attention.name, removed=removed, tokens=token_labels(tokenizer, run.read.target_ids),
         loss_before=float(losses_before.mean()), loss_after=float(losses_after.mean()),
         token_loss_before=losses_before.numpy(), token_loss_after=losses_after.numpy(),
         next_labels=token_labels(tokenizer, shown), next_before=p_before[shown].numpy(), next_after=p_after[shown].numpy(),
@@ -153,13 +153,13 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
     The passes are independent, so ``workers`` threads run them side by side: torch releases the GIL inside
     its kernels, and the app runs one torch thread per request, so ``CORES`` workers use the machine's cores.
     ``progress(fraction, description)`` is called as the passes finish."""
-    site, run, losses = prepare(model, tokenizer, text, kind, decoding)
-    n_layers, n_heads = site.n_layers(model.config), model.config.n_heads
+    attention, run, losses = prepare(model, tokenizer, text, kind, decoding)
+    n_layers, n_heads = attention.n_layers(model.config), model.config.n_heads
     base = float(losses.mean())
     heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
 
     def loss_without(removed: tuple[int, int]) -> float:
-        return float(ablated_pass(run, site, [removed])[1].mean())
+        return float(ablated_pass(run, attention, [removed])[1].mean())
 
     increase = np.zeros((n_layers, n_heads))
     with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -167,7 +167,7 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
             increase[layer, head] = loss - base
             if progress is not None and done % n_heads == 0:
                 progress(done / len(heads), f"{done} of {len(heads)} heads removed, one at a time")
-    return HeadRanking(site.kind, base, increase, list(run.read.notices))
+    return HeadRanking(attention.name, base, increase, list(run.read.notices))
 
 
 @dataclass

@@ -8,12 +8,8 @@ import numpy as np
 
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import echo, index
-from explorer.views.forward_pass import SITES, kinds_of, recorded_pass  # noqa: F401 - kinds_of is part of this module's interface
+from explorer.views.forward_pass import ATTENTION_KINDS, kinds_of, recorded_pass  # noqa: F401 - kinds_of is part of this module's interface
 from explorer.generation.tokens import FORWARD_MAX_TOKENS
-
-# the one list of attention kinds, by the name the app shows: a decoder-only model has "self"; an encoder-decoder
-# the other three
-ATTENTION_KINDS = {kind: site.label for kind, site in SITES.items()}
 
 
 @dataclass
@@ -36,8 +32,8 @@ def attention_maps(model, tokenizer, text: str, decoding: DecodingSettings, max_
     def maps() -> AttentionMaps:
         kinds = run.kinds()
         return AttentionMaps({kind: run.weights(kind).float().numpy() for kind in kinds},
-                             {kind: run.tokens(SITES[kind].queries) for kind in kinds},
-                             {kind: run.tokens(SITES[kind].keys) for kind in kinds},
+                             {kind: run.tokens(ATTENTION_KINDS[kind].queries) for kind in kinds},
+                             {kind: run.tokens(ATTENTION_KINDS[kind].keys) for kind in kinds},
                              run.read.notices, run.read.rewrite, run.read.decoded_with)
 
     return run.cached("attention maps", maps)

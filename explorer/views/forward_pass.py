@@ -1,9 +1,9 @@
-"""One recorded run: the forward pass of (checkpoint, text, decoding settings), every site of it kept, shared by
-every view of that text (attention, step by step, logit lens, the ablation baseline, the trace).
+"""One recorded pass: the forward pass of (checkpoint, text, decoding settings), every ``modeling.Site`` of it kept,
+shared by every view of that text (attention, step by step, logit lens, the ablation baseline, the trace).
 
-For an encoder-decoder model the run also holds the decoder's input: the model's own rewrite of the text,
-generated once with the decoding settings. Runs are kept in a bounded cache (least recently used out first),
-shared by all sessions. An attention kind is an ``AttentionSite``: it knows its module, its record and its mask,
+For an encoder-decoder model the pass also holds the decoder's input: the model's own rewrite of the text,
+generated once with the decoding settings. Passes are kept in a bounded cache (least recently used out first),
+shared by all sessions. A kind of attention is an ``AttentionKind``: it knows its module, its record and its mask,
 so no view works out where a kind of attention lives.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from modeling import record
+from modeling import Site, record
 from modeling.recording import AttentionRecord, Recording
 
 from explorer.generation.decoding import DecodingSettings
@@ -24,12 +24,16 @@ PASSES_KEPT = 4  # a run of a 256-token text keeps every layer's scores and weig
 
 
 @dataclass(frozen=True)
-class AttentionSite:
-    """One kind of attention: its name in the app, where it is in the model (stack, and part "self" or "cross"),
-    whether it is causal, and which tokens its queries and keys are ("source": the text the encoder reads,
-    "target": the tokens the decoder reads)."""
+class AttentionKind:
+    """One kind of attention: its ``name`` in the app (a public value: "self", "encoder", "decoder", "cross"), where
+    it is in the model (``stack``, and ``part``: the model's "self" or "cross"), whether it is causal, and which
+    tokens its queries and keys are ("source": the text the encoder reads, "target": the tokens the decoder reads).
 
-    kind: str
+    This is the one place that maps a kind to the model's own names: its sublayer modules ``self_attn`` and
+    ``cross_attn`` (the weights are named by them), the ``part`` of its recorded ``modeling.Site``s, and the residual
+    stream after it (``after_self_attention``, ``after_cross_attention``). Every view asks the kind."""
+
+    name: str
     label: str
     stack: str
     part: str
@@ -44,6 +48,11 @@ class AttentionSite:
 
     def n_layers(self, config) -> int:
         return config.n_encoder_layers if self.stack == "encoder" else config.n_layers
+
+    def site(self, layer: int, name: str) -> Site:
+        """Where ``name`` (a field of ``AttentionRecord``: "heads", "output", ...) of this attention in ``layer`` is
+        recorded."""
+        return Site(self.stack, layer, self.part, name)
 
     def modules(self, model, layer: int):
         """(MultiHeadAttention, its AddAndNorm) of this kind in ``layer``."""
@@ -66,13 +75,15 @@ class AttentionSite:
         return recording["encoder", None, None, "output"] if self.is_cross else None
 
 
-SITES = {
-    "self": AttentionSite("self", "masked self-attention", "decoder", "self", True, "target", "target", ("token", "token")),
-    "encoder": AttentionSite("encoder", "encoder self-attention", "encoder", "self", False, "source", "source",
+# the one list of attention kinds, by the name the app shows: a decoder-only model has "self"; an encoder-decoder
+# the other three
+ATTENTION_KINDS = {
+    "self": AttentionKind("self", "masked self-attention", "decoder", "self", True, "target", "target", ("token", "token")),
+    "encoder": AttentionKind("encoder", "encoder self-attention", "encoder", "self", False, "source", "source",
                              ("source token", "source token")),
-    "decoder": AttentionSite("decoder", "decoder masked self-attention", "decoder", "self", True, "target", "target",
+    "decoder": AttentionKind("decoder", "decoder masked self-attention", "decoder", "self", True, "target", "target",
                              ("output token", "output token")),
-    "cross": AttentionSite("cross", "cross-attention", "decoder", "cross", False, "target", "source",
+    "cross": AttentionKind("cross", "cross-attention", "decoder", "cross", False, "target", "source",
                            ("output token (decoder)", "source token (encoder)")),
 }
 SEQ2SEQ_KINDS = ("encoder", "decoder", "cross")
@@ -83,12 +94,12 @@ def kinds_of(is_encoder_decoder: bool) -> tuple[str, ...]:
     return SEQ2SEQ_KINDS if is_encoder_decoder else ("self",)
 
 
-def site_of(model, kind) -> AttentionSite:
-    """The attention kind asked for, if the model has it; else an InputProblem naming the kinds it has."""
+def attention_kind(model, kind) -> AttentionKind:
+    """The attention kind named ``kind``, if the model has it; else an InputProblem naming the kinds it has."""
     kinds = kinds_of(bool(model.config.is_encoder_decoder))
     if kind not in kinds:
         raise InputProblem(f"Attention must be one of {', '.join(kinds)} for this model; got {echo(kind, 40)}.")
-    return SITES[kind]
+    return ATTENTION_KINDS[kind]
 
 
 @dataclass
@@ -117,8 +128,8 @@ class RecordedPass:
 
     def weights(self, kind: str) -> torch.Tensor:
         """(layers, heads, queries, keys) attention weights of ``kind``, batch row 0."""
-        site = SITES[kind]
-        return torch.stack([site.record(self.recording, i).weights[0] for i in range(site.n_layers(self.config))])
+        attention = ATTENTION_KINDS[kind]
+        return torch.stack([attention.record(self.recording, i).weights[0] for i in range(attention.n_layers(self.config))])
 
     def hidden_states(self) -> tuple[torch.Tensor, ...]:
         """The decoder's residual stream before each layer, then its output (after the final LayerNorm)."""

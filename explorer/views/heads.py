@@ -24,7 +24,7 @@ import numpy as np
 
 from checkpointing.in_context import INDUCTION_LENGTH, THRESHOLD, induction_baseline, induction_scores
 
-from explorer.views.forward_pass import SITES
+from explorer.views.forward_pass import ATTENTION_KINDS
 
 TYPES = ("previous token", "first-token sink", "same token", "induction")
 
@@ -93,11 +93,11 @@ def head_types(model, weights: np.ndarray, kind: str) -> HeadTypes:
     """Scores of every head of one attention kind ("self", "encoder", "decoder"; "cross" has no types).
 
     weights: (layers, heads, queries, keys) of the user's text, from the same model."""
-    site = SITES[kind]
-    if site.is_cross:
+    attention = ATTENTION_KINDS[kind]
+    if attention.is_cross:
         raise ValueError("head types are defined for self-attention; cross-attention heads look at another "
                          "sequence (pick encoder or decoder self-attention)")
-    causal = site.causal
+    causal = attention.causal
     if weights.shape[-1] < 3:
         short = f"needs a text of at least 3 tokens; this one has {weights.shape[-1]}"
         return HeadTypes({}, {}, THRESHOLD, {t: short for t in TYPES})

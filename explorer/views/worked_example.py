@@ -15,7 +15,7 @@ from modeling.modeling_scratch_transformer import sinusoidal_encoding
 TOKENS = ["Hello", "World"]
 EMBEDDINGS = [[1, 2, 3, 4], [2, 3, 4, 5]]
 D_MODEL = 4
-HEADS = {  # the notes' matrices, x @ W (4 x 3): d_k = 3
+HEADS = {  # the notes' matrices, x @ W (4 x 3): d_head = 3
     1: {"W_Q": [[0, 0, 0], [1, 1, 0], [0, 0, 1], [1, 0, 0]],
         "W_K": [[1, 0, 1], [0, 1, 0], [1, 0, 1], [0, 1, 0]],
         "W_V": [[0, 1, 1], [1, 0, 0], [1, 0, 1], [0, 1, 0]]},

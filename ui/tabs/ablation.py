@@ -20,7 +20,7 @@ def ablate_heads(text, model_name, kind, heads, *decoding):
     change = result.loss_after - result.loss_before
     spread = ablation.loss_change_spread(model, tokenizer, heads, kind, settings).line() if result.removed else ""
     return (present.ablation_figure(result), present.token_loss_figure(result),
-            status(f"**{info.name}**, {attention.ATTENTION_KINDS[result.kind]} heads removed: {removed}. Loss on the text "
+            status(f"**{info.name}**, {attention.ATTENTION_KINDS[result.kind].label} heads removed: {removed}. Loss on the text "
                    f"{result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", spread, *notices,
                    *result.notices))
 

@@ -24,7 +24,7 @@ def attention_of(text, model_name, decoding):
 
 def head_types_of(model_name, maps, kind: str):
     """The head types of ``kind`` (None for cross-attention, which has none), scored on the maps' text."""
-    if attention.SITES[kind].is_cross:
+    if attention.ATTENTION_KINDS[kind].is_cross:
         return None
     _, model, _ = catalog.resolve(model_name)
     return heads.head_types(model, maps.weights[kind], kind)
@@ -54,11 +54,11 @@ def show_attention(text, model_name, kind, layer, head, *decoding):
     return (
         grid if types is None else present.head_types_html(types) + grid,
         figures.attention_head_figure(maps, view),
-        gr.update(choices=[(attention.ATTENTION_KINDS[k], k) for k in kinds], value=view.kind),
+        gr.update(choices=[(attention.ATTENTION_KINDS[k].label, k) for k in kinds], value=view.kind),
         gr.update(choices=[str(i) for i in range(n_layers)], value=str(view.layer)),
         gr.update(choices=["average"] + [str(h) for h in range(n_heads)], value="average" if view.head is None else str(view.head)),
         status(f"{info.name}: {n_layers} layers × {n_heads} heads, {weights.shape[2]} query × {weights.shape[3]} key "
-               f"tokens ({attention.ATTENTION_KINDS[view.kind]}). Click a head in the grid to enlarge it; hover a cell "
+               f"tokens ({attention.ATTENTION_KINDS[view.kind].label}). Click a head in the grid to enlarge it; hover a cell "
                "for query, key and weight.", head_labels(types, view.layer, view.head), rewrite, *notices, *more, *maps.notices),
     )
 

@@ -6,16 +6,16 @@ import time
 import gradio as gr
 
 from explorer.models import catalog
-from explorer.views import patching
+from explorer.views.patching import analysis, grids, texts
 from explorer.core.inputs import InputProblem, echo
 from explorer.present import patching as present
 
 from ui.common import INTERACTIVE, KEPT, NO_FIGURE, UNCHECKED, decoder_only, guarded, model_menu, status
 
 NO_JSON, NO_RESULT, NO_TEXT = None, None, ""
-SITE_CHOICES = [("Residual stream (layer × position)", "residual"), ("Each head (layer × head)", "heads"),
+GRID_CHOICES = [("Residual stream (layer × position)", "residual"), ("Each head (layer × head)", "heads"),
                 ("Attention output (layer × position)", "attention"), ("Feed-forward output (layer × position)", "feed_forward")]
-PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in patching.GRIDS}
+PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in grids.GRIDS}
 
 # A click on a cell of a grid's plotly heat map: the gr.HTML beside the plots listens to every plot of this tab
 # (plotly's own 'plotly_click' event, attached again whenever a plot is drawn anew) and sends a 'click' event
@@ -49,15 +49,16 @@ CLICK_HINT = "<p class='patching-hint'>Click a cell of any grid: that patched ru
 
 def _figures(result, names, config):
     return [present.grid_figure(result, name, config.n_layers, config.n_heads) if name in names else NO_FIGURE
-            for name in patching.GRIDS]
+            for name in grids.GRIDS]
 
 
 @guarded(NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_JSON, NO_TEXT, NO_RESULT, NO_FIGURE, NO_TEXT)
 def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_answer, sites, progress=gr.Progress()):
-    """Every patched run of the chosen grids: one heat map per grid, the numbers as JSON, what they show."""
+    """Every patched run of the chosen grids: one heat map per grid, the numbers as JSON, what they show.
+    ``sites``: the grids' names; the endpoint's parameter is named after it, so the name stays."""
     info, model, tokenizer = catalog.resolve(model_name)
     started = time.perf_counter()
-    result = patching.activation_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites,
+    result = analysis.activation_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites,
                                           progress=lambda f, d: progress(f, desc=d))
     seconds = time.perf_counter() - started
     runs = sum(grid.values.size for grid in result.grids.values())
@@ -88,25 +89,25 @@ def show_cell(result, evt: gr.EventData):
 def corrupted_copy(model_name, clean_text, how):
     """The clean text made into a corrupted one: one word changed, or the first half's words swapped in pairs."""
     _, _, tokenizer = catalog.resolve(model_name)
-    make = patching.change_one_word if how == "word" else patching.swap_repeated_half
+    make = texts.change_one_word if how == "word" else texts.swap_repeated_half
     corrupted, note = make(tokenizer, clean_text)
     return corrupted, status(f"Corrupted copy: {note}.")
 
 
 def grids_offered(name, ticked, offered):
-    """The Grids checkboxes for the model picked: the grids it has (``patching.grids_of``), those ticked kept ticked
+    """The Grids checkboxes for the model picked: the grids it has (``grids.grids_of``), those ticked kept ticked
     and one it gains (back from an attention-only model) ticked; the grids now offered; the feed-forward grid's plot,
     shown only for a model that has one. Unchanged: nothing."""
     try:
         _, model, _ = catalog.resolve(name)
     except InputProblem:
         return KEPT, KEPT, KEPT  # the Patch button says what is wrong with the name
-    has = patching.grids_of(model)
+    has = grids.grids_of(model)
     if offered is not None and has == list(offered):
         return KEPT, KEPT, KEPT
     ticked = [] if not isinstance(ticked, list) else ticked
     value = [grid for grid in has if grid in ticked or (offered is not None and grid not in offered)]
-    return (gr.update(choices=[c for c in SITE_CHOICES if c[1] in has], value=value), has,
+    return (gr.update(choices=[c for c in GRID_CHOICES if c[1] in has], value=value), has,
             gr.update(visible="feed_forward" in has))
 
 
@@ -118,14 +119,14 @@ def tab(choices, value) -> gr.Dropdown:
             gr.Markdown(present.TEACHING, elem_id="patching-teaching")
         with gr.Row():
             with gr.Column(scale=3):
-                clean = gr.Textbox(label="Clean text (the model gets the answer right)", value=patching.DEFAULT_CLEAN,
+                clean = gr.Textbox(label="Clean text (the model gets the answer right)", value=texts.DEFAULT_CLEAN,
                                    lines=2, elem_id="patching-clean")
                 corrupted = gr.Textbox(label="Corrupted text (same number of tokens, a few changed)",
-                                       value=patching.DEFAULT_CORRUPTED, lines=2, elem_id="patching-corrupted")
+                                       value=texts.DEFAULT_CORRUPTED, lines=2, elem_id="patching-corrupted")
                 with gr.Row():
                     change_word = gr.Button("Corrupt: change one word", size="sm", elem_id="patching-change-word")
                     swap_half = gr.Button("Corrupt: swap the words of the first half", size="sm", elem_id="patching-swap-half")
-                gr.Markdown(patching.DEFAULT_NOTE, elem_id="patching-example-note")
+                gr.Markdown(present.DEFAULT_NOTE, elem_id="patching-example-note")
             with gr.Column(scale=2):
                 menu = model_menu("patching-model", decoders, value)
                 with gr.Row():
@@ -133,28 +134,28 @@ def tab(choices, value) -> gr.Dropdown:
                                         elem_id="patching-answer", min_width=120)
                     wrong = gr.Textbox(label="Wrong answer (one token)", placeholder="empty: its second", elem_id="patching-wrong",
                                        min_width=120)
-                sites = gr.CheckboxGroup(SITE_CHOICES, value=list(patching.GRIDS), label="Grids", elem_id="patching-sites")
+                grid_boxes = gr.CheckboxGroup(GRID_CHOICES, value=list(grids.GRIDS), label="Grids", elem_id="patching-grids")
                 button = gr.Button("Patch", variant="primary", elem_id="patching-button")
         status_line = gr.Markdown(elem_id="patching-status", elem_classes="status-line")
         explained = gr.Markdown(elem_id="patching-explanation")
         with gr.Row(equal_height=True):  # the side column as tall as the grids: its panel stays in sight
             with gr.Column(scale=3, min_width=480):
-                plots = {name: gr.Plot(label=patching.GRIDS[name].title, elem_id=PLOT_IDS[name]) for name in patching.GRIDS}
+                plots = {name: gr.Plot(label=grids.GRIDS[name].title, elem_id=PLOT_IDS[name]) for name in grids.GRIDS}
             with gr.Column(scale=2, min_width=320):
                 with gr.Column(elem_id="patching-cell-panel"):  # kept in sight beside the grids (CLICK_BRIDGE_JS)
                     bridge = gr.HTML(CLICK_HINT, elem_id="patching-click", js_on_load=CLICK_BRIDGE_JS)
                     cell_plot = gr.Plot(label="The clicked cell's patched run", elem_id="patching-plot-cell")
                     cell_line = gr.Markdown(elem_id="patching-cell-status", elem_classes="status-line")
-        numbers = gr.JSON(label="The numbers (clean_metric, corrupted_metric, one grid per site: [row][position], normalised)",
+        numbers = gr.JSON(label="The numbers (clean_metric, corrupted_metric, each grid: [row][position], normalised)",
                           open=False, max_height=320, elem_id="patching-json")
         result = gr.State(NO_RESULT)
-        offered = gr.State(list(patching.GRIDS))  # the grids the checkboxes offer now
-    button.click(activation_patching, [menu, clean, corrupted, answer, wrong, sites],
+        offered = gr.State(list(grids.GRIDS))  # the grids the checkboxes offer now
+    button.click(activation_patching, [menu, clean, corrupted, answer, wrong, grid_boxes],
                  [*plots.values(), numbers, explained, result, cell_plot, cell_line, status_line],
                  api_name="activation_patching",
                  **INTERACTIVE, **UNCHECKED)
     bridge.click(show_cell, result, [cell_plot, cell_line], api_name="patching_cell", api_visibility="private")
-    menu.change(grids_offered, [menu, sites, offered], [sites, offered, plots["feed_forward"]], api_name="patching_grids",
+    menu.change(grids_offered, [menu, grid_boxes, offered], [grid_boxes, offered, plots["feed_forward"]], api_name="patching_grids",
                 api_visibility="private", **INTERACTIVE, **UNCHECKED)
     change_word.click(lambda m, t: corrupted_copy(m, t, "word"), [menu, clean], [corrupted, status_line],
                       api_name="patching_change_word", api_visibility="private", **UNCHECKED)

@@ -120,7 +120,8 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
     in every tab" opens it: the forward pass shows no feed-forward step, step by step equals the model's own numbers,
     the logit lens's last row is its logits, patching leaves the feed-forward grid out, and attention, heads,
     ablation, a gradient step and the next-token view run."""
-    from explorer.views import ablation, attention, heads, lens, patching, sampling, steps, trace
+    from explorer.views import ablation, attention, heads, lens, sampling, steps, trace
+    from explorer.views.patching import analysis, grids, texts
     from explorer.models import catalog, held, opening
     from explorer.learning import gradient_step
     from explorer.generation.decoding import DecodingSettings
@@ -147,19 +148,19 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
         step = gradient_step.gradient_step(text, model, tokenizer, -1, " soft", 0.01)
         assert not [name for name in step.grad_norms if "feed_forward" in name]
         assert len(sampling.next_token_distribution(model, tokenizer, text, DecodingSettings(True)).labels) > 0
-        corrupted, _ = patching.change_one_word(tokenizer, text, "ROMEO")
-        patched = patching.activation_patching(model, tokenizer, text, corrupted)
+        corrupted, _ = texts.change_one_word(tokenizer, text, "ROMEO")
+        patched = analysis.activation_patching(model, tokenizer, text, corrupted)
         assert list(patched.grids) == ["residual", "heads", "attention"] and "left out" in patched.notices[0]
         # the tab's Grids checkboxes offer what the model has, and offer (and tick) the feed-forward grid again after
         import gradio as gr
 
         from ui.tabs.patching import grids_offered
 
-        boxes, offered, feed_forward_plot = grids_offered(opened.name, ["residual", "feed_forward"], list(patching.GRIDS))
+        boxes, offered, feed_forward_plot = grids_offered(opened.name, ["residual", "feed_forward"], list(grids.GRIDS))
         assert [v for _, v in boxes["choices"]] == offered == ["residual", "heads", "attention"]
         assert boxes["value"] == ["residual"] and feed_forward_plot["visible"] is False
         boxes, offered, feed_forward_plot = grids_offered("shakespeare-main", ["residual"], offered)
-        assert offered == list(patching.GRIDS) and boxes["value"] == ["residual", "feed_forward"]
+        assert offered == list(grids.GRIDS) and boxes["value"] == ["residual", "feed_forward"]
         assert feed_forward_plot["visible"] is True
         assert grids_offered("shakespeare-main", ["heads"], offered) == (gr.skip(),) * 3
     finally:

@@ -133,6 +133,13 @@ def test_what_the_explanations_say_about_our_models_is_true_of_every_shipped_one
     assert "pre-norm" in concepts.ADD_NORM and "GELU" in concepts.FEED_FORWARD and "0.02" in concepts.EMBEDDING
 
 
+def test_the_papers_d_k_is_said_once_to_be_the_codes_d_head():
+    """The teaching text writes a head's width as the paper's d_k; the concept of multi-head attention says that the
+    code calls it d_head, and no other concept says so again."""
+    assert "d_k = d_model / H" in concepts.ATTENTION and "call it d_head" in concepts.ATTENTION
+    assert [c for c in concepts.CONCEPTS if "d_head" in c] == [concepts.ATTENTION]
+
+
 def test_the_explanations_cover_every_concept_of_the_notes():
     text = " ".join(concepts.CONCEPTS).lower()
     for concept in ("√d_model", "pair index", "multi-head", "causal", "padding", "add & norm", "pre-norm", "post-norm",

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 from explorer.core.inputs import InputProblem
 from explorer.views.ablation import ablate_heads, ablated_pass, parse_heads, rank_heads
-from explorer.views.forward_pass import recorded_pass, site_of
+from explorer.views.forward_pass import attention_kind, recorded_pass
 from explorer.views.steps import layer_norm, linear
 from modeling import ablate_heads as head_edits
 from modeling import Site, record
@@ -29,12 +29,12 @@ def test_ablating_nothing_changes_nothing_bit_for_bit(name, kind):
         plain = model(**inputs, use_cache=False).logits[0].float()
     assert result.removed == [] and torch.equal(result.logits_after, plain)
     assert result.loss_after == result.loss_before and np.array_equal(result.next_after, result.next_before)
-    run, site = recorded_pass(model, tokenizer, TEXT), site_of(model, kind)
-    every_layer = {Site(site.stack, layer, site.part, "heads"): lambda heads: heads * 1.0
-                   for layer in range(site.n_layers(model.config))}
+    run, attention = recorded_pass(model, tokenizer, TEXT), attention_kind(model, kind)
+    every_layer = {Site(attention.stack, layer, attention.part, "heads"): lambda heads: heads * 1.0
+                   for layer in range(attention.n_layers(model.config))}
     with torch.inference_mode(), record(edits=every_layer):
         assert torch.equal(model(**inputs, use_cache=False).logits[0].float(), plain)
-    assert torch.equal(ablated_pass(run, site, [])[0], plain)
+    assert torch.equal(ablated_pass(run, attention, [])[0], plain)
 
 
 def attention_record(record, kind: str, layer: int):
@@ -69,8 +69,8 @@ def test_ablating_a_head_equals_zeroing_its_slice_before_w_o(name, kind, layer, 
     model, tokenizer = shipped(name)
     assert model.config.norm_first and model.config.activation == "gelu"  # what the reference computes
     inputs = inputs_of(model, tokenizer, TEXT)
-    site = site_of(model, kind)
-    edits = head_edits(site.stack, site.part, [(layer, head)], site.n_layers(model.config), model.config.n_heads)
+    attention = attention_kind(model, kind)
+    edits = head_edits(attention.stack, attention.part, [(layer, head)], attention.n_layers(model.config), model.config.n_heads)
     with torch.inference_mode():
         with record() as full:
             model(**inputs, use_cache=False)

@@ -125,16 +125,18 @@ def test_the_cache_is_bounded_and_keyed_by_model_text_and_decoding(tiny_checkpoi
     assert not model._forward_pre_hooks and "generate" not in vars(model)
 
 
-def test_a_site_knows_its_module_record_and_mask(tiny_checkpoints, monkeypatch):
+def test_an_attention_kind_knows_its_module_record_sites_and_mask(tiny_checkpoints, monkeypatch):
     monkeypatch.setattr(forward_pass, "PASSES", forward_pass.LRUCache(2))
     model, tokenizer = load(tiny_checkpoints, SEQ2SEQ_NAME)
     the_run = forward_pass.recorded_pass(model, tokenizer, TEXT, SAMPLED)
     for kind in forward_pass.kinds_of(True):
-        site = forward_pass.SITES[kind]
-        module, _ = site.modules(model, 1)
-        assert module.site == (site.stack, 1, site.part)
-        record = site.record(the_run.recording, 1)
-        assert record.weights.shape[-2:] == (len(the_run.tokens(site.queries)), len(the_run.tokens(site.keys)))
-        assert (record.bias is not None) == site.causal  # only a causal self-attention is masked (no padding here)
+        the_kind = forward_pass.ATTENTION_KINDS[kind]
+        assert the_kind.name == kind
+        module, _ = the_kind.modules(model, 1)
+        assert module.site == (the_kind.stack, 1, the_kind.part)
+        record = the_kind.record(the_run.recording, 1)
+        assert torch.equal(the_run.recording[the_kind.site(1, "heads")], record.heads)
+        assert record.weights.shape[-2:] == (len(the_run.tokens(the_kind.queries)), len(the_run.tokens(the_kind.keys)))
+        assert (record.bias is not None) == the_kind.causal  # only a causal self-attention is masked (no padding here)
     with pytest.raises(ValueError, match="Attention must be one of encoder, decoder, cross for this model; got `self`"):
-        forward_pass.site_of(model, "self")
+        forward_pass.attention_kind(model, "self")

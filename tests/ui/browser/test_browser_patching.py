@@ -4,7 +4,7 @@ copy buttons and bad input answer in the status line. Screenshots: artifacts/scr
 
 import pytest
 
-from explorer.views import patching
+from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED
 from support.shipped import SHIPPED_ROOT
 from conftest import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, settled
 
@@ -44,8 +44,8 @@ def click_cell(page, plot_id: str, row: int, column: int, subplot: str = ""):
 
 
 def test_the_default_example_draws_its_grids_and_a_click_shows_that_runs_top_tokens(page):
-    assert page.input_value("#patching-clean textarea") == patching.DEFAULT_CLEAN
-    assert page.input_value("#patching-corrupted textarea") == patching.DEFAULT_CORRUPTED
+    assert page.input_value("#patching-clean textarea") == DEFAULT_CLEAN
+    assert page.input_value("#patching-corrupted textarea") == DEFAULT_CORRUPTED
     assert "Only copying that earlier passage" in page.inner_text("#patching-example-note")
     page.click("#patching-button")
     page.wait_for_selector("#patching-status >> text=patched runs in")
@@ -85,23 +85,23 @@ def test_the_corrupted_copy_buttons_and_bad_input_answer_in_the_status_line(page
     page.fill("#patching-corrupted textarea", "")
     page.click("#patching-change-word")
     page.wait_for_selector("#patching-status >> text=Corrupted copy: changed")
-    assert page.input_value("#patching-corrupted textarea") == patching.DEFAULT_CORRUPTED
+    assert page.input_value("#patching-corrupted textarea") == DEFAULT_CORRUPTED
     page.click("#patching-swap-half")  # the default text's first half swapped in pairs reads as more tokens
     page.wait_for_selector("#patching-status >> text=changed the number of tokens; edit the corrupted text by hand")
-    assert page.input_value("#patching-corrupted textarea") == patching.DEFAULT_CORRUPTED  # left as it was
+    assert page.input_value("#patching-corrupted textarea") == DEFAULT_CORRUPTED  # left as it was
     repeated = "Thou art more lovely and more temperate. Thou art more lovely and more temperate."
     page.fill("#patching-clean textarea", repeated)
     page.click("#patching-swap-half")
     page.wait_for_selector("#patching-status >> text=swapped the words of the first half")
     assert page.input_value("#patching-corrupted textarea").startswith("art Thou lovely more more and temperate.")
-    page.fill("#patching-clean textarea", patching.DEFAULT_CLEAN)
+    page.fill("#patching-clean textarea", DEFAULT_CLEAN)
     page.fill("#patching-corrupted textarea", "Tell the duke <b>of</b> Norfolk")
     page.click("#patching-button")
     page.wait_for_selector("#patching-status >> text=must have the same number of tokens")
     assert page.locator("#patching-status b").count() == 0
     for plot in GRID_PLOTS:  # the last request's grids are cleared, not left looking like this one's answer
         assert page.locator(f"#{plot} .js-plotly-plot").count() == 0
-    page.fill("#patching-corrupted textarea", patching.DEFAULT_CORRUPTED)
+    page.fill("#patching-corrupted textarea", DEFAULT_CORRUPTED)
     page.fill("#patching-answer textarea, #patching-answer input", "Norfolk")
     page.click("#patching-button")
     page.wait_for_selector("#patching-status >> text=must be exactly one token")
@@ -109,5 +109,5 @@ def test_the_corrupted_copy_buttons_and_bad_input_answer_in_the_status_line(page
     page.fill("#patching-clean textarea", "")
     page.click("#patching-button")
     page.wait_for_selector("#patching-status >> text=Type a clean text first")
-    page.fill("#patching-clean textarea", patching.DEFAULT_CLEAN)
+    page.fill("#patching-clean textarea", DEFAULT_CLEAN)
     assert page.errors == []
