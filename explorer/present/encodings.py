@@ -6,29 +6,20 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.models.catalog import CheckpointInfo, encoding_models, load_model
 from explorer.views.encodings import (
-    alibi_bias_table, alibi_weight_by_distance, learned_table, rope_angle_table, rope_similarity_by_distance, sinusoidal_table, table_similarity_by_distance)
+    EncodingTables, alibi_bias_table, alibi_weight_by_distance, rope_angle_table, rope_similarity_by_distance,
+    table_similarity_by_distance)
 from explorer.views.experiment import POSITION_BIN, binned_curve
 from explorer.present.figures import ENCODING_COLOURS, LAYOUT, figure_title, heatmap_figure, message_figure, plotly_text
 
 
-def encoding_figures(catalog: dict[str, CheckpointInfo], max_positions_shown: int = 256) -> tuple[dict[str, go.Figure], list[str]]:
-    """The four heatmaps (sinusoidal, learned, RoPE angles, ALiBi biases) and the similarity-vs-distance
-    curves, at the sizes of the encoding checkpoints (d_model 256, 4 heads when there are none)."""
-    notices = []
-    family = encoding_models(catalog)
-    reference = next((catalog[name].config for name in family.values()), None)
-    d_model, n_heads, theta, n_positions = 256, 4, 10000.0, max_positions_shown
-    if reference is not None:
-        d_model, n_heads, theta = reference.d_model, reference.n_heads, reference.rope_theta
-        n_positions = min(max_positions_shown, max(reference.context_length, 16))
-    else:
-        notices.append("No checkpoints found: showing the formula encodings at d_model=256, 4 heads.")
-    d_head = d_model // n_heads
-    sinusoidal = sinusoidal_table(n_positions, d_model)
+def encoding_figures(tables: EncodingTables) -> tuple[dict[str, go.Figure], list[str]]:
+    """The four heatmaps (sinusoidal, learned, RoPE angles, ALiBi biases) and the similarity-vs-distance curves of
+    ``tables`` (``explorer.views.encodings.encoding_tables``), with its notices."""
+    n_positions, d_model, d_head, n_heads, theta = (tables.n_positions, tables.d_model, tables.d_head, tables.n_heads,
+                                                    tables.rope_theta)
     figures = {
-        "sinusoidal": heatmap_figure(sinusoidal, "Sinusoidal PE", "dimension", "position", encoding="sinusoidal",
+        "sinusoidal": heatmap_figure(tables.sinusoidal, "Sinusoidal PE", "dimension", "position", encoding="sinusoidal",
                                      detail=f"{n_positions} positions × d_model {d_model}"),
         "rope": heatmap_figure(rope_angle_table(n_positions, d_head, theta), "RoPE rotation angle m·θ_i", "pair i", "position m",
                                colorscale="Twilight", zmid=None, hover="angle %{z:.3f} rad", encoding="rope",
@@ -43,22 +34,20 @@ def encoding_figures(catalog: dict[str, CheckpointInfo], max_positions_shown: in
     def curve(encoding: str, x, y, name: str):
         similarity.add_scatter(x=x, y=y, name=plotly_text(name), line=dict(color=ENCODING_COLOURS[encoding]))
 
-    curve("sinusoidal", distances, table_similarity_by_distance(sinusoidal, n_positions - 1), "sinusoidal: cos(PE_p, PE_p+d)")
-    if "learned" in family:
-        model, _ = load_model(catalog[family["learned"]])
-        table = learned_table(model)[:n_positions]
+    curve("sinusoidal", distances, table_similarity_by_distance(tables.sinusoidal, n_positions - 1), "sinusoidal: cos(PE_p, PE_p+d)")
+    if tables.learned is not None:
+        table = tables.learned
         figures["learned"] = heatmap_figure(table, "Learned position table", "dimension", "position", encoding="learned",
-                                            detail=f"{family['learned']}: {len(table)} positions × {table.shape[1]}")
+                                            detail=f"{tables.learned_model}: {len(table)} positions × {table.shape[1]}")
         curve("learned", distances[: len(table)], table_similarity_by_distance(table, len(table) - 1), "learned: cos(P_p, P_p+d)")
     else:
         figures["learned"] = message_figure("No checkpoint with a learned position table yet.")
-        notices.append("No learned-position checkpoint found: its table will appear once it is trained.")
     curve("rope", distances, rope_similarity_by_distance(n_positions - 1, d_head, theta), "RoPE: cos angle between R(m)x and R(m+d)x")
     curve("alibi", distances, alibi_weight_by_distance(n_positions - 1, n_heads), "ALiBi: exp(−slope·d), mean over heads")
     similarity.update_layout(title="Similarity between positions d apart", xaxis_title="distance d (tokens)",
                              yaxis_title="similarity", height=380, legend=dict(orientation="h", y=-0.25), **LAYOUT)
     figures["similarity"] = similarity
-    return figures, notices
+    return figures, list(tables.notices)
 
 
 def extrapolation_figure(curves: dict[str, dict[int, float | None]], encodings: dict[str, str],

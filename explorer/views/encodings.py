@@ -59,6 +59,47 @@ def alibi_weight_by_distance(max_distance: int, n_heads: int) -> np.ndarray:
     return np.exp(alibi_bias_table(max_distance + 1, n_heads)).mean(0)
 
 
+@dataclass(frozen=True)
+class EncodingTables:
+    """The encodings as tables at the sizes of the encoding checkpoints: the sinusoidal table (positions, d_model),
+    the learned checkpoint's trained table (None without one), and the sizes RoPE and ALiBi are drawn at."""
+
+    n_positions: int
+    d_model: int
+    n_heads: int
+    rope_theta: float
+    sinusoidal: np.ndarray
+    learned: np.ndarray | None
+    learned_model: str | None
+    notices: tuple[str, ...]
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def encoding_tables(catalog: dict[str, CheckpointInfo], max_positions_shown: int = 256) -> EncodingTables:
+    """The tables at the encoding checkpoints' sizes (d_model 256, 4 heads when there are none); the learned table is
+    read from the learned checkpoint's weights."""
+    notices = []
+    family = encoding_models(catalog)
+    reference = next((catalog[name].config for name in family.values()), None)
+    d_model, n_heads, theta, n_positions = 256, 4, 10000.0, max_positions_shown
+    if reference is not None:
+        d_model, n_heads, theta = reference.d_model, reference.n_heads, reference.rope_theta
+        n_positions = min(max_positions_shown, max(reference.context_length, 16))
+    else:
+        notices.append("No checkpoints found: showing the formula encodings at d_model=256, 4 heads.")
+    learned = None
+    if "learned" in family:
+        model, _ = load_model(catalog[family["learned"]])
+        learned = learned_table(model)[:n_positions]
+    else:
+        notices.append("No learned-position checkpoint found: its table will appear once it is trained.")
+    return EncodingTables(n_positions, d_model, n_heads, theta, sinusoidal_table(n_positions, d_model), learned,
+                          family.get("learned"), tuple(notices))
+
+
 class TimeLimit(Exception):
     """The job's time is up (raised between batches of windows)."""
 

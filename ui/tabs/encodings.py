@@ -24,7 +24,7 @@ GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always t
 def encoding_plots():
     """The encoding heatmaps, similarity against distance, and the evaluation's extrapolation curves."""
     found = catalog.discover_checkpoints()
-    shown, notices = present.encoding_figures(found)
+    shown, notices = present.encoding_figures(encodings.encoding_tables(found))
     results, family = catalog.read_results(), catalog.encoding_family(found)
     curves = {name: results.extrapolation[name] for name in family.encodings if name in results.extrapolation}
     extrapolation = present.extrapolation_figure(curves, family.encodings, family.context)

@@ -10,6 +10,7 @@ from explorer.views import attention
 from explorer.models import catalog
 from explorer.present import encodings, figures, trace
 from explorer.generation.decoding import DecodingSettings
+from explorer.views.encodings import encoding_tables
 from support.fixtures_checkpoints import checkpoint_config, train_tokenizer
 from modeling import POSITION_ENCODINGS, ScratchTransformerForCausalLM
 
@@ -96,7 +97,7 @@ def test_extrapolation_lines_take_their_encodings_colour_and_mark_the_training_c
 
 
 def test_encoding_figures_use_each_encodings_colour(tiny_checkpoints):
-    shown, notices = encodings.encoding_figures(catalog.discover_checkpoints(tiny_checkpoints))
+    shown, notices = encodings.encoding_figures(encoding_tables(catalog.discover_checkpoints(tiny_checkpoints)))
     assert notices == [] and set(shown) == {"sinusoidal", "learned", "rope", "alibi", "similarity"}
     assert np.asarray(shown["sinusoidal"].data[0].z).shape == (64, 32)
     assert np.asarray(shown["learned"].data[0].z).shape == (64, 32)
@@ -108,7 +109,7 @@ def test_encoding_figures_use_each_encodings_colour(tiny_checkpoints):
 
 
 def test_encoding_figures_without_checkpoints_use_the_formulas():
-    empty, notices = encodings.encoding_figures({})
+    empty, notices = encodings.encoding_figures(encoding_tables({}))
     assert np.asarray(empty["sinusoidal"].data[0].z).shape == (256, 256) and len(notices) == 2
 
 
