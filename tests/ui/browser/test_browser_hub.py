@@ -7,7 +7,7 @@ import pytest
 
 from support import hub_repos
 from support.fake_hub import FakeHub
-from conftest import SHOTS, WIDTHS, assert_no_error_shown, choose, open_page, open_tab, plot_drawn
+from support.browser import SHOTS, WIDTHS, assert_no_error_shown, choose, open_page, open_tab, plot_drawn
 
 pytestmark = pytest.mark.browser
 REPO = "tiny/gpt2"

@@ -6,7 +6,7 @@ import zipfile
 
 import pytest
 
-from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, fill, open_page, open_tab, plot_drawn, set_tiny_job, shot
+from support.browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, fill, open_page, open_tab, plot_drawn, set_tiny_job, shot
 
 pytestmark = pytest.mark.browser
 

@@ -17,7 +17,7 @@ import pytest
 from huggingface_hub import metadata_load
 
 from support.app_process import REPO, start_app, stop_app
-from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, open_tab, set_tiny_job
+from support.browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, open_tab, set_tiny_job
 from support.fake_hub import FakeHub
 
 pytestmark = pytest.mark.browser
