@@ -7,6 +7,8 @@
   (support/fixtures_checkpoints.py), and one app server on 127.0.0.1 that serves them; a gradio_client on it
   (``client``), a tiny tokenizer. A raw HTTP call to the app and a plot as the client receives it are in
   support/app_client.py.
+- The Hub (tests/explorer/models, tests/explorer/learning, tests/ui): ``start_fake_hub`` starts one FakeHub per module
+  on 127.0.0.1 with the environment pointed at it; the module adds the repos it serves.
 - The browser: Chromium (``browser``), the app in a page at each width (``page``), a screenshot of a failed test's
   page; the steps a visitor takes in a page are in support/browser.py.
 
@@ -14,14 +16,19 @@ Builders of models, tokenizers and checkpoints are in support/fixtures_checkpoin
 local Hub in support/fake_hub.py and support/hub_repos.py; the app in a process of its own in support/app_process.py.
 """
 
+import contextlib
 import os
+import sys
 
 import pytest
 import torch
 
 from support.browser import CHROMIUM, SHOTS, WIDTHS, app_page, launch_chromium
 from support.fixtures_checkpoints import add_slow_checkpoint, build_checkpoints, build_timeline_runs, train_tokenizer
+from support.fake_hub import FakeHub
 from support.local_server import free_port
+
+UNCHANGED = object()  # start_fake_hub's token: leave HF_TOKEN as the environment has it
 
 
 def pytest_sessionstart(session):
@@ -101,6 +108,39 @@ def corpus():
     from training.corpus import prepare
 
     return prepare(verbose=False)
+
+
+@pytest.fixture(scope="module")
+def start_fake_hub(tmp_path_factory):
+    """``start_fake_hub(users=None, token=UNCHANGED)`` -> a FakeHub on 127.0.0.1 (support/fake_hub.py), serving nothing
+    yet: the module adds its repos. ``users`` maps a token to its user (FakeHub's default: one tester). The real
+    huggingface_hub client talks to it: HF_ENDPOINT is its url, HF_HOME a new folder, HF_HUB_OFFLINE and HF_HUB_CACHE
+    unset, and HF_TOKEN (the machine's own token) set to ``token``, removed where it is None, left as it is by
+    default. At the module's end the Hub models the app opened are forgotten, the environment is restored and the
+    Hub closes. A module that needs its Hub after the app server asks for ``app_server`` first."""
+    with contextlib.ExitStack() as stack:
+        def start(users: dict[str, str] | None = None, token=UNCHANGED) -> FakeHub:
+            hub = stack.enter_context(FakeHub(users=users))
+            patch = stack.enter_context(pytest.MonkeyPatch.context())
+            patch.setenv("HF_ENDPOINT", hub.url)
+            patch.setenv("HF_HOME", str(tmp_path_factory.mktemp("fake-hub") / "home"))
+            patch.delenv("HF_HUB_OFFLINE", raising=False)
+            patch.delenv("HF_HUB_CACHE", raising=False)
+            if token is None:
+                patch.delenv("HF_TOKEN", raising=False)
+            elif token is not UNCHANGED:
+                patch.setenv("HF_TOKEN", token)
+            stack.callback(forget_opened_hub_models)  # first at the end: while the Hub and the environment are there
+            return hub
+
+        yield start
+
+
+def forget_opened_hub_models() -> None:
+    """Close every Hub model the app opened in this process (none where explorer.models.hub was never imported)."""
+    opener = sys.modules.get("explorer.models.hub")
+    if opener is not None:
+        opener.forget_all()
 
 
 # ----------------------------------------------------------------------------------------------
