@@ -142,7 +142,7 @@ def test_an_opened_upload_is_unpacked_under_the_process_and_removed_when_it_exit
 
 
     archive = trained[0]
-    code = ("import json; from explorer import hub; opened = hub.open_upload(%r, session='s'); "
+    code = ("import json; from explorer.models import hub; opened = hub.open_upload(%r, session='s'); "
             "print(json.dumps([str(hub._root), str(opened.folder), opened.folder.is_dir()]))" % str(archive))
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT,
