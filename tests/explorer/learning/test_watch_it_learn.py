@@ -1,5 +1,5 @@
-"""The Watch it learn view of a recorded run (explorer.learning.watch_it_learn, explorer.present.learn_figures): every number it shows is the
-snapshot's own (attention and sample recomputed here from the weights file, curves and scores read from
+"""The Watch it learn view of a recorded run (explorer.learning.watch_it_learn, explorer.present.watch_it_learn): every
+number it shows is the snapshot's own (attention and sample recomputed here from the weights file, curves and scores read from
 timeline.json), on the tiny recorded runs of tests/support/fixtures_checkpoints.py; bad input gets a message."""
 
 import copy

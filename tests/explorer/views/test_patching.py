@@ -1,4 +1,4 @@
-"""explorer/patching.py: activation patching, checked against forward hooks on the model's own modules (no
+"""explorer.views.patching: activation patching, checked against forward hooks on the model's own modules (no
 recording), on the shipped main model, on every tiny checkpoint and on a converted GPT-2."""
 
 import threading

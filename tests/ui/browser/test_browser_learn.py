@@ -1,6 +1,8 @@
 """The tabs of learning in headless Chromium, at 1366 and 800 px wide: a tiny training job streams its loss
 curve and ends with the JSON and an enabled download; one gradient step draws its plots; Watch it learn follows its
-slider. Screenshots: artifacts/screenshots/learn-*-<width>.png and teach-watch-it-learn-<width>.png (look at them)."""
+slider; a second browser sees its place in the queue, and a page closed mid-job ends the trainer's thread.
+Screenshots: artifacts/screenshots/teach-{train-live,gradient-step,watch-it-learn}-<width>.png and learn-queued.png
+(look at them)."""
 
 import zipfile
 
