@@ -23,7 +23,7 @@ Prints, against the targets of the issues:
   recorded run in turn, on the tab's default text (random checkpoints get two recorded runs of the presets' size,
   trained for a few steps).
 Writes the figures to artifacts/bench_app.json as well. Each figure is one function below: a new endpoint's
-latency is one more function and one more line in ``main``.
+latency is one more function, one more line in ``measure_everything`` and one in ``report_everything``.
 """
 
 import argparse
@@ -186,6 +186,34 @@ def text_of_tokens(root: Path, model: str, n_tokens: int, variant: int) -> str:
 
 
 def main() -> None:
+    args = parse_args()
+    root, source = checkpoint_root(args.checkpoints, args.random)
+    from explorer.models.catalog import default_model, discover_checkpoints, read_results
+
+    model = default_model(discover_checkpoints(root), read_results(root))  # the app's default model
+    print(f"app benchmark on {source}; model for latencies: {model}; CPU load now: {os.getloadavg()[0]:.2f}")
+
+    from gradio_client import Client
+
+    process, url, ready, import_gradio = start_until_ready(root, args.starts)
+    if args.load:
+        figures = then_stop(process, lambda: run_load(url, model, *args.load))
+        report_load(figures)
+        write_figures({"source": source, "model": model, **figures}, "bench_app_load.json")
+    elif args.only == "training":
+        report_training(then_stop(process, lambda: first_token_while_training(url, Client(url, verbose=False), model,
+                                                                               args.repeats)))
+    elif args.only == "timeline":
+        report_timeline(then_stop(process, lambda: timeline_latencies(Client(url, verbose=False), root, 2)), root)
+    else:
+        measured = then_stop(process, lambda: measure_everything(url, root, model, args.repeats))
+        figures = {"source": source, "model": model, "load_average_1min": os.getloadavg()[0], "ready_s": ready,
+                   "ready_median_s": statistics.median(ready), "import_gradio_alone_s": import_gradio, **measured}
+        report_everything(figures, root)
+        write_figures(figures, "bench_app.json")
+
+
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoints", type=Path, help="checkpoint root (default: ./checkpoints if it has models)")
     parser.add_argument("--random", choices=["shipped", "tiny"], help="build random checkpoints of this size instead")
@@ -195,84 +223,70 @@ def main() -> None:
                         help="after readiness, measure only generation beside training, or only the timeline slider")
     parser.add_argument("--load", type=load_shape, metavar="CxR",
                         help="after readiness, measure only C clients at once, each R rounds of /generate then /attention")
-    args = parser.parse_args()
+    return parser.parse_args()
 
-    from explorer.models.catalog import default_model, discover_checkpoints, read_results
 
-    root = args.checkpoints or REPO / "checkpoints"
-    if args.random or not discover_checkpoints(root):
-        from support.fixtures_checkpoints import build_checkpoints, build_timeline_runs
-        from training.presets import TIMELINE_MODEL
+def checkpoint_root(checkpoints: Path | None, random: str | None) -> tuple[Path, str]:
+    """(the checkpoint root to serve, how to name it): ``checkpoints`` (default ./checkpoints), or random
+    checkpoints of the size ``random`` names (shipped size where ./checkpoints holds none) with two recorded runs."""
+    from explorer.models.catalog import discover_checkpoints
 
-        size = args.random or "shipped"
-        root = build_checkpoints(Path(tempfile.mkdtemp(prefix="bench-checkpoints-")),
-                                 **(SHIPPED_SIZE if size == "shipped" else dict(max_position_embeddings=256)))
-        build_timeline_runs(root, steps=115, every=5,  # 24 snapshots, as the presets ship
-                            **{k: TIMELINE_MODEL[k] for k in ("d_model", "n_heads", "n_layers", "d_ff")})
-        source = f"random checkpoints, {size} size ({'d_model=256, 4 layers, 4 heads' if size == 'shipped' else 'd_model=32'}), vocab 384"
-    else:
-        source = f"checkpoints in {root}"
-    model = default_model(discover_checkpoints(root), read_results(root))  # the app's default model
-    print(f"app benchmark on {source}; model for latencies: {model}; CPU load now: {os.getloadavg()[0]:.2f}")
+    root = checkpoints or REPO / "checkpoints"
+    if not random and discover_checkpoints(root):
+        return root, f"checkpoints in {root}"
+    from support.fixtures_checkpoints import build_checkpoints, build_timeline_runs
+    from training.presets import TIMELINE_MODEL
 
-    from gradio_client import Client
+    size = random or "shipped"
+    root = build_checkpoints(Path(tempfile.mkdtemp(prefix="bench-checkpoints-")),
+                             **(SHIPPED_SIZE if size == "shipped" else dict(max_position_embeddings=256)))
+    build_timeline_runs(root, steps=115, every=5,  # 24 snapshots, as the presets ship
+                        **{k: TIMELINE_MODEL[k] for k in ("d_model", "n_heads", "n_layers", "d_ff")})
+    return root, f"random checkpoints, {size} size ({'d_model=256, 4 layers, 4 heads' if size == 'shipped' else 'd_model=32'}), vocab 384"
 
+
+def start_until_ready(root: Path, starts: int) -> tuple[subprocess.Popen, str, list[float], list[float]]:
+    """Start `python app.py` ``starts`` times (each stopped but the last): (the last process, its url, seconds until
+    each answered HTTP 200, seconds `python -c "import gradio"` took just before each)."""
     ready, import_gradio, process = [], [], None
-    for i in range(args.starts):
+    for i in range(starts):
         start = time.perf_counter()  # the floor under readiness: gradio's own import, on this machine, now
         subprocess.run([sys.executable, "-c", "import gradio"], check=True)
         import_gradio.append(time.perf_counter() - start)
         process, url, seconds = start_app(root)
         ready.append(seconds)
-        if i < args.starts - 1:
+        if i < starts - 1:
             stop_app(process)
-    if args.load:
-        try:
-            figures = run_load(url, model, *args.load)
-        finally:
-            stop_app(process)
-        report_load(figures)
-        write_figures({"source": source, "model": model, **figures}, "bench_app_load.json")
-        return
-    if args.only == "training":
-        try:
-            figures = first_token_while_training(url, Client(url, verbose=False), model, args.repeats)
-        finally:
-            stop_app(process)
-        report_training(figures)
-        return
-    if args.only == "timeline":
-        try:
-            seconds = timeline_latencies(Client(url, verbose=False), root, 2)
-        finally:
-            stop_app(process)
-        report_timeline(seconds, root)
-        return
+    return process, url, ready, import_gradio
+
+
+def then_stop(process: subprocess.Popen, measure):
+    """``measure()``, then the app stops, whether it ended or raised."""
     try:
-        client = Client(url, verbose=False)
-        first_cold, _ = first_token_latency(client, model, seed=0)  # right after readiness: may wait for warm-up
-        round_trip = []
-        for _ in range(args.repeats):  # the cost of any request through the queue, for scale
-            start = time.perf_counter()
-            client.predict(api_name="/folio_example")
-            round_trip.append(time.perf_counter() - start)
-        warm = [first_token_latency(client, model, seed=s) for s in range(1, args.repeats + 1)]
-        attention_latency(client, model, text_of_tokens(root, model, 128, -1))  # first use of the tab
-        attention = [attention_latency(client, model, text_of_tokens(root, model, 128, i)) for i in range(args.repeats)]
-        teaching = teaching_latencies(client, model, [text_of_tokens(root, model, 128, i) for i in range(args.repeats)])
-        timeline = timeline_latencies(client, root, 1)
-        under_load = first_token_under_long_jobs(url, client, model, args.repeats)
-        training = first_token_while_training(url, client, model, args.repeats)
+        return measure()
     finally:
         stop_app(process)
 
-    figures = {
-        "source": source,
-        "model": model,
-        "load_average_1min": os.getloadavg()[0],
-        "ready_s": ready,
-        "ready_median_s": statistics.median(ready),
-        "import_gradio_alone_s": import_gradio,
+
+def measure_everything(url: str, root: Path, model: str, repeats: int) -> dict:
+    """Every figure after readiness, in the order they are taken, keyed as artifacts/bench_app.json holds them."""
+    from gradio_client import Client
+
+    client = Client(url, verbose=False)
+    first_cold, _ = first_token_latency(client, model, seed=0)  # right after readiness: may wait for warm-up
+    round_trip = []
+    for _ in range(repeats):  # the cost of any request through the queue, for scale
+        start = time.perf_counter()
+        client.predict(api_name="/folio_example")
+        round_trip.append(time.perf_counter() - start)
+    warm = [first_token_latency(client, model, seed=s) for s in range(1, repeats + 1)]
+    attention_latency(client, model, text_of_tokens(root, model, 128, -1))  # first use of the tab
+    attention = [attention_latency(client, model, text_of_tokens(root, model, 128, i)) for i in range(repeats)]
+    teaching = teaching_latencies(client, model, [text_of_tokens(root, model, 128, i) for i in range(repeats)])
+    timeline = timeline_latencies(client, root, 1)
+    under_load = first_token_under_long_jobs(url, client, model, repeats)
+    training = first_token_while_training(url, client, model, repeats)
+    return {
         "first_token_right_after_ready_s": first_cold,
         "empty_request_round_trip_median_s": statistics.median(round_trip),
         "first_token_warm_median_s": statistics.median(f for f, _ in warm),
@@ -285,11 +299,17 @@ def main() -> None:
         **{f"{name}_128_tokens_median_s": statistics.median(values) for name, values in teaching.items()},
         "training_timeline_move_s": timeline,
     }
+
+
+def report_everything(figures: dict, root: Path) -> None:
+    ready, import_gradio = figures["ready_s"], figures["import_gradio_alone_s"]
+    under_load = figures["first_token_under_two_recomputes_s"]
     print(f"python app.py ready (HTTP 200):     median {figures['ready_median_s']:.2f} s  "
           f"({', '.join(f'{s:.2f}' for s in ready)})   target < 10 s")
     print(f"  of which `import gradio` alone:  median {statistics.median(import_gradio):.2f} s  "
           f"({', '.join(f'{s:.2f}' for s in import_gradio)})")
-    print(f"first streamed token, just after ready: {first_cold:.3f} s (includes loading the model, if not yet warm)")
+    print(f"first streamed token, just after ready: {figures['first_token_right_after_ready_s']:.3f} s "
+          "(includes loading the model, if not yet warm)")
     print(f"first streamed token, warm:        median {figures['first_token_warm_median_s']:.3f} s   target < 1 s "
           f"({figures['tokens_per_s_median']:.0f} tokens/s)")
     print(f"a request doing nothing (/folio_example), for scale: median {figures['empty_request_round_trip_median_s']:.3f} s")
@@ -299,12 +319,12 @@ def main() -> None:
               f"{statistics.median(under_load):.3f} s, worst {max(under_load):.3f} s ({len(under_load)} requests)   target < 5 s")
     else:
         print("first streamed token under two /recompute_extrapolation: not measured (the long jobs ended first)")
-    report_training(training)
-    for name, values in teaching.items():
+    report_training(figures)
+    for name in TEACHING:
+        values = figures[f"{name}_128_tokens_s"]
         print(f"{'/' + name + ', 128 tokens:':42}median {statistics.median(values):.3f} s   target <= 1 s "
               f"({', '.join(f'{v:.3f}' for v in values)})")
-    report_timeline(timeline, root)
-    write_figures(figures, "bench_app.json")
+    report_timeline(figures["training_timeline_move_s"], root)
 
 
 def write_figures(figures: dict, name: str) -> None:

@@ -1,44 +1,34 @@
-"""What the test modules share: fixtures, and the helpers more than one module uses.
+"""The fixtures the test modules share. Plain helpers live in modules of tests/support/ and are imported from there
+(``from support.browser import open_tab``), never from this file.
 
 - The corpus, prepared once before any test (``pytest_sessionstart``).
-- App fixtures (tests/explorer/, tests/ui/): tiny random checkpoints in
-  the shipped layout, plus one random model at the shipped main model's size and two tiny recorded training runs,
-  built once per session, and one app server on 127.0.0.1 that serves them; a gradio_client on it (``client``),
-  a raw HTTP call to it (``call_raw``), a plot as the client receives it (``figure``) and its arrays
-  (``plotly_array``), a tiny tokenizer.
+- App fixtures (tests/explorer/, tests/ui/): tiny random checkpoints in the shipped layout, plus one random model at
+  the shipped main model's size and two tiny recorded training runs, built once per session
+  (support/fixtures_checkpoints.py), and one app server on 127.0.0.1 that serves them; a gradio_client on it
+  (``client``), a tiny tokenizer. A raw HTTP call to the app and a plot as the client receives it are in
+  support/app_client.py.
+- The Hub (tests/explorer/models, tests/explorer/learning, tests/ui): ``start_fake_hub`` starts one FakeHub per module
+  on 127.0.0.1 with the environment pointed at it; the module adds the repos it serves.
 - The browser: Chromium (``browser``), the app in a page at each width (``page``), a screenshot of a failed test's
-  page, and the helpers that open tabs, pick menu entries, wait for plots and check that no error shows.
+  page; the steps a visitor takes in a page are in support/browser.py.
 
-Builders of models, tokenizers and checkpoints are in fixtures_checkpoints.py and tiny_models.py; the local Hub in
-fake_hub.py and hub_repos.py; the app in a process of its own in app_process.py.
+Builders of models, tokenizers and checkpoints are in support/fixtures_checkpoints.py and support/tiny_models.py; the
+local Hub in support/fake_hub.py and support/hub_repos.py; the app in a process of its own in support/app_process.py.
 """
 
-import base64
-import json
+import contextlib
 import os
-from pathlib import Path
+import sys
 
-import numpy as np
 import pytest
-import requests
 import torch
 
-from support.fixtures_checkpoints import build_checkpoints, build_timeline_runs, checkpoint_config, save_checkpoint, train_tokenizer
+from support.browser import CHROMIUM, SHOTS, WIDTHS, app_page, launch_chromium
+from support.fixtures_checkpoints import add_slow_checkpoint, build_checkpoints, build_timeline_runs, train_tokenizer
+from support.fake_hub import FakeHub
 from support.local_server import free_port
-from modeling import ScratchTransformerForCausalLM
 
-# A random model of shakespeare-main's size (d_model 256, 8 heads, 6 layers, d_ff 1024): a real configuration
-# slow enough (tens of tokens per second here) that a test can watch its stream and stop it mid-way.
-SLOW_MODEL = "shipped-size"
-SLOW_SIZE = dict(d_model=256, n_heads=8, n_layers=6, d_ff=1024)
-
-
-def add_slow_checkpoint(root):
-    tokenizer = train_tokenizer()
-    torch.manual_seed(99)
-    model = ScratchTransformerForCausalLM(checkpoint_config(tokenizer, "rope", **SLOW_SIZE)).eval()
-    save_checkpoint(model, tokenizer, root / SLOW_MODEL)
-    return root
+UNCHANGED = object()  # start_fake_hub's token: leave HF_TOKEN as the environment has it
 
 
 def pytest_sessionstart(session):
@@ -106,20 +96,6 @@ def client(app_server):
     return Client(app_server, verbose=False)
 
 
-def figure(plot) -> dict:
-    """A gr.Plot's value as the client receives it -> the plotly figure dict."""
-    assert plot["type"] == "plotly"
-    return json.loads(plot["plot"])
-
-
-def plotly_array(value) -> np.ndarray:
-    """An array of a figure as plotly's JSON holds it: a list, or a typed array {"dtype", "bdata" (base64), "shape"}."""
-    if isinstance(value, list):
-        return np.asarray(value)
-    shape = [int(n) for n in str(value.get("shape", -1)).split(",")]
-    return np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"])).reshape(shape)
-
-
 @pytest.fixture(scope="module")
 def tokenizer():
     """A tiny byte-level BPE (vocabulary 384), one per test module."""
@@ -134,62 +110,56 @@ def corpus():
     return prepare(verbose=False)
 
 
-# ----------------------------------------------------------------------------------------------
-# The browser (tests marked ``browser``): headless Chromium driven by Playwright, and what the browser tests share
-# ----------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def start_fake_hub(tmp_path_factory):
+    """``start_fake_hub(users=None, token=UNCHANGED)`` -> a FakeHub on 127.0.0.1 (support/fake_hub.py), serving nothing
+    yet: the module adds its repos. ``users`` maps a token to its user (FakeHub's default: one tester). The real
+    huggingface_hub client talks to it: HF_ENDPOINT is its url, HF_HOME a new folder, HF_HUB_OFFLINE and HF_HUB_CACHE
+    unset, and HF_TOKEN (the machine's own token) set to ``token``, removed where it is None, left as it is by
+    default. At the module's end the Hub models the app opened are forgotten, the environment is restored and the
+    Hub closes. A module that needs its Hub after the app server asks for ``app_server`` first."""
+    with contextlib.ExitStack() as stack:
+        def start(users: dict[str, str] | None = None, token=UNCHANGED) -> FakeHub:
+            hub = stack.enter_context(FakeHub(users=users))
+            patch = stack.enter_context(pytest.MonkeyPatch.context())
+            patch.setenv("HF_ENDPOINT", hub.url)
+            patch.setenv("HF_HOME", str(tmp_path_factory.mktemp("fake-hub") / "home"))
+            patch.delenv("HF_HUB_OFFLINE", raising=False)
+            patch.delenv("HF_HUB_CACHE", raising=False)
+            if token is None:
+                patch.delenv("HF_TOKEN", raising=False)
+            elif token is not UNCHANGED:
+                patch.setenv("HF_TOKEN", token)
+            stack.callback(forget_opened_hub_models)  # first at the end: while the Hub and the environment are there
+            return hub
 
-SHOTS = Path(__file__).resolve().parent.parent / "artifacts" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
-TIMEOUT_MS = 60_000
-WIDTHS = (1366, 800)
+        yield start
 
+
+def forget_opened_hub_models() -> None:
+    """Close every Hub model the app opened in this process (none where explorer.models.held was never imported)."""
+    opener = sys.modules.get("explorer.models.held")
+    if opener is not None:
+        opener.forget_all()
+
+
+# ----------------------------------------------------------------------------------------------
+# The browser (tests marked ``browser``): headless Chromium driven by Playwright (helpers: support/browser.py)
+# ----------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def browser():
     """Chromium, one per module; without it the tests skip, or fail where the environment variable CI is set."""
     try:
-        from playwright.sync_api import sync_playwright
-
-        playwright = sync_playwright().start()
+        playwright, browser = launch_chromium()
     except Exception as error:  # noqa: BLE001
-        playwright, launch_error = None, error
-    else:
-        try:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            launch_error = None
-        except Exception as error:  # noqa: BLE001
-            launch_error = error
-    if launch_error is not None:
-        if playwright is not None:
-            playwright.stop()
-        message = f"Chromium could not be launched from {CHROMIUM}: {launch_error}"
+        message = f"Chromium could not be launched from {CHROMIUM}: {error}"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
     yield browser
     browser.close()
     playwright.stop()
-
-
-def open_page(browser, url, width: int = WIDTHS[0]):
-    """A new page of ``url`` at ``width`` px (900 high) that collects the page's script errors in ``page.errors``."""
-    page = browser.new_page(viewport={"width": width, "height": 900})
-    page.set_default_timeout(TIMEOUT_MS)
-    page.errors = []
-    page.width = width
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.goto(url)
-    return page
-
-
-def app_page(browser, url, width: int = WIDTHS[0]):
-    """``open_page``, once the app's model menus are filled."""
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page = open_page(browser, url, width)
-    page.wait_for_selector("#catalog-status >> text=model(s) ready")
-    return page
 
 
 @pytest.fixture(scope="module", params=WIDTHS, ids=lambda w: f"{w}px")
@@ -206,91 +176,3 @@ def screenshot_on_failure(request):
     yield
     if request.session.testsfailed > failed_before and "page" in request.fixturenames:
         request.getfixturevalue("page").screenshot(path=SHOTS / f"failed-{request.node.name}.png", full_page=True)
-
-
-def open_tab(page, name: str):
-    page.get_by_role("tab", name=name).click()
-
-
-def plot_drawn(page, elem_id: str):
-    page.wait_for_selector(f"#{elem_id} .js-plotly-plot .main-svg", state="attached")
-
-
-def pick(page, menu_id: str, option: str):
-    """Choose the menu entry whose line starts with ``option``."""
-    page.evaluate("() => document.activeElement && document.activeElement.blur()")  # a focused menu opens on focus only
-    page.click(f"#{menu_id} input")
-    page.wait_for_function("(id) => document.querySelector(`#${id} input`).getAttribute('aria-expanded') === 'true'", arg=menu_id)
-    page.get_by_role("option", name=option).first.click()
-    page.wait_for_function("([id, name]) => document.querySelector(`#${id} input`).value.startsWith(name)", arg=[menu_id, option])
-    # The menu's note is written by the server from the value it received: once it names the model, the page
-    # holds the new value and the next click sends it. (Clicking at once could send the old model under load.)
-    page.wait_for_function("([id, name]) => document.querySelector(`#${id}-note`).innerText.trim().startsWith(name)",
-                           arg=[menu_id, option])
-
-
-def assert_no_error_shown(page):
-    text = page.inner_text("body")
-    assert "Traceback" not in text and "⚠️" not in text, text[:2000]
-    assert page.errors == []
-
-
-def choose(page, menu_id: str, option: str):
-    page.click(f"#{menu_id} input")
-    page.get_by_role("option", name=option).first.click()
-    page.wait_for_function("([id, name]) => document.querySelector(`#${id} input`).value === name", arg=[menu_id, option])
-
-
-def fill(page, elem_id: str, value):
-    """Type ``value`` into the number box ``elem_id``."""
-    page.fill(f"#{elem_id} input[type=number]", str(value))
-
-
-def set_tiny_job(page, steps: int):
-    """Train one yourself set to a tiny job on random tokens: 2 heads, d_model 16, ``steps`` steps."""
-    choose(page, "live-data", "Repeating random tokens")
-    for elem_id, value in (("live-n-heads", 2), ("live-d-model", 16), ("live-steps", steps)):
-        fill(page, elem_id, value)
-
-
-def settled(page):
-    """Wait until the page has been laid out again at its width: every visible plot drawn as wide as its box,
-    every table row inside its table."""
-    page.wait_for_function("""() => {
-        const shown = [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.offsetParent !== null);
-        const plots = shown.every(p => {
-            const svg = p.querySelector('.main-svg');
-            return svg && Math.abs(svg.getBoundingClientRect().width - p.getBoundingClientRect().width) < 2;
-        });
-        const tables = [...document.querySelectorAll('[role=grid], table')].filter(t => t.offsetParent !== null).every(t => {
-            const box = t.parentElement.getBoundingClientRect();
-            return [...t.querySelectorAll('[role=gridcell]')].every(c => c.getBoundingClientRect().right <= box.right + 1);
-        });
-        return plots && tables;
-    }""")
-
-
-def shot(page, name: str, selector: str | None = None):
-    path = SHOTS / f"teach-{name}-{page.width}.png"
-    if selector:
-        page.locator(selector).screenshot(path=path)
-    else:
-        page.evaluate("window.scrollTo(0, 0)")
-        page.screenshot(path=path, full_page=True)
-
-
-def call_raw(url: str, api_name: str, data: list) -> tuple[str, object]:
-    """POST /gradio_api/call/<api_name> with ``data`` as JSON (ASCII-escaped, so lone surrogates arrive as
-    such); -> (the final SSE event name, its data)."""
-    body = json.dumps({"data": data})  # ensure_ascii: "\ud800" travels as the escape \\ud800
-    event_id = requests.post(f"{url}gradio_api/call/{api_name}", data=body,
-                             headers={"Content-Type": "application/json"}, timeout=30).json()["event_id"]
-    event, payload = None, None
-    with requests.get(f"{url}gradio_api/call/{api_name}/{event_id}", stream=True, timeout=60) as stream:
-        for line in stream.iter_lines(decode_unicode=True):
-            if line.startswith("event: "):
-                event = line[len("event: "):]
-            elif line.startswith("data: ") and event in ("complete", "error"):
-                payload = json.loads(line[len("data: "):])
-                break
-    return event, payload

@@ -6,6 +6,8 @@ generation_config.json, tokenizer files) for the five decoder-only encoding mode
 tokenizer is a real byte-level BPE trained on a few KB of text, so the app sees what it will see
 with the trained checkpoints: merges, multi-byte emoji, special tokens.
 
+``add_slow_checkpoint(root)`` adds ``SLOW_MODEL``, a random model at the shipped main model's size.
+
 ``build_timeline_runs(root)`` adds two recorded training runs (``checkpointing.training_run``), byte-level like the
 shipped ones: tiny models trained for a few steps, snapshots written and measured by the code training uses.
 """
@@ -130,6 +132,21 @@ def build_checkpoints(root: Path, seed: int = 0, **config_overrides) -> Path:
     results["experiment"] = experiment_results(results["models"])
     results["published"] = PUBLISHED
     (root / "results.json").write_text(json.dumps(results, indent=2))
+    return root
+
+
+# A random model of shakespeare-main's size (d_model 256, 8 heads, 6 layers, d_ff 1024): a real configuration
+# slow enough (tens of tokens per second here) that a test can watch its stream and stop it mid-way.
+SLOW_MODEL = "shipped-size"
+SLOW_SIZE = dict(d_model=256, n_heads=8, n_layers=6, d_ff=1024)
+
+
+def add_slow_checkpoint(root: Path) -> Path:
+    """Write the checkpoint SLOW_MODEL under ``root``; return ``root``."""
+    tokenizer = train_tokenizer()
+    torch.manual_seed(99)
+    model = ScratchTransformerForCausalLM(checkpoint_config(tokenizer, "rope", **SLOW_SIZE)).eval()
+    save_checkpoint(model, tokenizer, root / SLOW_MODEL)
     return root
 
 

@@ -13,7 +13,8 @@ from gradio_client import Client
 
 import torch
 
-from conftest import SLOW_MODEL, call_raw, figure
+from support.app_client import call_raw, figure
+from support.fixtures_checkpoints import SLOW_MODEL
 from explorer.generation.decoding import MAX_REWRITE_LINES
 from checkpointing.loading import load_checkpoint
 from support.fixtures_checkpoints import SEQ2SEQ_NAME

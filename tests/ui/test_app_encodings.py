@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import figure
+from support.app_client import figure
 from explorer.views import experiment
 from explorer.present import figures
 from modeling import POSITION_ENCODINGS

@@ -20,7 +20,7 @@ from gradio_client.utils import Status
 from transformers import AutoModelForCausalLM
 
 from checkpointing.loading import load_checkpoint
-from conftest import call_raw, figure, plotly_array
+from support.app_client import call_raw, figure, plotly_array
 from explorer.learning.gradient_step import gradient_step
 from explorer.learning.live_data import SPECIAL_IDS
 from explorer.learning.live_settings import DEFAULT

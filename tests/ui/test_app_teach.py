@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import figure, plotly_array
+from support.app_client import figure, plotly_array
 
 TEXT = "To be, or not to be, that is the question"
 

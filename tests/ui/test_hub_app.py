@@ -9,30 +9,23 @@ import pytest
 from gradio_client import Client, handle_file
 
 from support import hub_repos
-from support.fake_hub import FakeHub
 
 TEXT = "Shall I compare thee to a summer's day? Shall I compare thee"
 GPT2 = "tiny/gpt2"
 
 
 @pytest.fixture(scope="module")
-def hub(app_server, tmp_path_factory):
+def hub(app_server, start_fake_hub, tmp_path_factory):
+    """The fake Hub (tests/conftest.py) serving a tiny repo of every family, one of ours, a bad one and one that hangs."""
     tmp = tmp_path_factory.mktemp("app-hub")
-    with FakeHub() as server, pytest.MonkeyPatch.context() as patch:
-        for model_type in hub_repos.TINY:  # one repo per family modeling.convert holds
-            server.add_folder(f"tiny/{model_type}", hub_repos.save_transformers_repo(tmp / model_type, model_type))
-        server.add_folder("tiny/ours", hub_repos.save_ours(tmp / "ours"))
-        server.add_repo("bad/unknown-architecture", hub_repos.bad_repos(tmp)["bad/unknown-architecture"])
-        server.add_repo("slow/hangs", {"config.json": b"{}"})
-        server.hanging.add("slow/hangs")
-        for key, value in dict(HF_ENDPOINT=server.url, HF_HOME=str(tmp / "home"), HF_TOKEN="hf_dummy_token_for_tests").items():
-            patch.setenv(key, value)
-        patch.delenv("HF_HUB_OFFLINE", raising=False)
-        patch.delenv("HF_HUB_CACHE", raising=False)
-        yield server
-        from explorer.models import held
-
-        held.forget_all()
+    server = start_fake_hub(token="hf_dummy_token_for_tests")
+    for model_type in hub_repos.TINY:  # one repo per family modeling.convert holds
+        server.add_folder(f"tiny/{model_type}", hub_repos.save_transformers_repo(tmp / model_type, model_type))
+    server.add_folder("tiny/ours", hub_repos.save_ours(tmp / "ours"))
+    server.add_repo("bad/unknown-architecture", hub_repos.bad_repos(tmp)["bad/unknown-architecture"])
+    server.add_repo("slow/hangs", {"config.json": b"{}"})
+    server.hanging.add("slow/hangs")
+    return server
 
 
 def test_open_model_returns_its_json_and_joins_every_menu(client, hub):

@@ -16,7 +16,6 @@ from joserfc import jwt
 from joserfc.jwk import KeySet
 
 from checkpointing.paths import REPO_ROOT
-from support.fake_hub import FakeHub
 from support.fixtures_checkpoints import train_tokenizer
 
 USERS = {"hf_token_alice": "alice", "hf_token_bob": "bob"}
@@ -36,18 +35,9 @@ def trained(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def hub(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("push-hub")
-    with FakeHub(users=USERS) as server, pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HF_ENDPOINT", server.url)
-        patch.setenv("HF_HOME", str(tmp / "home"))
-        patch.delenv("HF_TOKEN", raising=False)  # the push uses the visitor's token only
-        patch.delenv("HF_HUB_OFFLINE", raising=False)
-        patch.delenv("HF_HUB_CACHE", raising=False)
-        yield server
-        from explorer.models import held
-
-        held.forget_all()
+def hub(start_fake_hub):
+    """The fake Hub (tests/conftest.py), empty, where USERS sign in; no machine token: the push uses the visitor's only."""
+    return start_fake_hub(users=USERS, token=None)
 
 
 def test_push_makes_a_repo_under_the_visitors_account_with_everything(hub, trained):

@@ -12,7 +12,6 @@ from transformers import AutoModelForCausalLM
 
 from support import hub_repos
 from checkpointing.in_context import head_scores
-from support.fake_hub import FakeHub
 from modeling.convert import CONVERTERS
 from checkpointing.paths import REPO_ROOT
 
@@ -23,25 +22,18 @@ TEXT = "If music be the food of love, play on. If music be the food"
 
 
 @pytest.fixture(scope="module")
-def hub(app_server, tmp_path_factory):
-    """The fake Hub serving REPO at every step of STEPS. After the session's app is built: a page built while
-    revisions are open would list them in its menus, and test_app checks the menus a fresh app builds."""
+def hub(app_server, start_fake_hub, tmp_path_factory):
+    """The fake Hub (tests/conftest.py) serving REPO at every step of STEPS. After the session's app is built: a page
+    built while revisions are open would list them in its menus, and test_app checks the menus a fresh app builds."""
     tmp = tmp_path_factory.mktemp("timeline-hub")
-    with FakeHub() as server, pytest.MonkeyPatch.context() as patch:
-        folders = {}
-        for seed, step in enumerate(STEPS):
-            folders[step] = hub_repos.save_transformers_repo(tmp / f"step{step}", FAMILY, seed=seed)
-            server.add_folder(REPO, folders[step], revision=f"step{step}")
-        server.add_folder("tiny/no-steps", folders[0])
-        for key, value in dict(HF_ENDPOINT=server.url, HF_HOME=str(tmp / "home")).items():
-            patch.setenv(key, value)
-        patch.delenv("HF_HUB_OFFLINE", raising=False)
-        patch.delenv("HF_HUB_CACHE", raising=False)
-        server.folders = folders
-        yield server
-        from explorer.models import held
-
-        held.forget_all()
+    server = start_fake_hub()
+    folders = {}
+    for seed, step in enumerate(STEPS):
+        folders[step] = hub_repos.save_transformers_repo(tmp / f"step{step}", FAMILY, seed=seed)
+        server.add_folder(REPO, folders[step], revision=f"step{step}")
+    server.add_folder("tiny/no-steps", folders[0])
+    server.folders = folders
+    return server
 
 
 def test_named_revisions_are_measured_as_transformers_own_models_score(hub):

@@ -1,6 +1,8 @@
-"""Live training: snapshots streamed from transformers' Trainer, stopped by an Event or a client that leaves,
-a final result with one loss per logged step, the model saved and loaded back, the data's repeats at varying
-offsets, the induction score, and every choice bounded with a clear message."""
+"""Live training (explorer.learning.train_live): snapshots published by a plain AdamW loop in a thread, stopped by an
+Event or a client that leaves, a final result with one loss per logged step, the model saved and loaded back (the
+attention-only induction preset too, opened in every view), the data (explorer.learning.live_data: the shipped
+excerpt, repeats at varying offsets, the loss on the copies only), the induction score, and every choice bounded with
+a clear message."""
 
 import itertools
 import json

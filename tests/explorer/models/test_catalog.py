@@ -6,7 +6,7 @@ import shutil
 import pytest
 from safetensors.torch import load_file, save_file
 
-from conftest import SLOW_MODEL
+from support.fixtures_checkpoints import SLOW_MODEL
 from checkpointing import paths
 from checkpointing.loading import checkpoint_problems
 from explorer.models import catalog

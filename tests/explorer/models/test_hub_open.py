@@ -15,7 +15,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from support import hub_repos
-from support.fake_hub import FakeHub, HangingHub
+from support.fake_hub import HangingHub
 from modeling.convert import CONVERTERS
 
 from explorer.models import held, hub_files, opening, plans
@@ -36,26 +36,21 @@ def repos(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def hub(repos, tmp_path_factory):
-    """The fake Hub serving the tiny repos, the bad ones, and GPT-NeoX at two revisions; HF_* pointing at it."""
+def hub(start_fake_hub, repos, tmp_path_factory):
+    """The fake Hub (tests/conftest.py) serving the tiny repos, the bad ones, and GPT-NeoX at two revisions."""
     tmp = tmp_path_factory.mktemp("hub")
-    with FakeHub() as server, pytest.MonkeyPatch.context() as patch:
-        for name, folder in repos.items():
-            server.add_folder(name, folder)
-        for name, files in hub_repos.bad_repos(tmp).items():
-            server.add_repo(name, files)
-        server.add_repo("bad/gated", {"config.json": b"{}"})
-        server.gated.add("bad/gated")
-        for step, seed in (("step0", 10), ("step1", 11)):
-            server.add_folder("tiny/neox-run", hub_repos.save_transformers_repo(tmp / step, REVISIONS_FAMILY, seed), revision=step)
-        patch.setenv("HF_ENDPOINT", server.url)
-        patch.setenv("HF_HOME", str(tmp / "home"))
-        patch.delenv("HF_HUB_CACHE", raising=False)
-        patch.delenv("HF_HUB_OFFLINE", raising=False)
-        patch.setenv("HF_TOKEN", "hf_dummy_token_for_tests")
+    server = start_fake_hub(token="hf_dummy_token_for_tests")
+    for name, folder in repos.items():
+        server.add_folder(name, folder)
+    for name, files in hub_repos.bad_repos(tmp).items():
+        server.add_repo(name, files)
+    server.add_repo("bad/gated", {"config.json": b"{}"})
+    server.gated.add("bad/gated")
+    for step, seed in (("step0", 10), ("step1", 11)):
+        server.add_folder("tiny/neox-run", hub_repos.save_transformers_repo(tmp / step, REVISIONS_FAMILY, seed), revision=step)
+    with pytest.MonkeyPatch.context() as patch:
         patch.chdir(tmp)  # where a pickle or a repo's code would write its marker
         yield server
-        held.forget_all()
 
 
 def reference(folder: Path):

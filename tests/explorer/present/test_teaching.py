@@ -1,5 +1,6 @@
-"""explorer/teach_figures.py, teach_html.py, teaching.py: what the teaching views draw is the computed numbers,
-escaped, and the explanations' facts hold for every shipped model."""
+"""explorer.present: what the teaching views draw (each view's figures and HTML, the clickable tokens) is the computed
+numbers, escaped, and the explanations' facts (the shared concepts, the encodings' text) hold for every shipped
+model."""
 
 import base64
 import io

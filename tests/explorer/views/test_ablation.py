@@ -1,4 +1,4 @@
-"""explorer/ablation.py: removing heads through an edit at the heads' site, checked against the weights."""
+"""explorer.views.ablation: removing heads through an edit at the heads' site, checked against the weights."""
 
 import numpy as np
 import pytest

@@ -1,5 +1,5 @@
-"""explorer/forward_pass.py: one recorded run of (checkpoint, text, decoding) serves every view of that text; views never run
-the model for what the run holds. Counted in forward calls, not timed."""
+"""explorer.views.forward_pass: one recorded pass of (checkpoint, text, decoding) serves every view of that text; views
+never run the model for what the pass holds. Counted in forward calls, not timed."""
 
 import threading
 

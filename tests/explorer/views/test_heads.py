@@ -1,4 +1,4 @@
-"""explorer/heads.py: head types are scored from the attention weights as their definitions say."""
+"""explorer.views.heads: head types are scored from the attention weights as their definitions say."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""explorer/lens.py: each layer's residual stream read through the final LayerNorm and the tied LM head."""
+"""explorer.views.lens: each layer's residual stream read through the final LayerNorm and the tied LM head."""
 
 import numpy as np
 import pytest

@@ -9,8 +9,9 @@ import pytest
 from explorer.core.inputs import InputProblem
 from explorer.views.patching.analysis import activation_patching
 from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED, SPREAD_TEXTS, change_one_word, swap_repeated_half
-from support.patching_default import MAIN, default_patching, main  # noqa: F401 - fixtures
 from support.shipped import SHIPPED_ROOT
+
+MAIN = "shakespeare-main"
 
 
 def test_json_has_the_metrics_and_every_grid_normalised(default_patching, main):

@@ -16,7 +16,6 @@ from explorer.views.patching.texts import DEFAULT_CLEAN, change_one_word
 from modeling import ScratchTransformerForCausalLM, Site
 from modeling.convert import causal_lm_from_gpt2
 from support.fixtures_checkpoints import checkpoint_config, train_tokenizer
-from support.patching_default import default_patching, main  # noqa: F401 - fixtures
 from support.shipped import load
 
 TOLERANCE = 1e-5  # normalised metric, float32

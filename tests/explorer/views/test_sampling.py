@@ -1,4 +1,4 @@
-"""explorer/sampling.py: the next-token distribution is the one generate samples from."""
+"""explorer.views.sampling: the next-token distribution is the one generate samples from."""
 
 import numpy as np
 import pytest

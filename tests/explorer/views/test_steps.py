@@ -1,4 +1,4 @@
-"""explorer/steps.py: attention recomputed step by step equals the model's own numbers (float32, within 1e-5)."""
+"""explorer.views.steps: attention recomputed step by step equals the model's own numbers (float32, within 1e-5)."""
 
 import numpy as np
 import pytest

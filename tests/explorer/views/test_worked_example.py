@@ -1,4 +1,4 @@
-"""explorer/worked_example.py: the notes' example with the correct encoding, step by step."""
+"""explorer.views.worked_example: the notes' example with the correct encoding, step by step."""
 
 import math
 

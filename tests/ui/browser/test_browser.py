@@ -7,7 +7,8 @@ change to the layout. Without Chromium these tests skip; with the environment va
 
 import pytest
 
-from conftest import SHOTS, SLOW_MODEL, WIDTHS, app_page, assert_no_error_shown, open_page, open_tab, pick, plot_drawn, settled
+from support.browser import SHOTS, WIDTHS, app_page, assert_no_error_shown, open_page, open_tab, pick, plot_drawn, settled
+from support.fixtures_checkpoints import SLOW_MODEL
 
 pytestmark = pytest.mark.browser
 

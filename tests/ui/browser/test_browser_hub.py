@@ -6,8 +6,7 @@ Screenshots go to artifacts/screenshots/hub-*.png (gitignored)."""
 import pytest
 
 from support import hub_repos
-from support.fake_hub import FakeHub
-from conftest import SHOTS, WIDTHS, assert_no_error_shown, choose, open_page, open_tab, plot_drawn
+from support.browser import SHOTS, WIDTHS, assert_no_error_shown, choose, open_page, open_tab, plot_drawn
 
 pytestmark = pytest.mark.browser
 REPO = "tiny/gpt2"
@@ -16,22 +15,16 @@ STEPS = (0, 1000, 2000, 3000)  # its revisions step0 … step3000
 
 
 @pytest.fixture(scope="module")
-def hub(app_server, tmp_path_factory):
+def hub(app_server, start_fake_hub, tmp_path_factory):
+    """The fake Hub (tests/conftest.py) serving REPO, a bad repo, and PYTHIA at every step of STEPS."""
     tmp = tmp_path_factory.mktemp("browser-hub")
-    with FakeHub() as server, pytest.MonkeyPatch.context() as patch:
-        server.add_folder(REPO, hub_repos.save_transformers_repo(tmp / "gpt2", "gpt2"))
-        server.add_repo("bad/unknown-architecture", hub_repos.bad_repos(tmp)["bad/unknown-architecture"])
-        for seed, step in enumerate(STEPS):
-            server.add_folder(PYTHIA, hub_repos.save_transformers_repo(tmp / f"step{step}", "gpt_neox", seed=seed),
-                              revision=f"step{step}")
-        for key, value in dict(HF_ENDPOINT=server.url, HF_HOME=str(tmp / "home")).items():
-            patch.setenv(key, value)
-        patch.delenv("HF_HUB_OFFLINE", raising=False)
-        patch.delenv("HF_HUB_CACHE", raising=False)
-        yield server
-        from explorer.models import held
-
-        held.forget_all()
+    server = start_fake_hub()
+    server.add_folder(REPO, hub_repos.save_transformers_repo(tmp / "gpt2", "gpt2"))
+    server.add_repo("bad/unknown-architecture", hub_repos.bad_repos(tmp)["bad/unknown-architecture"])
+    for seed, step in enumerate(STEPS):
+        server.add_folder(PYTHIA, hub_repos.save_transformers_repo(tmp / f"step{step}", "gpt_neox", seed=seed),
+                          revision=f"step{step}")
+    return server
 
 
 @pytest.mark.parametrize("width", WIDTHS)

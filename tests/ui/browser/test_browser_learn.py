@@ -1,12 +1,14 @@
 """The tabs of learning in headless Chromium, at 1366 and 800 px wide: a tiny training job streams its loss
 curve and ends with the JSON and an enabled download; one gradient step draws its plots; Watch it learn follows its
-slider. Screenshots: artifacts/screenshots/learn-*-<width>.png and teach-watch-it-learn-<width>.png (look at them)."""
+slider; a second browser sees its place in the queue, and a page closed mid-job ends the trainer's thread.
+Screenshots: artifacts/screenshots/teach-{train-live,gradient-step,watch-it-learn}-<width>.png and learn-queued.png
+(look at them)."""
 
 import zipfile
 
 import pytest
 
-from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, fill, open_page, open_tab, plot_drawn, set_tiny_job, shot
+from support.browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, fill, open_page, open_tab, plot_drawn, set_tiny_job, shot
 
 pytestmark = pytest.mark.browser
 

@@ -17,8 +17,7 @@ import pytest
 from huggingface_hub import metadata_load
 
 from support.app_process import REPO, start_app, stop_app
-from conftest import SHOTS, TIMEOUT_MS, assert_no_error_shown, open_tab, set_tiny_job
-from support.fake_hub import FakeHub
+from support.browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, open_tab, set_tiny_job
 
 pytestmark = pytest.mark.browser
 USERS = {"hf_alice_personal": "alice", "hf_bob_personal": "bob", "hf_space_owner": "space-owner"}
@@ -33,18 +32,19 @@ def readme_scopes() -> str:
 
 
 @pytest.fixture(scope="module")
-def space(tiny_checkpoints, tmp_path_factory):
-    """(url, hub): the app in a subprocess as the Hub runs a Space with OAuth, the fake Hub its provider and API."""
-    with FakeHub(users=USERS) as hub:
-        env = dict(SYSTEM="spaces", SPACE_ID="scratch-transformer/scratch-transformer", OAUTH_CLIENT_ID=hub.client_id,
-                   OAUTH_CLIENT_SECRET=hub.client_secret, OAUTH_SCOPES=readme_scopes(), OPENID_PROVIDER_URL=hub.url,
-                   HF_ENDPOINT=hub.url, HF_TOKEN=MACHINE_TOKEN, HF_HOME=str(tmp_path_factory.mktemp("oauth-home")),
-                   HF_HUB_OFFLINE=None, HF_HUB_CACHE=None, SPACE_HOST=None)
-        process, url, _ = start_app(tiny_checkpoints, env=env)
-        try:
-            yield url, hub
-        finally:
-            stop_app(process)
+def space(tiny_checkpoints, start_fake_hub, tmp_path_factory):
+    """(url, hub): the app in a subprocess as the Hub runs a Space with OAuth, the fake Hub (tests/conftest.py) its
+    provider and API."""
+    hub = start_fake_hub(users=USERS)
+    env = dict(SYSTEM="spaces", SPACE_ID="scratch-transformer/scratch-transformer", OAUTH_CLIENT_ID=hub.client_id,
+               OAUTH_CLIENT_SECRET=hub.client_secret, OAUTH_SCOPES=readme_scopes(), OPENID_PROVIDER_URL=hub.url,
+               HF_ENDPOINT=hub.url, HF_TOKEN=MACHINE_TOKEN, HF_HOME=str(tmp_path_factory.mktemp("oauth-home")),
+               HF_HUB_OFFLINE=None, HF_HUB_CACHE=None, SPACE_HOST=None)
+    process, url, _ = start_app(tiny_checkpoints, env=env)
+    try:
+        yield url, hub
+    finally:
+        stop_app(process)
 
 
 def visitor(browser, url, hub, user: str | None, width: int):

@@ -6,7 +6,7 @@ import pytest
 
 from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED
 from support.shipped import SHIPPED_ROOT
-from conftest import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, settled
+from support.browser import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, settled
 
 pytestmark = pytest.mark.browser
 

@@ -3,8 +3,8 @@ be clicked, nothing shows an error. Screenshots: artifacts/screenshots/teach-*-<
 
 import pytest
 
-from conftest import SLOW_MODEL
-from conftest import assert_no_error_shown, open_tab, pick, plot_drawn, shot
+from support.browser import assert_no_error_shown, open_tab, pick, plot_drawn, shot
+from support.fixtures_checkpoints import SLOW_MODEL
 
 pytestmark = pytest.mark.browser
 
