@@ -13,19 +13,22 @@ import gradio as gr
 from explorer.models import catalog
 from explorer.generation import decoding
 from explorer.present import train_live as present
-from explorer.learning import live_data, train_live
+from explorer.learning import live_data, train_live as live  # the tab's handler is train_live, its endpoint's name
 from explorer.core.inputs import InputProblem
 from explorer.learning.live_data import SPECIAL_IDS
 from explorer.learning.train_live import DATA_KINDS, DEFAULT, LIMITS, MAX_LEARNING_RATE, THRESHOLD, LiveResult, Snapshot
 from modeling import POSITION_ENCODINGS
 
-from ui.common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
-from ui.open_model import trained_actions
+from ui import trained_model
+from ui.controls import DecodingControls
+from ui.events import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
+from ui.tab import TabParts
 
 CHOICES = ("n_layers", "n_heads", "d_model", "steps", "learning_rate", "position_encoding", "data", "text",
            "batch_size", "context_length", "log_every", "seed", "vocab_size", "copy_share", "attention_only",
            "copies_only", "preset")  # the endpoint's parameters, in order (the later ones may be left out)
 NO_DOWNLOAD = None  # the download button holds no file (and is disabled: ``download_ready``)
+NO_JSON = None  # the JSON of the job, before it ends or after a failure
 YOUR_CHOICES = ""  # the preset menu's "no preset": the choices as set below it
 ROW_TOKENS = 8  # tokens per row of a random-token sample and the copy under it
 
@@ -33,7 +36,7 @@ stops = decoding.StopRegistry()  # browser session -> its running job's stop fla
 running = threading.Semaphore(TRAINING["concurrency_limit"])  # held by the running job: who is waiting is told
 
 
-def sample_text(sample: train_live.Sample) -> str:
+def sample_text(sample: live.Sample) -> str:
     """The prompt and what the model wrote, each on a line of its own; for random tokens also what a copy would
     be, each token under the one it is compared with, and how many the model got right."""
     if not sample:
@@ -49,7 +52,7 @@ def sample_text(sample: train_live.Sample) -> str:
 
 def preset_values(preset: str) -> list:
     """The tab's controls set to a preset's choices (its other controls unchanged)."""
-    chosen = train_live.PRESETS[preset][1] if preset else {}
+    chosen = live.PRESETS[preset][1] if preset else {}
     return [gr.update(value=chosen[name]) if name in chosen else gr.update() for name in CHOICES[:-1]]
 
 
@@ -67,8 +70,8 @@ def uniform_loss(settings, tokenizer) -> float:
     return math.log(len(tokenizer) if tokenizer is not None else settings.vocab_size - SPECIAL_IDS)
 
 
-@guarded(NO_FIGURE, NO_TEXT, NO_FIGURE, NO_FIGURE, None, NO_DOWNLOAD)
-def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encoding, data, text, batch_size=None,
+@guarded(curve=NO_FIGURE, sample=NO_TEXT, attention=NO_FIGURE, induction=NO_FIGURE, numbers=NO_JSON, download=NO_DOWNLOAD)
+def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encoding, data, text, batch_size=None,
                context_length=None, log_every=None, seed=None, vocab_size=None, copy_share=None, attention_only=None,
                copies_only=None, preset=None, request: gr.Request = None):
     """Train a fresh model with these choices (the ones left out take the defaults; a ``preset`` sets its own),
@@ -81,9 +84,9 @@ def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encodin
         values = {"preset": preset}
     elif learning_rate is None:
         raise InputProblem(f"Type a learning rate: greater than 0, at most {MAX_LEARNING_RATE:g}.")
-    settings = train_live.check_settings(**values)
+    settings = live.check_settings(**values)
     tokenizer = None
-    if settings.data in train_live.TEXT_KINDS:  # text is read with the shipped main model's tokenizer
+    if settings.data in live.TEXT_KINDS:  # text is read with the shipped main model's tokenizer
         catalog.resolve(live_data.TOKENIZER_MODEL)  # there and usable, else a message naming what there is
         tokenizer = live_data.shipped_tokenizer()  # the job's own copy: a fast tokenizer is not shared across threads
     uniform = uniform_loss(settings, tokenizer)
@@ -100,14 +103,14 @@ def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encodin
     try:  # a client that leaves closes this generator, which closes the job's, which stops the training loop
         yield (present.loss_curve_figure([], [], settings.steps, uniform, settings.copies_only), NO_TEXT,
                NO_FIGURE, NO_FIGURE, None, NO_DOWNLOAD, status(f"Starting: a fresh model ({described})…"))
-        with closing(train_live.train_live(settings, stop, tokenizer=tokenizer)) as job:
+        with closing(live.train_live(settings, stop, tokenizer=tokenizer)) as job:
             shown = (NO_TEXT, NO_FIGURE, NO_FIGURE)  # the last snapshot's sample, attention and induction scores
             formed = None  # the first snapshot with an induction head: (layer, head, score, step)
             for item in job:
                 curve = present.loss_curve_figure(item.logged_steps, item.losses, settings.steps, uniform,
                                                         settings.copies_only)
                 if isinstance(item, Snapshot):
-                    formed = formed or train_live.formed_head(item.induction, item.step)
+                    formed = formed or live.formed_head(item.induction, item.step)
                     shown = (sample_text(item.sample), present.probe_attention_figure(item),
                              present.induction_figure(item.induction, item.induction_baseline))
                     yield (curve, *shown, None, NO_DOWNLOAD,
@@ -123,7 +126,7 @@ def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encodin
 
 
 def formed_line(formed) -> list[str]:
-    """The status line naming the induction head, once one has formed (``train_live.formed_head``)."""
+    """The status line naming the induction head, once one has formed (``explorer.learning.train_live.formed_head``)."""
     if formed is None:
         return []
     layer, head, score, step = formed
@@ -132,7 +135,7 @@ def formed_line(formed) -> list[str]:
 
 def finished(result: LiveResult, curve, shown, folder: str, described, formed=None):
     """The last update: the curve, the JSON, the zip to download (written into ``folder``), and how the job ended."""
-    archive = train_live.save_zip(result, folder)
+    archive = live.save_zip(result, folder)
     outcome = "Stopped" if result.stopped else "Done"
     last = (f"loss {result.losses[0]:.3f} at step 0 → {result.losses[-1]:.3f} at step {result.logged_steps[-1]}"
             if len(result.losses) > 1 else "stopped before its first step")
@@ -158,12 +161,13 @@ def number(name: str, label: str, **kwargs) -> gr.Number:
                      label=f"{label} ({low}–{high:,})", elem_id=f"live-{name.replace('_', '-')}", **kwargs)
 
 
-def tab() -> None:
+def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
+    """The tab (no model menu: it trains a fresh model); the trained model's actions, for the page to wire."""
     with gr.Tab("Train one yourself", id="train-live"):
         with gr.Row():
             with gr.Column(scale=3):
                 preset = gr.Dropdown([("Your choices below", YOUR_CHOICES)] + [(label, key) for key, (label, _) in
-                                                                              train_live.PRESETS.items()],
+                                                                              live.PRESETS.items()],
                                      value=YOUR_CHOICES, label="One click: a setting we measured (it fills the choices)",
                                      elem_id="live-preset")
                 data = gr.Dropdown([(label, kind) for kind, label in DATA_KINDS.items()], value=DEFAULT.data,
@@ -185,7 +189,7 @@ def tab() -> None:
                     copies_only = gr.Checkbox(value=DEFAULT.copies_only, label="Loss on the copies only",
                                               elem_id="live-copies-only")
                 text = gr.Textbox(label=f"Your own text (for the data “{DATA_KINDS['own-text']}”; at most "
-                                        f"{train_live.MAX_TEXT_CHARS:,} characters)", lines=3, elem_id="live-text")
+                                        f"{live.MAX_TEXT_CHARS:,} characters)", lines=3, elem_id="live-text")
                 with gr.Accordion("More choices", open=False):
                     with gr.Row():
                         vocab = number("vocab_size", "Vocabulary size (random tokens; 3 are special)")
@@ -213,7 +217,7 @@ def tab() -> None:
         with gr.Row():
             numbers = gr.JSON(visible=False, elem_id="live-json")  # the API's numbers; the plots show them
             download = gr.DownloadButton("Download the model (zip)", interactive=False, elem_id="live-download")
-        trained_actions(download, numbers)  # Open in every tab; Push to the Hub
+        trained = trained_model.panel(download, numbers)  # Open in every tab; Push to the Hub
     request = [layers, heads, width, steps, rate, encoding, data, text, batch, context, log_every, seed, vocab, share,
                attention_only, copies_only, preset]
     preset.change(preset_values, preset, request[:-1], api_name="train_live_preset", api_visibility="private",
@@ -222,7 +226,8 @@ def tab() -> None:
           api_name="train_live_leave_preset", api_visibility="private", queue=False)  # leaves the preset
     start.click(lambda: (gr.update(interactive=True), gr.update(interactive=False), waiting_note()), None,
                 [stop, download, status_line], api_name="train_live_stop_on", api_visibility="private", queue=False)
-    start.click(train_job, request, [curve, sample, attention, induction, numbers, download, status_line],
+    start.click(train_live, request, [curve, sample, attention, induction, numbers, download, status_line],
                 api_name="train_live", show_progress="full", **TRAINING, **UNCHECKED).then(
         download_ready, download, [stop, download], api_name="train_live_stop_off", api_visibility="private", **UNCHECKED)
     stop.click(stop_training, None, None, api_name="stop_training")
+    return TabParts(trained=trained)
