@@ -4,13 +4,14 @@
     SCRATCH_CHECKPOINTS=DIR python app.py   # checkpoints from DIR instead of ./checkpoints
     SCRATCH_TORCH_THREADS=2 python app.py   # torch threads per request (default 1; see warm_up)
 
-This file assembles the tabs (one module each in ``ui``) and launches; everything shown is computed in the
+This file assembles the tabs (one module each in ``ui.tabs``) and launches; everything shown is computed in the
 ``explorer`` package (tested on its own). ``demo`` is built at import, with the model menus filled
 (discovery reads config files and weight headers, loads no weights): when the page answers, every control
 on it works. Importing the explorer imports torch and the model package (a few seconds); the weights load
 in the background right after launch (or on the first request when imported by a test). A page load
 refreshes the menus, so a checkpoint trained while the app runs shows up on reload. A new tab is one more
-module in ``ui`` whose ``tab`` is called from ``build_demo``.
+module in ``ui.tabs`` with a ``tab(choices, value, decoding)`` that returns its ``TabParts``, and one more name in
+``TABS``.
 """
 
 import logging
@@ -22,7 +23,8 @@ from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth
 from explorer.models import catalog, uploads
 from explorer.present import figures
 from explorer.present.encodings import extrapolation_figure
-from ui import common, open_model
+from ui import menus, open_model, style, trained_model
+from ui.tab import TabParts
 from ui.tabs import ablation, attention, encodings, generate, gradient_step, lens, patching, sampling, steps, trace, \
     train_live, watch_it_learn
 
@@ -36,29 +38,38 @@ apart with the model's own numbers: **attention step by step**, the **logit lens
 **watch it learn**: an induction head forming in a recorded training run."""
 
 
+# the tabs in the page's order; Generate first: the views after it read its decoding controls
+TABS = (generate, encodings, attention, trace, steps, lens, ablation, sampling, patching, gradient_step, train_live,
+        watch_it_learn)
+
+
+def build_tabs(choices, value) -> list[TabParts]:
+    """Every tab, built in order with the menus' choices and default value and Generate's decoding controls."""
+    built, decoding = [], None
+    for view in TABS:
+        built.append(view.tab(choices, value, decoding))
+        decoding = decoding or built[-1].decoding
+    return built
+
+
 def build_demo() -> gr.Blocks:
     """The page: the intro, the catalog's status line, Open a model, and the twelve tabs, each with its own model
     menu (the page load and every opened model refresh them all; Activation patching's and One gradient step's list
     the decoder-only models)."""
-    choices, value, note = common.menus_now()
+    choices, value, note = menus.menus_now()
     # files served (the trained models' zips) are copied into gradio's cache: every hour, those over 2 hours old go
     with gr.Blocks(title="Transformer from scratch", delete_cache=(3600, 7200)) as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
         opening = open_model.panel()
         with gr.Tabs(overflow_behavior="wrap") as tabs:  # twelve tabs: on a narrow page they wrap, none hides behind a menu
-            generate_menu, decoding = generate.tab(choices, value)
-            encodings.tab()
-            menus = [generate_menu, *(view.tab(choices, value, decoding) for view in (attention, trace, steps, lens, ablation)),
-                     sampling.tab(choices, value)]
-            patching_menu = patching.tab(choices, value)
-            decoder_menus = [gradient_step.tab(choices, value), patching_menu]
-            train_live.tab()
-            watch_it_learn.tab()
-        demo.load(common.catalog_event(len(menus), len(decoder_menus)), None, [*menus, *decoder_menus, catalog_status],
-                  api_name="catalog")
-        open_model.wire(opening, menus, decoder_menus, catalog_status)
-        open_model.wire_sign_in(demo, tabs)  # on a Space: back from signing in, Train one yourself and its model
+            built = build_tabs(choices, value)
+        page = menus.PageMenus(tuple(m for parts in built for m in parts.menus),
+                               tuple(m for parts in built for m in parts.decoder_only), catalog_status)
+        demo.load(menus.catalog_event(page), None, page.outputs(), api_name="catalog")
+        open_model.wire(opening, page)
+        for trained in (parts.trained for parts in built if parts.trained):  # Train one yourself's model
+            trained_model.wire(trained, page, demo, tabs)
     demo.queue(default_concurrency_limit=4)
     return demo
 
@@ -66,9 +77,9 @@ def build_demo() -> gr.Blocks:
 demo = build_demo()
 # launch() options: uploads (Open a model's zip) up to the Hub's weight limit and room for the rest; Gradio's own
 # errors (e.g. too few arguments in an API call) reach the client with their message; a sign-in the visitor denied
-# comes back to the page, not to an error page (ui.open_model.sign_in_refused)
-LAUNCH_OPTIONS = dict(css=common.CSS, max_file_size=uploads.max_upload_bytes(), show_error=True,
-                      app_kwargs=dict(exception_handlers={OAuthError: open_model.sign_in_refused}))
+# comes back to the page, not to an error page (ui.trained_model.sign_in_refused)
+LAUNCH_OPTIONS = dict(css=style.CSS, max_file_size=uploads.max_upload_bytes(), show_error=True,
+                      app_kwargs=dict(exception_handlers={OAuthError: trained_model.sign_in_refused}))
 
 
 def launch(**overrides):

@@ -243,8 +243,8 @@ def test_the_app_benchmarks_training_job_is_the_tabs_default_job():
 
     from benchmarks.app_latency import default_job
     from explorer.learning.live_settings import DEFAULT, check_settings
-    from ui.tabs.train_live import CHOICES, train_job
+    from ui.tabs.train_live import CHOICES, train_live
 
     inputs = default_job()
-    assert list(inspect.signature(train_job).parameters)[:len(inputs)] == list(CHOICES)
+    assert list(inspect.signature(train_live).parameters)[:len(inputs)] == list(CHOICES)
     assert check_settings(**dict(zip(CHOICES, inputs))) == DEFAULT

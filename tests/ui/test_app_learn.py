@@ -26,7 +26,7 @@ from explorer.learning.live_data import SPECIAL_IDS
 from explorer.learning.live_settings import DEFAULT
 from explorer.learning.watch_it_learn import DEFAULT_TEXT, timeline_view
 from support.fixtures_checkpoints import SEQ2SEQ_NAME
-from ui.common import visible_breaks
+from ui.events import visible_breaks
 
 # a tiny job: one layer, two heads, d_model 16, on repeating random tokens (the default vocabulary: 64 ids, 61 drawn)
 TINY = dict(n_layers=1, n_heads=2, d_model=16, learning_rate=0.01, position_encoding="rope", data="random-repeats",

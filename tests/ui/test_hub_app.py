@@ -29,16 +29,16 @@ def hub(app_server, start_fake_hub, tmp_path_factory):
 
 
 def test_open_model_returns_its_json_and_joins_every_menu(client, hub):
-    from ui import common
+    from ui import menus
 
     result, line = client.predict(GPT2, "", api_name="/open_model")
     assert set(result) >= {"name", "family", "parameters", "commit", "parity"}
     assert (result["name"], result["family"], result["commit"]) == (GPT2, "GPT-2", hub.repos[GPT2]["sha"])
     assert result["parity"] <= 1e-4 and result["parameters"] > 0
     assert "Opened" in line and "Parity" in line
-    choices, _, note = common.menus_now()
+    choices, _, note = menus.menus_now()
     assert GPT2 in [name for _, name in choices] and GPT2 in note
-    decoders, _ = common.decoder_only(choices, None)
+    decoders, _ = menus.decoder_only(choices, None)
     assert GPT2 in [name for _, name in decoders]  # One gradient step's menu too
 
 

@@ -6,11 +6,13 @@ import gradio as gr
 from explorer.views import ablation, attention
 from explorer.present import ablation as present, figures
 
-from ui.common import INTERACTIVE, NO_FIGURE, UNCHECKED, DecodingControls, guarded, kind_choices, \
-    kind_menu, status, text_and_model, view_inputs
+from ui.controls import DecodingControls, view_inputs
+from ui.events import INTERACTIVE, NO_FIGURE, UNCHECKED, guarded, status
+from ui.menus import kind_choices, kind_menu, text_and_model
+from ui.tab import TabParts
 
 
-@guarded(NO_FIGURE, NO_FIGURE)
+@guarded(next_plot=NO_FIGURE, loss_plot=NO_FIGURE)
 def ablate_heads(text, model_name, kind, heads, *decoding):
     """The loss and next-token probabilities with the chosen heads removed, and the same removal's effect on
     the fixed passages beside it (``ablation.loss_change_spread``)."""
@@ -25,7 +27,7 @@ def ablate_heads(text, model_name, kind, heads, *decoding):
                    *result.notices))
 
 
-@guarded(NO_FIGURE)
+@guarded(rank_plot=NO_FIGURE)
 def rank_heads(text, model_name, kind, *decoding, progress=gr.Progress()):
     """Every head removed alone: the rise in loss, as a layer × head map."""
     text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
@@ -35,8 +37,8 @@ def rank_heads(text, model_name, kind, *decoding, progress=gr.Progress()):
         f"**{info.name}**: {ranking.increase.size} heads, each removed alone. Costliest: {top}.", *notices, *ranking.notices)
 
 
-def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
-    """The tab, and its model menu."""
+def tab(choices, value, decoding: DecodingControls) -> TabParts:
+    """The tab; its model menu."""
     with gr.Tab("Head ablation", id="ablation"):
         gr.Markdown(present.ABLATION)
         with text_and_model("ablation", ablation.DEFAULT_TEXT, choices, value) as (text, menu):
@@ -60,4 +62,4 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     button.click(lambda: NO_FIGURE, None, rank_plot, api_name="ablation_clear_rank", api_visibility="private")
     rank_button.click(lambda: (NO_FIGURE, NO_FIGURE), None, [next_plot, loss_plot], api_name="ablation_clear_removal",
                       api_visibility="private")
-    return menu
+    return TabParts(menus=(menu,))

@@ -8,8 +8,10 @@ from explorer.models import catalog
 from explorer.present import attention as present, clickable_html, figures
 from explorer.core import inputs
 
-from ui.common import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, DecodingControls, clickable, clicked, decoder_read, \
-    decoding_of, guarded, kind_menu, rewrites, status, text_and_model
+from ui.controls import DecodingControls, clickable, clicked, decoder_read, decoding_of
+from ui.events import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
+from ui.menus import kind_menu, rewrites, text_and_model
+from ui.tab import TabParts
 
 ATTENTION_EXAMPLE = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer"
 
@@ -39,7 +41,7 @@ def head_labels(types, layer: int, head: int | None) -> str:
     return f"Layer {layer}, head {head}: {what} (threshold {types.threshold:g})."
 
 
-@guarded(NO_TEXT, NO_FIGURE, KEPT, KEPT, KEPT)
+@guarded(grid=NO_TEXT, head_plot=NO_FIGURE, kind=KEPT, layer=KEPT, head=KEPT)
 def show_attention(text, model_name, kind, layer, head, *decoding):
     """Every layer × head as a clickable grid with the heads' types, and one head (or the mean over heads)
     enlarged with token labels."""
@@ -63,7 +65,7 @@ def show_attention(text, model_name, kind, layer, head, *decoding):
     )
 
 
-@guarded(NO_FIGURE)
+@guarded(head_plot=NO_FIGURE)
 def show_head(text, model_name, kind, layer, head, *decoding):
     """Only the enlarged head, for the layer and head pickers and the grid (the grid stays)."""
     info, maps, notices = attention_of(text, model_name, decoding)
@@ -72,7 +74,7 @@ def show_head(text, model_name, kind, layer, head, *decoding):
     return figures.attention_head_figure(maps, view), status(labels, *notices, *more) or gr.skip()
 
 
-@guarded(NO_TEXT, NO_FIGURE)
+@guarded(token_strip=NO_TEXT, token_plot=NO_FIGURE)
 def attention_token(text, model_name, kind, layer, query, *decoding):
     """Token-centred: what one query token attends to in every head of a layer."""
     info, maps, notices = attention_of(text, model_name, decoding)
@@ -94,8 +96,8 @@ def clicked_head(evt: gr.EventData):
     return str(int(evt.layer)), str(int(evt.head))
 
 
-def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
-    """The tab, and its model menu."""
+def tab(choices, value, decoding: DecodingControls) -> TabParts:
+    """The tab; its model menu."""
     with gr.Tab("Attention heads", id="attention"):
         with text_and_model("att", ATTENTION_EXAMPLE, choices, value) as (text, menu):
             button = gr.Button("Show attention", variant="primary", elem_id="att-button")
@@ -133,4 +135,4 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
         attention_token, token_request, token_outputs, api_name="attention_token_query", **INTERACTIVE, **UNCHECKED)
     kind.input(show_attention, request, everything, api_name="attention_kind", **INTERACTIVE, **UNCHECKED).then(
         attention_token, token_request, token_outputs, api_name="attention_token_kind", **INTERACTIVE, **UNCHECKED)
-    return menu
+    return TabParts(menus=(menu,))

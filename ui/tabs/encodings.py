@@ -12,15 +12,17 @@ from explorer.core import inputs
 from explorer.core.inputs import InputProblem
 from modeling import POSITION_ENCODINGS
 
-from ui.common import COMPARISON, DEFAULTS, EXTRAPOLATION, INTERACTIVE, NO_FIGURE, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, \
-    guarded, sampling_controls, status
+from ui.controls import DEFAULTS, PROMPT_EXAMPLE, DecodingControls, sampling_controls
+from ui.events import COMPARISON, EXTRAPOLATION, INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
+from ui.tab import TabParts
 
 COMPARE_MAX_NEW_TOKENS = 256  # per model in "one prompt, five encodings": five generations in one request
 GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always takes the most likely token, and a small "
                 "model's most likely token soon repeats what it just wrote, so greedy output falls into loops.")
 
 
-@guarded(*[NO_FIGURE] * 6)
+@guarded(sinusoidal_plot=NO_FIGURE, learned_plot=NO_FIGURE, rope_plot=NO_FIGURE, alibi_plot=NO_FIGURE,
+         similarity_plot=NO_FIGURE, extrapolation_plot=NO_FIGURE)
 def encoding_plots():
     """The encoding heatmaps, similarity against distance, and the evaluation's extrapolation curves."""
     found = catalog.discover_checkpoints()
@@ -34,7 +36,7 @@ def encoding_plots():
             extrapolation, status(*notices) or "Encodings computed from the checkpoints' configs.")
 
 
-@guarded(NO_FIGURE, NO_TEXT)
+@guarded(position_loss_plot=NO_FIGURE, experiment_tables=NO_TEXT)
 def encoding_experiment():
     """The experiment as evaluated: loss at each position of long windows (the shipped seed of each encoding),
     and the tables over every seed, with the published ratios beside ours."""
@@ -47,7 +49,7 @@ def encoding_experiment():
     return figure, tables, status(results.notice or "Figures from results.json, as `python -m training.evaluate` wrote them.")
 
 
-@guarded(NO_FIGURE)
+@guarded(extrapolation_plot=NO_FIGURE)
 def recompute_extrapolation(text):
     """bits/char against context length of the encoding models on the user's own text, drawn as it is
     computed; leaving the page stops it (gradio closes the generator at its next step)."""
@@ -64,7 +66,7 @@ def recompute_extrapolation(text):
         yield figure, status(progress, *notices, *state.notices)
 
 
-@guarded(*[NO_TEXT] * len(POSITION_ENCODINGS))
+@guarded(**dict.fromkeys(POSITION_ENCODINGS, NO_TEXT))  # one box per encoding, in POSITION_ENCODINGS' order
 def compare_encodings(prompt, max_new_tokens, mode="Sampling", seed=0):
     """One prompt continued by each encoding model with the same settings; each box fills as its model finishes."""
     text, notices = inputs.require_text(prompt)
@@ -84,7 +86,8 @@ def compare_encodings(prompt, max_new_tokens, mode="Sampling", seed=0):
                                      f"{settings.describe()}.", *notices))
 
 
-def tab() -> None:
+def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
+    """The tab (no model menu: it shows every encoding's model)."""
     with gr.Tab("Compare encodings", id="encodings") as panel:
         gr.Markdown("Each encoding at the size of the trained models, in its own colour in every plot. Heatmaps: rows "
                     "are positions, columns are dimensions (RoPE: rotation pairs; ALiBi: heads × distance). Hover for values.")
@@ -129,3 +132,4 @@ def tab() -> None:
                          [*compare_outputs, compare_status], api_name="compare_encodings", **COMPARISON, **UNCHECKED)
     compare_mode.change(sampling_controls(1), compare_mode, compare_seed, api_name="compare_mode", api_visibility="private",
                         **UNCHECKED)
+    return TabParts()

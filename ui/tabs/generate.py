@@ -11,15 +11,17 @@ from explorer.generation import decoding, streaming
 from explorer.core import inputs
 from explorer.present import generate as present
 
-from ui.common import GENERATION, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, guarded, model_menu, rewrites, \
-    sampling_controls, status
+from ui.controls import PROMPT_EXAMPLE, DecodingControls, sampling_controls
+from ui.events import GENERATION, NO_TEXT, UNCHECKED, guarded, status
+from ui.menus import model_menu, rewrites
+from ui.tab import TabParts
 
 FOLIO_EXAMPLE = "Shall I compare thee to a Summers day?\nThou art more louely and more temperate:"  # rewritten line by line
 
 stops = decoding.StopRegistry()
 
 
-@guarded(NO_TEXT)
+@guarded(output=NO_TEXT)
 def generate(prompt, model_name, mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed,
              request: gr.Request = None):
     """Stream the prompt and its continuation (or, for an encoder-decoder, the rewrite) token by token
@@ -72,8 +74,9 @@ def generate_boxes(name):
     return gr.update(label=labels.prompt), gr.update(label=labels.output), gr.update(visible=labels.rewrite_note)
 
 
-def tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
-    """The tab, and its model menu and decoding controls (the other tabs read them)."""
+def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
+    """The tab; its model menu and the decoding controls it builds, which the views after it read (``decoding`` is
+    None: Generate comes first)."""
     with gr.Tab("Generate", id="generate"):
         with gr.Row():
             with gr.Column(scale=3):
@@ -103,4 +106,4 @@ def tab(choices, value) -> tuple[gr.Dropdown, DecodingControls]:
                        api_name="folio_example")
     controls.mode.change(sampling_controls(4), controls.mode, [controls.temperature, controls.top_k, controls.top_p, controls.seed],
                          api_name="decoding_mode", api_visibility="private", **UNCHECKED)
-    return menu, controls
+    return TabParts(menus=(menu,), decoding=controls)

@@ -11,13 +11,16 @@ from explorer.learning.gradient_step import MAX_LEARNING_RATE, gradient_step as 
 from explorer.generation.decoding import token_count
 from explorer.core.inputs import echo
 
-from ui.common import INTERACTIVE, NO_FIGURE, UNCHECKED, decoder_only, guarded, model_menu, status
+from ui.controls import DecodingControls
+from ui.events import INTERACTIVE, NO_FIGURE, UNCHECKED, guarded, status
+from ui.menus import decoder_only, model_menu
+from ui.tab import TabParts
 
 EXAMPLE_TEXT, EXAMPLE_TARGET, EXAMPLE_RATE = "Shall I compare thee to a summer's", " day", 0.001
 NO_JSON = None
 
 
-@guarded(NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_JSON)
+@guarded(before_after=NO_FIGURE, heads=NO_FIGURE, tensors=NO_FIGURE, numbers=NO_JSON)
 def gradient_step(text, model_name, position, target, learning_rate):
     """One SGD step θ ← θ − lr·∇θ(−log p(target | tokens 0..position)) on a copy of the model: the figures
     before and after, the gradient norms drawn per layer and per head, and the numbers as JSON."""
@@ -55,8 +58,8 @@ def verdict(step) -> str:
     return "The loss rose: the step overshot. Try a smaller learning rate."
 
 
-def tab(choices, value) -> gr.Dropdown:
-    """The tab, and its model menu (decoder-only models)."""
+def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
+    """The tab; its model menu, of the decoder-only models."""
     decoders, value = decoder_only(choices, value)
     with gr.Tab("One gradient step", id="gradient-step"):
         with gr.Row():
@@ -83,4 +86,4 @@ def tab(choices, value) -> gr.Dropdown:
                           open=False, max_height=320, elem_id="grad-json")
     request, outputs = [text, menu, position, target, rate], [before_after, heads, tensors, numbers, status_line]
     button.click(gradient_step, request, outputs, api_name="gradient_step", **INTERACTIVE, **UNCHECKED)
-    return menu
+    return TabParts(decoder_only=(menu,))

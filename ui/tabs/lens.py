@@ -8,11 +8,13 @@ from explorer.views import lens
 from explorer.present import clickable_html, lens as present
 from explorer.generation.tokens import numbered
 
-from ui.common import INTERACTIVE, NO_FIGURE, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, clickable, clicked, \
-    guarded, status, text_and_model, view_inputs
+from ui.controls import PROMPT_EXAMPLE, DecodingControls, clickable, clicked, view_inputs
+from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
+from ui.menus import text_and_model
+from ui.tab import TabParts
 
 
-@guarded(NO_TEXT, NO_TEXT, NO_FIGURE)
+@guarded(strip=NO_TEXT, table=NO_TEXT, plot=NO_FIGURE)
 def logit_lens(text, model_name, position, *decoding):
     """Top 5 next tokens per layer at one position; the probability of the actual next token everywhere."""
     text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
@@ -24,8 +26,8 @@ def logit_lens(text, model_name, position, *decoding):
                    *notices, *result.notices))
 
 
-def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
-    """The tab, and its model menu."""
+def tab(choices, value, decoding: DecodingControls) -> TabParts:
+    """The tab; its model menu."""
     with gr.Tab("Logit lens", id="lens"):
         gr.Markdown(present.LENS)
         with text_and_model("lens", PROMPT_EXAMPLE, choices, value) as (text, menu):
@@ -39,4 +41,4 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     button.click(logit_lens, request, outputs, api_name="logit_lens", **INTERACTIVE, **UNCHECKED)
     strip.click(clicked("index"), None, position, api_name="lens_pick_position", api_visibility="private").then(
         logit_lens, request, outputs, api_name="logit_lens_position", **INTERACTIVE, **UNCHECKED)
-    return menu
+    return TabParts(menus=(menu,))

@@ -10,9 +10,12 @@ from explorer.views.patching import analysis, grids, texts
 from explorer.core.inputs import InputProblem, echo
 from explorer.present import patching as present
 
-from ui.common import INTERACTIVE, KEPT, NO_FIGURE, UNCHECKED, decoder_only, guarded, model_menu, status
+from ui.controls import DecodingControls
+from ui.events import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
+from ui.menus import decoder_only, model_menu
+from ui.tab import TabParts
 
-NO_JSON, NO_RESULT, NO_TEXT = None, None, ""
+NO_JSON, NO_RESULT = None, None
 GRID_CHOICES = [("Residual stream (layer × position)", "residual"), ("Each head (layer × head)", "heads"),
                 ("Attention output (layer × position)", "attention"), ("Feed-forward output (layer × position)", "feed_forward")]
 PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in grids.GRIDS}
@@ -52,7 +55,8 @@ def _figures(result, names, config):
             for name in grids.GRIDS]
 
 
-@guarded(NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_FIGURE, NO_JSON, NO_TEXT, NO_RESULT, NO_FIGURE, NO_TEXT)
+@guarded(**dict.fromkeys(grids.GRIDS, NO_FIGURE), numbers=NO_JSON, explained=NO_TEXT, result=NO_RESULT, cell_plot=NO_FIGURE,
+         cell_line=NO_TEXT)  # the grids' plots first, one per grid in grids.GRIDS' order
 def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_answer, sites, progress=gr.Progress()):
     """Every patched run of the chosen grids: one heat map per grid, the numbers as JSON, what they show.
     ``sites``: the grids' names; the endpoint's parameter is named after it, so the name stays."""
@@ -70,7 +74,7 @@ def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_an
             NO_FIGURE, NO_TEXT, status(line, defaults, *result.notices))
 
 
-@guarded(NO_FIGURE)
+@guarded(cell_plot=NO_FIGURE)
 def show_cell(result, evt: gr.EventData):
     """The clicked cell's patched run: its top next tokens (the line under it says which cell)."""
     if result is None:
@@ -85,7 +89,7 @@ def show_cell(result, evt: gr.EventData):
         f"{cells.title}, patched at {cells.rows[row]}, {cells.columns[column]}: restored {cells.values[row, column]:.3f}.")
 
 
-@guarded(KEPT)
+@guarded(corrupted=KEPT)
 def corrupted_copy(model_name, clean_text, how):
     """The clean text made into a corrupted one: one word changed, or the first half's words swapped in pairs."""
     _, _, tokenizer = catalog.resolve(model_name)
@@ -111,8 +115,8 @@ def grids_offered(name, ticked, offered):
             gr.update(visible="feed_forward" in has))
 
 
-def tab(choices, value) -> gr.Dropdown:
-    """The tab, and its model menu (decoder-only models)."""
+def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
+    """The tab; its model menu, of the decoder-only models."""
     decoders, value = decoder_only(choices, value)
     with gr.Tab("Activation patching", id="patching"):
         with gr.Accordion("What patching asks, and how to read its grids", open=True, elem_id="patching-teaching-box"):
@@ -161,4 +165,4 @@ def tab(choices, value) -> gr.Dropdown:
                       api_name="patching_change_word", api_visibility="private", **UNCHECKED)
     swap_half.click(lambda m, t: corrupted_copy(m, t, "swap"), [menu, clean], [corrupted, status_line],
                     api_name="patching_swap_half", api_visibility="private", **UNCHECKED)
-    return menu
+    return TabParts(decoder_only=(menu,))

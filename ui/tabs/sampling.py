@@ -8,12 +8,15 @@ from explorer.core import inputs
 from explorer.views import sampling
 from explorer.present import sampling as present
 
-from ui.common import INTERACTIVE, NO_FIGURE, UNCHECKED, guarded, model_menu, status
+from ui.controls import DecodingControls
+from ui.events import INTERACTIVE, NO_FIGURE, UNCHECKED, guarded, status
+from ui.menus import model_menu
+from ui.tab import TabParts
 
 SAMPLING_EXAMPLE = "Shall I compare thee to a summer's"
 
 
-@guarded(NO_FIGURE)
+@guarded(plot=NO_FIGURE)
 def next_token_distribution(prompt, model_name, temperature, top_k, top_p, repetition_penalty):
     """The next-token distribution after temperature, top-k and top-p, as generate samples from it."""
     text, notices = inputs.require_text(prompt)
@@ -26,8 +29,8 @@ def next_token_distribution(prompt, model_name, temperature, top_k, top_p, repet
         f"({d.kept_mass:.1%} of the probability after temperature, renormalised to 100%).", *notices, *d.notices)
 
 
-def tab(choices, value) -> gr.Dropdown:
-    """The tab, and its model menu."""
+def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
+    """The tab; its model menu (its own sampling controls, not Generate's)."""
     with gr.Tab("Sampling, seen", id="sampling"):
         gr.Markdown(present.SAMPLING)
         with gr.Row():
@@ -47,4 +50,4 @@ def tab(choices, value) -> gr.Dropdown:
     gr.on([button.click, prompt.submit, *(control.input for control in controls)], next_token_distribution,
           [prompt, menu, *controls], [plot, status_line], api_name="next_token_distribution", trigger_mode="always_last",
           **INTERACTIVE, **UNCHECKED)
-    return menu
+    return TabParts(menus=(menu,))

@@ -8,8 +8,10 @@ from explorer.core import inputs
 from explorer.present import clickable_html, concepts, steps as present
 from explorer.views.worked_example import worked_example as compute_worked_example
 
-from ui.common import INTERACTIVE, NO_TEXT, UNCHECKED, DecodingControls, clickable, clicked, guarded, kind_choices, \
-    kind_menu, status, text_and_model, view_inputs
+from ui.controls import DecodingControls, clickable, clicked, view_inputs
+from ui.events import INTERACTIVE, NO_TEXT, UNCHECKED, guarded, status
+from ui.menus import kind_choices, kind_menu, text_and_model
+from ui.tab import TabParts
 
 STEPS_EXAMPLE = "To be, or not to be, that is the question"
 
@@ -20,7 +22,7 @@ def worked_example():
     return where_wrong, present.steps_html(example)
 
 
-@guarded(NO_TEXT, NO_TEXT)
+@guarded(strip=NO_TEXT, body=NO_TEXT)
 def attention_steps(text, model_name, kind, layer, head, query, full_precision, *decoding):
     """One head, one query token: every step of the attention computation with the model's numbers."""
     text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
@@ -33,8 +35,8 @@ def attention_steps(text, model_name, kind, layer, head, query, full_precision, 
                    *notices, *view.notices))
 
 
-def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
-    """The tab, and its model menu."""
+def tab(choices, value, decoding: DecodingControls) -> TabParts:
+    """The tab; its model menu."""
     with gr.Tab("Attention, step by step", id="steps") as panel:
         gr.Markdown(present.STEPS.split("\n\n")[0])
         with gr.Accordion("Worked example: attention on “Hello World” by hand (no model needed)", open=True) as example_box:
@@ -61,4 +63,4 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
     button.click(lambda: gr.Accordion(open=False), None, example_box, api_name="steps_fold_example", api_visibility="private")
     strip.click(clicked("index"), None, query, api_name="steps_pick_query", api_visibility="private").then(
         attention_steps, request, outputs, api_name="attention_steps_query", **INTERACTIVE, **UNCHECKED)
-    return menu
+    return TabParts(menus=(menu,))

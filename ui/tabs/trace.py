@@ -7,13 +7,15 @@ from explorer.models import catalog
 from explorer.present import figures, trace as present
 from explorer.views import trace
 
-from ui.common import INTERACTIVE, NO_FIGURE, NO_TEXT, PROMPT_EXAMPLE, UNCHECKED, DecodingControls, decoder_read, guarded, \
-    status, text_and_model, view_inputs
+from ui.controls import PROMPT_EXAMPLE, DecodingControls, decoder_read, view_inputs
+from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
+from ui.menus import text_and_model
+from ui.tab import TabParts
 
 TRACE_HEADERS = ["stack", "step", "shape", "dimensions", "what it is", "where in the model's output"]  # present.trace_table's columns
 
 
-@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT)
+@guarded(table=NO_FIGURE, top_plot=NO_FIGURE, summary=NO_TEXT)
 def trace_forward(text, model_name, *decoding):
     """The real shape of every step of one forward pass over the user's text, and the next-token chart."""
     text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
@@ -31,8 +33,8 @@ def trace_forward(text, model_name, *decoding):
             status(*notices, *steps.notices) or "Forward pass done.")
 
 
-def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
-    """The tab, and its model menu."""
+def tab(choices, value, decoding: DecodingControls) -> TabParts:
+    """The tab; its model menu."""
     with gr.Tab("Inside the forward pass", id="forward"):
         with text_and_model("trace", PROMPT_EXAMPLE, choices, value) as (text, menu):
             button = gr.Button("Run one forward pass", variant="primary", elem_id="trace-button")
@@ -44,4 +46,4 @@ def tab(choices, value, decoding: DecodingControls) -> gr.Dropdown:
                              elem_id="trace-table", interactive=False)
     button.click(trace_forward, [text, menu, *decoding.all()], [table, top_plot, summary, status_line],
                  api_name="forward_trace", **INTERACTIVE, **UNCHECKED)
-    return menu
+    return TabParts(menus=(menu,))

@@ -13,7 +13,8 @@ import gradio as gr
 from explorer.models import catalog
 from explorer.generation import decoding
 from explorer.present import train_live as present
-from explorer.learning import live_data, live_result, live_settings, live_snapshots, train_live
+from explorer.learning import live_data, live_result, live_settings, live_snapshots
+from explorer.learning import train_live as live  # the loop; this tab's handler is train_live, its endpoint's name
 from explorer.core.inputs import InputProblem
 from explorer.learning.live_data import SPECIAL_IDS
 from explorer.learning.live_result import LiveResult
@@ -21,13 +22,16 @@ from explorer.learning.live_settings import DATA_KINDS, DEFAULT, LIMITS, MAX_LEA
 from explorer.learning.live_snapshots import THRESHOLD, Snapshot
 from modeling import POSITION_ENCODINGS
 
-from ui.common import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
-from ui.open_model import trained_actions
+from ui import trained_model
+from ui.controls import DecodingControls
+from ui.events import NO_FIGURE, NO_TEXT, TRAINING, UNCHECKED, guarded, status, visible_breaks
+from ui.tab import TabParts
 
 CHOICES = ("n_layers", "n_heads", "d_model", "steps", "learning_rate", "position_encoding", "data", "text",
            "batch_size", "context_length", "log_every", "seed", "vocab_size", "copy_share", "attention_only",
            "copies_only", "preset")  # the endpoint's parameters, in order (the later ones may be left out)
 NO_DOWNLOAD = None  # the download button holds no file (and is disabled: ``download_ready``)
+NO_JSON = None  # the JSON of the job, before it ends or after a failure
 YOUR_CHOICES = ""  # the preset menu's "no preset": the choices as set below it
 ROW_TOKENS = 8  # tokens per row of a random-token sample and the copy under it
 
@@ -69,8 +73,8 @@ def uniform_loss(settings, tokenizer) -> float:
     return math.log(len(tokenizer) if tokenizer is not None else settings.vocab_size - SPECIAL_IDS)
 
 
-@guarded(NO_FIGURE, NO_TEXT, NO_FIGURE, NO_FIGURE, None, NO_DOWNLOAD)
-def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encoding, data, text, batch_size=None,
+@guarded(curve=NO_FIGURE, sample=NO_TEXT, attention=NO_FIGURE, induction=NO_FIGURE, numbers=NO_JSON, download=NO_DOWNLOAD)
+def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encoding, data, text, batch_size=None,
                context_length=None, log_every=None, seed=None, vocab_size=None, copy_share=None, attention_only=None,
                copies_only=None, preset=None, request: gr.Request = None):
     """Train a fresh model with these choices (the ones left out take the defaults; a ``preset`` sets its own),
@@ -102,7 +106,7 @@ def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encodin
     try:  # a client that leaves closes this generator, which closes the job's, which stops the training loop
         yield (present.loss_curve_figure([], [], settings.steps, uniform, settings.copies_only), NO_TEXT,
                NO_FIGURE, NO_FIGURE, None, NO_DOWNLOAD, status(f"Starting: a fresh model ({described})…"))
-        with closing(train_live.train_live(settings, stop, tokenizer=tokenizer)) as job:
+        with closing(live.train_live(settings, stop, tokenizer=tokenizer)) as job:
             shown = (NO_TEXT, NO_FIGURE, NO_FIGURE)  # the last snapshot's sample, attention and induction scores
             formed = None  # the first snapshot with an induction head: (layer, head, score, step)
             for item in job:
@@ -125,7 +129,7 @@ def train_job(n_layers, n_heads, d_model, steps, learning_rate, position_encodin
 
 
 def formed_line(formed) -> list[str]:
-    """The status line naming the induction head, once one has formed (``live_snapshots.formed_head``)."""
+    """The status line naming the induction head, once one has formed (``explorer.learning.train_live_snapshots.formed_head``)."""
     if formed is None:
         return []
     layer, head, score, step = formed
@@ -160,7 +164,8 @@ def number(name: str, label: str, **kwargs) -> gr.Number:
                      label=f"{label} ({low}–{high:,})", elem_id=f"live-{name.replace('_', '-')}", **kwargs)
 
 
-def tab() -> None:
+def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
+    """The tab (no model menu: it trains a fresh model); the trained model's actions, for the page to wire."""
     with gr.Tab("Train one yourself", id="train-live"):
         with gr.Row():
             with gr.Column(scale=3):
@@ -215,7 +220,7 @@ def tab() -> None:
         with gr.Row():
             numbers = gr.JSON(visible=False, elem_id="live-json")  # the API's numbers; the plots show them
             download = gr.DownloadButton("Download the model (zip)", interactive=False, elem_id="live-download")
-        trained_actions(download, numbers)  # Open in every tab; Push to the Hub
+        trained = trained_model.panel(download, numbers)  # Open in every tab; Push to the Hub
     request = [layers, heads, width, steps, rate, encoding, data, text, batch, context, log_every, seed, vocab, share,
                attention_only, copies_only, preset]
     preset.change(preset_values, preset, request[:-1], api_name="train_live_preset", api_visibility="private",
@@ -224,7 +229,8 @@ def tab() -> None:
           api_name="train_live_leave_preset", api_visibility="private", queue=False)  # leaves the preset
     start.click(lambda: (gr.update(interactive=True), gr.update(interactive=False), waiting_note()), None,
                 [stop, download, status_line], api_name="train_live_stop_on", api_visibility="private", queue=False)
-    start.click(train_job, request, [curve, sample, attention, induction, numbers, download, status_line],
+    start.click(train_live, request, [curve, sample, attention, induction, numbers, download, status_line],
                 api_name="train_live", show_progress="full", **TRAINING, **UNCHECKED).then(
         download_ready, download, [stop, download], api_name="train_live_stop_off", api_visibility="private", **UNCHECKED)
     stop.click(stop_training, None, None, api_name="stop_training")
+    return TabParts(trained=trained)

@@ -5,7 +5,8 @@ are that snapshot's own on the learner's text. The other training run is drawn b
 Below it, a real model learning (``explorer.learning.hub_revisions``): a Hub repo's training checkpoints, its revisions
 (Pythia's ``step…``), opened (``open_revisions``, streaming the downloads) and measured (``measure_revisions``): every
 head's scores over training, and a menu picking the revision whose best induction head, sample and guesses on the
-learner's text are shown (``show_revision``)."""
+learner's text are shown (``show_revision``); the API's ``hub_timeline`` gives the same numbers as JSON
+(``timeline_of_revisions``)."""
 
 import gradio as gr
 
@@ -15,10 +16,13 @@ from explorer.learning.timeline import step_label as name_of_step
 from explorer.present import watch_it_learn as present
 from explorer.core.inputs import InputProblem, echo, whole_number
 
-from ui.common import INTERACTIVE, NO_FIGURE, NO_TEXT, OPENING, UNCHECKED, guarded, status, visible_breaks
+from ui.controls import DecodingControls
+from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, OPENING, UNCHECKED, guarded, status, visible_breaks
+from ui.tab import TabParts
 
 
-@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT, NO_FIGURE, NO_FIGURE, NO_FIGURE)
+@guarded(losses=NO_FIGURE, heads=NO_FIGURE, sample=NO_TEXT, guesses=NO_TEXT, grid=NO_FIGURE, previous=NO_FIGURE,
+         induction=NO_FIGURE)
 def training_timeline(snapshot, text, run=None):
     """The run (default: timeline-repeats) at snapshot index ``snapshot`` (−1: the last) on ``text``: the loss
     curves, every head's scores over training, the greedy sample, the next tokens of the text it guesses right, every
@@ -62,7 +66,7 @@ NO_REQUEST = NO_TIMELINE = None
 NO_REVISIONS = gr.update(choices=[], value=None)
 
 
-@guarded(NO_REQUEST)
+@guarded(asked=NO_REQUEST)
 def open_revisions(repo_id, revisions, text):
     """A Hub repo's revisions (empty: its ``step<N>`` ones, evenly spaced), each opened (downloaded once, cached),
     the progress streamed; then the checked request, for ``measure_revisions``. Runs in the opening slots: it waits
@@ -74,7 +78,7 @@ def open_revisions(repo_id, revisions, text):
                         "each, and reading your text…")
 
 
-@guarded(NO_TIMELINE, NO_REVISIONS, NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT)
+@guarded(timeline=NO_TIMELINE, picked=NO_REVISIONS, heads=NO_FIGURE, attention=NO_FIGURE, sample=NO_TEXT, guesses=NO_TEXT)
 def measure_revisions(asked):
     """The opened revisions measured (a ``HubTimeline``, kept for ``show_revision``), the revision menu on the last
     one, and its views. Runs in the views' slot: the model's work, beside the generations' decode thread."""
@@ -86,13 +90,13 @@ def measure_revisions(asked):
     return (measured, menu, *revision_views(measured, last))
 
 
-@guarded(NO_FIGURE, NO_FIGURE, NO_TEXT, NO_TEXT)
-def show_revision(measured, index):
+@guarded(heads=NO_FIGURE, attention=NO_FIGURE, sample=NO_TEXT, guesses=NO_TEXT)
+def show_revision(timeline, index):
     """The views of revision ``index`` (0: the earliest step) of the opened ``HubTimeline``."""
-    if not isinstance(measured, hub_revisions.HubTimeline) or not measured.revisions:
+    if not isinstance(timeline, hub_revisions.HubTimeline) or not timeline.revisions:
         raise InputProblem("Open a Hub repo's revisions first.")
-    n = len(measured.revisions)
-    return revision_views(measured, whole_number(index, f"The revision (0–{n - 1}, in step order)", 0, n - 1))
+    n = len(timeline.revisions)
+    return revision_views(timeline, whole_number(index, f"The revision (0–{n - 1}, in step order)", 0, n - 1))
 
 
 def revision_views(measured: hub_revisions.HubTimeline, index: int) -> tuple:
@@ -111,6 +115,16 @@ def revision_views(measured: hub_revisions.HubTimeline, index: int) -> tuple:
         guesses_right(view.guessed), *measured.notices)
     return (present.hub_heads_figure(measured, index), present.hub_attention_figure(measured, index),
             visible_breaks(view.sample), guesses_line(view.read_tokens, view.guessed), line)
+
+
+def timeline_of_revisions(repo_id: str, revisions: str = "", text: str = watch_it_learn.DEFAULT_TEXT) -> dict:
+    """The API's ``hub_timeline``: a Hub repo's training checkpoints (revisions, at most 12; empty: its ``step<N>``
+    revisions, 12 evenly spaced) on ``text``: for each, every head's induction and previous-token score, the best
+    induction head's attention on the text, and a greedy sample (``explorer.learning.hub_revisions``), as JSON."""
+    try:
+        return hub_revisions.hub_timeline(repo_id, revisions, text).to_json()
+    except InputProblem as problem:
+        raise gr.Error(str(problem)) from None
 
 
 def hub_section(text: gr.Textbox) -> None:
@@ -140,9 +154,11 @@ def hub_section(text: gr.Textbox) -> None:
         api_name="hub_timeline_measure", api_visibility="private", **INTERACTIVE, **UNCHECKED)
     picked.input(show_revision, [timeline, picked], [heads, attention, sample, guesses, line],
                  api_name="hub_timeline_revision", api_visibility="private", **UNCHECKED)
+    gr.api(timeline_of_revisions, api_name="hub_timeline", **OPENING)  # the section's numbers, as JSON
 
 
-def tab() -> None:
+def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
+    """The tab (no model menu: its models are the training runs and a Hub repo's revisions)."""
     runs = training_runs.training_runs()
     first = training_runs.read_training_run(next(iter(runs.values()))) if runs else None
     last = len(first.snapshots) - 1 if first else 1
@@ -189,3 +205,4 @@ def tab() -> None:
     run.input(slider_for, [run, shown_step], snapshot, api_name="training_timeline_run_range", api_visibility="private",
               **UNCHECKED).then(training_timeline, request, outputs, api_name="training_timeline_run",
                                 api_visibility="private", **INTERACTIVE, **UNCHECKED)
+    return TabParts()

@@ -1,0 +1,75 @@
+"""The page's wiring says what it does: every tab has one signature and returns one ``TabParts``; no tab imports
+another; every ``@guarded`` event names one failure value per output before its status line; ``ui``'s docstrings
+list every module."""
+
+import ast
+import inspect
+
+import gradio as gr
+import pytest
+
+import ui
+import ui.tabs
+from checkpointing.paths import REPO_ROOT
+from ui.tab import TabParts
+
+UI = REPO_ROOT / "ui"
+TAB_MODULES = sorted(p.stem for p in (UI / "tabs").glob("*.py") if p.stem != "__init__")
+
+
+def test_every_tab_module_is_in_the_page_and_built_the_same_way(app):
+    assert sorted(view.__name__.rsplit(".", 1)[-1] for view in app.TABS) == TAB_MODULES
+    for view in app.TABS:
+        assert list(inspect.signature(view.tab).parameters) == ["choices", "value", "decoding"], view.__name__
+        assert inspect.signature(view.tab).return_annotation is TabParts, view.__name__
+
+
+def test_the_tabs_give_the_page_its_menus_and_generates_decoding_controls(app):
+    with gr.Blocks(), gr.Tabs():  # a page of its own: the app's is built and served
+        built = app.build_tabs([], None)
+    assert all(isinstance(parts, TabParts) for parts in built)
+    names = dict(zip((view.__name__.rsplit(".", 1)[-1] for view in app.TABS), built))
+    assert [m.elem_id for parts in built for m in parts.decoder_only] == ["patching-model", "grad-model"]
+    assert len([m for parts in built for m in parts.menus]) == 7
+    assert [name for name, parts in names.items() if parts.decoding] == ["generate"]
+    assert [name for name, parts in names.items() if parts.trained] == ["train_live"]
+
+
+@pytest.mark.parametrize("name", TAB_MODULES)
+def test_no_tab_imports_another_tab(name):
+    tree = ast.parse((UI / "tabs" / f"{name}.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported |= {f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 and node.module for alias in node.names}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not {m for m in imported if m.startswith("ui.tabs.") or m.startswith("ui.open_model")}, name
+
+
+def test_every_guarded_event_names_a_failure_value_for_each_output_but_its_status_line(app):
+    checked = 0
+    for dependency in app.demo.config["dependencies"]:
+        function = app.demo.fns[dependency["id"]].fn
+        failure_values = getattr(function, "failure_values", None)
+        if failure_values is None:
+            continue
+        checked += 1
+        assert len(dependency["outputs"]) == len(failure_values) + 1, (dependency["api_name"], list(failure_values))
+    assert checked >= 30  # every event of every tab that computes something
+
+
+def test_a_failure_clears_the_named_outputs_and_says_what_went_wrong_in_the_status_line():
+    from explorer.core.inputs import InputProblem
+    from ui.events import NO_FIGURE, NO_TEXT, guarded
+
+    @guarded(plot=NO_FIGURE, table=NO_TEXT)
+    def view(text):
+        raise InputProblem(f"Type some text, not {text!r}.")
+
+    assert view.failure_values == {"plot": NO_FIGURE, "table": NO_TEXT}
+    assert view("") == (NO_FIGURE, NO_TEXT, "⚠️ Type some text, not ''.")
+
+
+def test_the_docstrings_of_ui_and_its_tabs_name_every_module():
+    modules = sorted(p.stem for p in UI.glob("*.py") if p.stem != "__init__") + ["tabs"]
+    assert [m for m in modules if f"``{m}``" not in ui.__doc__] == []
+    assert [m for m in TAB_MODULES if f"``{m}``" not in ui.tabs.__doc__] == []

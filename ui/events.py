@@ -1,0 +1,87 @@
+"""The event plumbing every tab shares: ``guarded`` (a failure ends as a message in the status line), ``status`` (that
+line), the concurrency groups, ``UNCHECKED``, and what an output shows after a failed request (``NO_FIGURE``,
+``NO_TEXT``, ``KEPT``).
+
+Every event is named (its ``api_name`` is the Space's public API), takes its inputs unprocessed (``UNCHECKED``: the
+explorer checks them and says what is wrong instead of a bare error), and ends any failure as a message in its status
+line, clearing the results of the request before (``guarded``).
+"""
+
+import functools
+import inspect
+import logging
+import re
+
+import gradio as gr
+
+from explorer.core import inputs
+from explorer.core.inputs import InputProblem
+from explorer.generation import batching
+
+logger = logging.getLogger("app")
+
+# concurrency (``explorer.core.machine.CORES`` cores, one torch thread per request): generations have slots of their
+# own, so a view never waits behind a streaming generation; their handlers only stream what the model's ONE decode
+# thread makes for all of them in one batch (explorer.generation.batching); the interactive views share one slot, the
+# other core. The long jobs get a slot each of their own, so that however many are queued, a click on
+# Generate starts at once
+INTERACTIVE = dict(concurrency_id="model", concurrency_limit=1)
+GENERATION = dict(concurrency_id="generation", concurrency_limit=batching.MAX_BATCH)
+EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
+COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
+TRAINING = dict(concurrency_id="training", concurrency_limit=1)  # one live training job at a time; the rest queue
+# opening models: downloads wait on the network, not the cores; their loads queue on catalog.LOAD_LOCK
+OPENING = dict(concurrency_id="opening", concurrency_limit=4)
+UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
+
+NO_FIGURE, NO_TEXT = None, ""  # what a plot or table, and a text box, show after a failed request: nothing
+KEPT = gr.skip()  # a menu keeps its value
+
+
+def guarded(**on_failure):
+    """Run an event handler whose LAST output is a status line so that any failure ends as a message there
+    (what was wrong, what is allowed), never a traceback. The outputs before the status line are named, in the
+    event's order, with what each shows after a failure (``@guarded(plot=NO_FIGURE, table=NO_TEXT)`` for outputs
+    ``[plot, table, status_line]``): results of an earlier request are cleared rather than left looking like the
+    answer to this one. The wrapped handler keeps the names as ``failure_values`` (a test checks every event's
+    outputs against them). Works for plain and generator (streaming) handlers."""
+
+    def failure(error: Exception):
+        if isinstance(error, InputProblem):
+            message = str(error)
+        else:
+            logger.exception("event failed")
+            message = f"Something went wrong ({inputs.error_text(error)}). The app is still running: try other input."
+        return (*(dict(value) if isinstance(value, dict) else value for value in on_failure.values()), f"⚠️ {message}")
+
+    def wrap(fn):
+        if inspect.isgeneratorfunction(fn):
+            @functools.wraps(fn)
+            def run(*args, **kwargs):
+                try:
+                    yield from fn(*args, **kwargs)
+                except Exception as error:  # noqa: BLE001 - every failure becomes a message
+                    yield failure(error)
+        else:
+            @functools.wraps(fn)
+            def run(*args, **kwargs):
+                try:
+                    return fn(*args, **kwargs)
+                except Exception as error:  # noqa: BLE001
+                    return failure(error)
+        run.failure_values = dict(on_failure)
+        return run
+
+    return wrap
+
+
+def status(*lines: str) -> str:
+    """A status line: one markdown bullet per non-empty line."""
+    return "\n".join(f"- {line}" for line in lines if line)
+
+
+def visible_breaks(sample: str) -> str:
+    """A sample with its line breaks marked (⏎) and every space a text box would hide shown as ␣: at the start or
+    end of a line, and in a run of two or more (an early model's sample is often such spaces alone)."""
+    hidden = re.compile(r"^ +| +$| {2,}", re.MULTILINE)
+    return hidden.sub(lambda m: "␣" * len(m.group()), sample).replace("\n", "⏎\n")
