@@ -124,7 +124,7 @@ def test_token_centred_figure_has_a_row_per_head_with_its_type():
 @pytest.mark.parametrize("name", ["shakespeare-main", "shakespeare-sinusoidal", "shakespeare-learned", "shakespeare-rope",
                                   "shakespeare-alibi", "shakespeare-none", "folio-to-modern"])
 def test_what_the_explanations_say_about_our_models_is_true_of_every_shipped_one(name):
-    """teaching.py says: pre-norm with a final LayerNorm, embeddings x sqrt(d_model) tied to the LM head and
+    """explorer.present.concepts says: pre-norm with a final LayerNorm, embeddings x sqrt(d_model) tied to the LM head and
     initialised with std 0.02, GELU feed-forward 4 x d_model wide, RoPE base 10000."""
     model, _ = shipped(name)
     c = model.config
