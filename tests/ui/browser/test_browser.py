@@ -240,7 +240,7 @@ def test_forward_pass_tab_shows_the_shapes_without_an_inner_scroll_box_or_split_
         inner_scroll = page.evaluate("""() => [...document.querySelectorAll('#trace-table *')].some(
             e => e.scrollHeight > e.clientHeight + 2 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))""")
         assert not inner_scroll
-        split = page.evaluate("""() => {
+        split = page.evaluate(r"""() => {
             const split = [];  // words (broken only where a hyphen allows) laid out on more than one line, or cut off
             for (const cell of document.querySelectorAll('#trace-table [role=gridcell], #trace-table [role=columnheader]')) {
                 if (cell.scrollWidth > cell.clientWidth + 1) split.push('overflow: ' + cell.innerText);
