@@ -4,7 +4,8 @@ line), the concurrency groups, ``UNCHECKED``, and what an output shows after a f
 
 Every event is named (its ``api_name`` is the Space's public API), takes its inputs unprocessed (``UNCHECKED``: the
 explorer checks them and says what is wrong instead of a bare error), and ends any failure as a message in its status
-line, clearing the results of the request before (``guarded``).
+line, clearing the results of the request before (``guarded``). ``guarded`` also serves each call as its visitor
+(``explorer.core.visitor``): the explorer answers that browser session alone.
 """
 
 import functools
@@ -13,8 +14,10 @@ import logging
 import re
 
 import gradio as gr
+from gradio.context import LocalContext
 
 from explorer.core import inputs
+from explorer.core.visitor import Visitor, visiting
 from explorer.core.inputs import InputProblem
 from explorer.generation import batching
 
@@ -59,20 +62,47 @@ def guarded(**on_failure):
             @functools.wraps(fn)
             def run(*args, **kwargs):
                 try:
-                    yield from fn(*args, **kwargs)
+                    with visiting(visitor_now()):
+                        steps = fn(*args, **kwargs)
+                    while True:  # gradio may run each step in another thread: the visitor is set for each
+                        with visiting(visitor_now()):
+                            try:
+                                update = next(steps)
+                            except StopIteration:
+                                return
+                        yield update
                 except Exception as error:  # noqa: BLE001 - every failure becomes a message
                     yield failure(error)
         else:
             @functools.wraps(fn)
             def run(*args, **kwargs):
                 try:
-                    return fn(*args, **kwargs)
+                    with visiting(visitor_now()):
+                        return fn(*args, **kwargs)
                 except Exception as error:  # noqa: BLE001
                     return failure(error)
         run.failure_values = dict(on_failure)
         return run
 
     return wrap
+
+
+def visitor_of(request) -> Visitor:
+    """The visitor of a gradio request: its browser session and, where they signed in with Hugging Face (a Space
+    with OAuth), their own token. A request with no session (none at all: Python) is ``Visitor(None)``."""
+    if request is None:
+        return Visitor(session=None)
+    underlying = getattr(request, "request", None) or request
+    scope = getattr(underlying, "scope", None)
+    session = scope.get("session", {}) if isinstance(scope, dict) else (getattr(underlying, "session", None) or {})
+    oauth = session.get("oauth_info") if isinstance(session, dict) else None
+    return Visitor(session=getattr(request, "session_hash", None),
+                   oauth_token=(oauth or {}).get("access_token") or None)
+
+
+def visitor_now() -> Visitor:
+    """The visitor of the event gradio is serving in this thread (gradio sets its request around every call)."""
+    return visitor_of(LocalContext.request.get(None))
 
 
 def status(*lines: str) -> str:

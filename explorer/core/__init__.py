@@ -2,5 +2,6 @@
 
 - ``inputs``: what users type or send, checked before any work is done (``InputProblem`` says what was wrong and what
   is allowed), and echoed back safely;
-- ``machine``: the machine the app is sized for (``CORES``).
+- ``machine``: the machine the app is sized for (``CORES``);
+- ``visitor``: who is asking (``current()``, set by the UI around each request).
 """
