@@ -18,6 +18,7 @@ import torch
 
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import pick
+from explorer.views.architecture import Architecture, describe
 from explorer.views.forward_pass import ATTENTION_KINDS, AttentionKind, attention_kind, recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS
 from modeling.modeling_scratch_transformer import (RMSNorm, alibi_bias, alibi_slopes, rope_angles, rope_tables, rotate,
@@ -131,8 +132,6 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
 # The step-by-step view of one head and one query token
 # ----------------------------------------------------------------------------------------------
 
-PRE_NORM_ADD = ("Pre-norm: the sublayer's output is added to the stream and nothing normalises after the add (the "
-                "LayerNorm came before the sublayer); the paper's post-norm Add & Norm is LN(x + Sublayer(x)).")
 MASKED_BELOW = -1e30  # a bias below this is a mask (the model uses the dtype's most negative value)
 
 
@@ -175,7 +174,7 @@ def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
 
 
 def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own_out, embeddings, queries, keys) -> list[Step]:
-    config = model.config
+    config, arch = model.config, describe(model)
     d, d_head = config.d_model, config.d_head
     query_name = queries[t]
     wrap = dict(columns=[f"{c}" for c in range(d_head)])
@@ -193,39 +192,26 @@ def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own
         return Step(title, formula, x.numpy(), keys, wrap["columns"], note,
                     None if theirs is None else _difference(x, theirs), None if attention.is_cross else t)
 
-    steps = []
-    where = "the decoder's residual stream after its masked self-attention" if attention.is_cross else (
-        "the embeddings" if layer == 0 else f"the output of layer {layer - 1}")
-    if layer == 0 and not attention.is_cross and embeddings is not None:
-        steps.append(vector("Token embedding", "E[x_t] · √d_model", embeddings.token[0, t], note=(
-            f"Row x_t of the embedding table, times √{d} = {d ** 0.5:.3g}." if config.scale_embeddings else "")))
-        if embeddings.position is not None:
-            steps.append(vector(f"Position encoding ({config.position_encoding})", "PE(t)", embeddings.position[0, t],
-                                note="Added to the token embedding once, before layer 0."))
-    steps.append(vector("Residual stream going in", "x_t", r.residual_in[0, t], note=(
-        f"Row {query_name} of {where}: the model's own numbers, where the recomputation starts.")))
-    if config.norm_first:
-        x = r.residual_in[0, t]
-        norm_formula = ("LN(x_t) = x_t / √(mean(x_t²) + ε) · γ   (RMSNorm)" if config.norm == "rmsnorm"
-                        else "LN(x_t) = (x_t − mean) / √(var + ε) · γ + β")
-        steps.append(vector("LayerNorm, then the sublayer (pre-norm)", norm_formula, r.sublayer_input[0, t],
-                            own.input[0, t], note=f"mean {float(x.mean()):.4g}, std {float(x.std(unbiased=False)):.4g}: "
-                            "every row is rescaled to mean 0, variance 1 before attention reads it."))
-    sl = slice(h * d_head, (h + 1) * d_head)
-    steps.append(one(f"Query of head {h}", ("q = LN(x_t) W_Q^h + b_Q^h" if config.norm_first else "q = x_t W_Q^h + b_Q^h"),
-                     r.q[0, h, t], own.query[0, h, t],
-                     f"W_Q^h is columns {sl.start}–{sl.stop - 1} of W_Q (d_model × d_model; in torch, rows {sl.start}–"
-                     f"{sl.stop - 1} of qkv_proj.weight, whose rows {d}–{3 * d - 1} hold W_K and W_V): each head works "
-                     f"in d_k = d_model / heads = {d} / {config.n_heads} = {d_head} dimensions."))
-    source = "the encoder's output (memory)" if attention.is_cross else "every token's LN(x)"
-    kv = h // (config.n_heads // config.n_kv_heads)  # the key/value head this query head reads (grouped-query)
-    shared = "" if config.n_kv_heads == config.n_heads else f" (key/value head {kv}, shared by grouped-query attention)"
-    steps.append(per_key(f"Keys of head {h}", "k_j = source_j W_K^h + b_K^h", r.k[0, kv], own.key[0, kv],
-                         f"One key per token it may attend to, from {source}{shared}."))
-    steps.append(per_key(f"Values of head {h}", "v_j = source_j W_V^h + b_V^h", r.v[0, kv], own.value[0, kv]))
+    steps = _stream_in(arch, config, attention, layer, t, r, own, embeddings, query_name, vector)
+    kv = arch.kv_head_of(h)  # the key/value head this query head reads (grouped-query attention)
+    steps.append(one(f"Query of head {h}", arch.projection_formula("q", arch.sublayer_input("x_t")), r.q[0, h, t],
+                     own.query[0, h, t], _query_note(arch, h)))
+    source = "the encoder's output (memory)" if attention.is_cross else f"every token's {arch.sublayer_input('x')}"
+    g = f"{kv}" if arch.grouped else "h"
+    title = f"head {h}" + (f" (key/value head {kv})" if arch.grouped else "")
+    k_rows, v_rows = arch.head_rows("k", kv), arch.head_rows("v", kv)
+    steps.append(per_key(f"Keys of {title}", arch.projection_formula("k", "source_j", g, "k_j"), r.k[0, kv], own.key[0, kv],
+                         f"One key per token it may attend to, from {source}. W_K^{g} is rows {_span(k_rows)} of "
+                         f"qkv_proj.weight." + (f" Query heads {_span(arch.query_heads_of(kv))} all read this key/value "
+                                                "head (grouped-query attention)." if arch.grouped else "")))
+    steps.append(per_key(f"Values of {title}", arch.projection_formula("v", "source_j", g, "v_j"), r.v[0, kv],
+                         own.value[0, kv], f"W_V^{g} is rows {_span(v_rows)} of qkv_proj.weight."))
     if r.q_rotated is not None:
-        steps.append(one("Query after RoPE", "R(t) q: pair i turned by t · θ_i, θ_i = θ^(−2i/d_k)", r.q_rotated[0, h, t],
-                         own.query_rotated[0, h, t], "RoPE acts here, inside attention, in every layer; nothing was added to the embeddings."))
+        rotated = "RoPE acts here, inside attention, in every layer; nothing was added to the embeddings."
+        if arch.partial_rotary:
+            rotated += f" {arch.rotary_text()[0].upper()}{arch.rotary_text()[1:]}."
+        steps.append(one("Query after RoPE", f"R(t) q: pair i turned by t · θ_i, θ_i = θ^(−2i/d_rotary), i < {arch.d_rotary // 2}",
+                         r.q_rotated[0, h, t], own.query_rotated[0, h, t], rotated))
         steps.append(per_key("Keys after RoPE", "R(j) k_j", r.k_rotated[0, kv], own.key_rotated[0, kv],
                              "R(t)q · R(j)k = q · R(j − t)k: the score depends on the offset j − t, not on t itself."))
     bias = torch.zeros(r.scores.shape[-1]) if r.bias is None else r.bias.expand_as(r.scores)[0, h, t]
@@ -238,17 +224,70 @@ def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own
                       "one column per quantity, one row per key"))
     steps.append(one(f"Output of head {h}", "o = Σ_j w_j v_j", r.heads[0, h, t], own.heads[0, h, t],
                      "The values, mixed by the weights."))
+    shared = (f"its own W_Q, and W_K, W_V shared with its group: {arch.kv_sharing()}" if arch.grouped
+              else "its own W_Q, W_K, W_V")
     steps.append(vector("All heads concatenated", "Concat(o_0, …, o_H−1)", r.concatenated[0, t], own.concatenated[0, t],
-                        f"Every head did the same with its own W_Q, W_K, W_V; head {h} is highlighted.", h,
+                        f"Every head did the same with {shared}; head {h} is highlighted.", h,
                         [f"head {i}" for i in range(config.n_heads)]))
-    steps.append(vector("Output projection", "Concat(…) W_O^T + b_O", r.output[0, t], own.output[0, t],
-                        "W_O mixes the heads back into one d_model vector."))
-    if config.norm_first:
-        steps.append(vector("Add (residual)", "x_t + attention(LN(x_t))", r.residual_out[0, t], own_out[0, t], PRE_NORM_ADD))
-    else:
-        steps.append(vector("Add & Norm", "LN(x_t + attention(x_t))", r.residual_out[0, t], own_out[0, t],
-                            "Post-norm, as in the paper: add the sublayer's output to the stream, then LayerNorm."))
+    steps.append(vector("Output projection", arch.output_formula(), r.output[0, t], own.output[0, t],
+                        "W_O mixes the heads back into one d_model vector." + ("" if arch.has_bias("o") else
+                                                                               " This model has no b_O.")))
+    steps.append(_residual_out(arch, r, own_out, t, vector))
     return steps
+
+
+def _stream_in(arch: Architecture, config, attention: AttentionKind, layer, t, r: Recomputed, own, embeddings, query_name,
+               vector) -> list[Step]:
+    """The first steps: the embeddings (layer 0 of self-attention), the stream going in, and its norm (pre-norm)."""
+    steps, d = [], config.d_model
+    where = "the decoder's residual stream after its masked self-attention" if attention.is_cross else (
+        "the embeddings" if layer == 0 else f"the output of layer {layer - 1}")
+    if layer == 0 and not attention.is_cross and embeddings is not None:
+        steps.append(vector("Token embedding", arch.embedding_formula(), embeddings.token[0, t], note=(
+            f"Row x_t of the embedding table, times √{d} = {d ** 0.5:.3g}." if arch.scaled_embeddings else
+            "Row x_t of the embedding table, as it is: this model does not multiply it by √d_model.")))
+        if embeddings.position is not None:
+            steps.append(vector(f"Position encoding ({config.position_encoding})", "PE(t)", embeddings.position[0, t],
+                                note="Added to the token embedding once, before layer 0."))
+    steps.append(vector("Residual stream going in", "x_t", r.residual_in[0, t], note=(
+        f"Row {query_name} of {where}: the model's own numbers, where the recomputation starts.")))
+    if arch.pre_norm:
+        x, y = r.residual_in[0, t], r.sublayer_input[0, t]
+        if arch.centres:
+            stats = f"x_t has mean {float(x.mean()):.4g}, std {float(x.std(unbiased=False)):.4g}"
+        else:
+            stats = (f"x_t has mean {float(x.mean()):.4g}, root mean square {float(x.pow(2).mean().sqrt()):.4g}; "
+                     f"the output's mean is {float(y.mean()):.4g}")
+        steps.append(vector(f"{arch.norm}, then the sublayer (pre-norm)", arch.norm_formula("x_t"), y, own.input[0, t],
+                            note=f"{stats}: {arch.norm_effect()}, before attention reads it."))
+    return steps
+
+
+def _query_note(arch: Architecture, h: int) -> str:
+    rows, q = arch.qkv_rows(), arch.head_rows("q", h)
+    grouped = (f" Keys and values have {arch.n_kv_heads} head{'s' if arch.n_kv_heads > 1 else ''} against the queries' "
+               f"{arch.n_heads}: {arch.kv_sharing()}.") if arch.grouped else ""
+    return (f"W_Q^h is columns {_span(q)} of W_Q (d_model × n_heads·d_k = {arch.d_model} × {len(rows['q'])}; in torch, "
+            f"rows {_span(q)} of qkv_proj.weight, whose rows {_span(rows['k'])} hold W_K and {_span(rows['v'])} W_V): "
+            f"each head works in d_k = d_model / heads = {arch.d_model} / {arch.n_heads} = {arch.d_head} dimensions."
+            + grouped)
+
+
+def _residual_out(arch: Architecture, r: Recomputed, own_out, t, vector) -> Step:
+    """The stream after the sublayer: the residual add (pre-norm) or Add & Norm (post-norm)."""
+    if not arch.pre_norm:
+        return vector("Add & Norm", f"{arch.norm}(x_t + attention(x_t))", r.residual_out[0, t], own_out[0, t],
+                      f"Post-norm, as in the paper: add the sublayer's output to the stream, then {arch.norm}.")
+    note = (f"Pre-norm: the sublayer's output is added to the stream and nothing normalises after the add (the "
+            f"{arch.norm} came before the sublayer); the paper's post-norm Add & Norm is LayerNorm(x + Sublayer(x)).")
+    if arch.parallel_residual:
+        note += (" Parallel residual: this layer's feed-forward reads x_t as well, not this sum, and its output is "
+                 f"added after: {arch.residual_formula()}.")
+    return vector("Add (residual)", f"x_t + attention({arch.norm_of('x_t')})", r.residual_out[0, t], own_out[0, t], note)
+
+
+def _span(rows: range) -> str:
+    return f"{rows.start}–{rows.stop - 1}"
 
 
 def _scores_difference(table: torch.Tensor, own_scores, own_bias, own_weights) -> float:

@@ -156,7 +156,7 @@ def test_a_pre_norm_model_adds_without_a_norm_and_a_post_norm_one_is_named_add_a
     assert "Add & Norm" not in by_title and "Add (residual)" in by_title
     added = by_title["Residual stream going in"].values + by_title["Output projection"].values
     np.testing.assert_allclose(by_title["Add (residual)"].values, added, atol=1e-5)
-    assert "LN(x + Sublayer(x))" in by_title["Add (residual)"].note
+    assert "LayerNorm(x + Sublayer(x))" in by_title["Add (residual)"].note
     post = tiny_causal_lm("alibi", norm_first=False, final_layer_norm=False, vocab_size=model.config.vocab_size)
     titles = [s.title for s in attention_steps(post, tokenizer, "To be, or not", "self", 0, 0, -1).steps]
     assert titles[-1] == "Add & Norm" and not any(t.startswith("LayerNorm") for t in titles)
