@@ -104,10 +104,14 @@ class Architecture:
         start = self.qkv_rows()[part].start + head * self.d_head
         return range(start, start + self.d_head)
 
+    def projection(self, part: str, x: str, head: str = "h") -> str:
+        """"x W_Q^h + b_Q^h" (no ``head``: the whole matrix), the bias only where the model has one."""
+        name, head = part.upper(), f"^{head}" if head else ""
+        return f"{x} W_{name}{head}" + (f" + b_{name}{head}" if self.has_bias(part) else "")
+
     def projection_formula(self, part: str, x: str, head: str = "h", result: str | None = None) -> str:
-        """"q = x W_Q^h + b_Q^h" (``result`` names the left side), the bias only where the model has one."""
-        name = part.upper()
-        return f"{result or part} = {x} W_{name}^{head}" + (f" + b_{name}^{head}" if self.has_bias(part) else "")
+        """"q = x W_Q^h + b_Q^h"; ``result`` names the left side."""
+        return f"{result or part} = {self.projection(part, x, head)}"
 
     def output_formula(self, x: str = "Concat(…)") -> str:
         return f"{x} W_O^T" + (" + b_O" if self.has_bias("o") else "")

@@ -6,6 +6,7 @@ requests can trace the same shared model at once.
 from dataclasses import dataclass, field
 
 from explorer.generation.decoding import DecodingSettings
+from explorer.views.architecture import Architecture, describe
 from explorer.views.forward_pass import recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
 
@@ -48,20 +49,27 @@ class _Steps(list):
         self.append(TraceStep(stack, step, source, shape, dims if len(dims) == len(shape) else ("?",) * len(shape), meaning))
 
 
-def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, queries: str, keys: str, config) -> None:
+def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, queries: str, keys: str, config,
+                    arch: Architecture) -> None:
     """Rows for one attention sublayer (layer 0 of a stack) from its AttentionRecord."""
-    q_dims, k_dims = ("batch", "heads", queries, "d_head"), ("batch", "heads", keys, "d_head")
+    q_dims = ("batch", "heads", queries, "d_head")
+    k_dims = ("batch", "key/value heads" if arch.grouped else "heads", keys, "d_head")
     score_dims = ("batch", "heads", queries, keys)
-    norm = "LayerNorm(x): pre-norm, the sublayer reads the normalised stream" if config.norm_first \
-        else "x itself: post-norm, LayerNorm comes after the residual add"
+    norm = f"{arch.norm_of('x')}: pre-norm, the sublayer reads the normalised stream" if arch.pre_norm \
+        else f"x itself: post-norm, {arch.norm} comes after the residual add"
     steps.add(stack, f"{label}: input", f"{where}.input", record.input, ("batch", queries, "d_model"), norm)
     source = "the encoder's output (the memory)" if "cross" in label else "x"
-    steps.add(stack, f"{label}: Q per head", f"{where}.query", record.query, q_dims, "queries: x W_Q, split into heads")
-    steps.add(stack, f"{label}: K per head", f"{where}.key", record.key, k_dims, f"keys: {source} W_K, split into heads")
-    steps.add(stack, f"{label}: V per head", f"{where}.value", record.value, k_dims, f"values: {source} W_V, split into heads")
+    shared = f"; {arch.kv_sharing()}" if arch.grouped else ""
+    steps.add(stack, f"{label}: Q per head", f"{where}.query", record.query, q_dims,
+              f"queries: {arch.projection('q', 'x', '')}, split into {arch.n_heads} heads")
+    steps.add(stack, f"{label}: K per head", f"{where}.key", record.key, k_dims,
+              f"keys: {arch.projection('k', source, '')}, split into {arch.n_kv_heads} heads{shared}")
+    steps.add(stack, f"{label}: V per head", f"{where}.value", record.value, k_dims,
+              f"values: {arch.projection('v', source, '')}, split into {arch.n_kv_heads} heads")
     if record.query_rotated is not None:
+        partial = f" for i < d_rotary/2 = {arch.d_rotary // 2}; the rest of the head unturned" if arch.partial_rotary else ""
         steps.add(stack, f"{label}: Q rotated (RoPE)", f"{where}.query_rotated", record.query_rotated, q_dims,
-                  "R(m) q: pair i of the query at position m turned by m·θ_i")
+                  f"R(m) q: pair i of the query at position m turned by m·θ_i{partial}")
         steps.add(stack, f"{label}: K rotated (RoPE)", f"{where}.key_rotated", record.key_rotated, k_dims,
                   "R(n) k: so q·k depends only on the offset m − n")
     if record.bias is not None:
@@ -74,19 +82,32 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
               "q·k / sqrt(d_head) + bias: one score per query-key pair")
     steps.add(stack, f"{label}: weights", f"{where}.weights", record.weights, score_dims,
               "softmax over the keys: each query's weights sum to 1")
-    steps.add(stack, f"{label}: heads", f"{where}.heads", record.heads, q_dims, "per head: weights @ V")
+    steps.add(stack, f"{label}: heads", f"{where}.heads", record.heads, q_dims,
+              "per head: weights @ V" + (" (each query head reads its key/value head's V)" if arch.grouped else ""))
     steps.add(stack, f"{label}: concatenated heads", f"{where}.concatenated", record.concatenated,
               ("batch", queries, "d_model"), "Concat(head_1 … head_H): the heads side by side")
-    steps.add(stack, f"{label}: output", f"{where}.output", record.output, ("batch", queries, "d_model"), "Concat(heads) W_O + b_O")
+    steps.add(stack, f"{label}: output", f"{where}.output", record.output, ("batch", queries, "d_model"),
+              arch.output_formula("Concat(heads)").replace(" W_O^T", " W_O"))
+
+
+def _feed_forward_rows(steps: _Steps, stack: str, first, where: str, tokens: str, dims, arch: Architecture) -> None:
+    """Layer 0's feed-forward: its hidden layer and its output, as this model computes them."""
+    reads = (f"reads {arch.norm}_2 of the layer's input x, beside attention (parallel residual)" if arch.parallel_residual
+             else f"reads {arch.norm_of('x')} of the stream after attention" if arch.pre_norm
+             else "reads the stream after attention's Add & Norm")
+    steps.add(stack, "layer 0: feed-forward hidden", f"{where}.feed_forward_hidden", first.feed_forward_hidden,
+              ("batch", tokens, "d_ff"), f"{arch.ffn_hidden_formula()}: widened to d_ff; {reads}")
+    steps.add(stack, "layer 0: feed-forward output", f"{where}.feed_forward_output", first.feed_forward_output,
+              dims, f"{arch.ffn_formula()}: back to d_model")
 
 
 def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS) -> ForwardTrace:
     """The shape of every step of one real forward pass over ``text``: the embeddings, layer 0 of each stack
     in detail (attention step by step, the residual add, feed-forward where the model has one), every layer's output,
-    the final LayerNorm, the logits and the next-token probabilities, all read from the text's recorded run."""
+    the final norm, the logits and the next-token probabilities, all read from the text's recorded run."""
     run = recorded_pass(model, tokenizer, text, decoding, max_tokens)
     read, logits = run.read, run.logits[None]  # (batch 1, tokens, vocab), as the model returned it
-    config, steps = model.config, _Steps()
+    config, arch, steps = model.config, describe(model), _Steps()
     stacks = [("encoder", "input_ids", "source tokens")] if config.is_encoder_decoder else []
     stacks.append(("decoder", "decoder_input_ids" if config.is_encoder_decoder else "input_ids", "tokens"))
     for stack, ids_name, tokens in stacks:
@@ -94,9 +115,9 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
         where = f"recording.{stack}"
         dims = ("batch", tokens, "d_model")
         steps.add(stack, "token ids", ids_name, read.inputs[ids_name], ("batch", tokens), "one integer per token (the tokenizer's output)")
-        scale = "E[x]·sqrt(d_model)" if config.scale_embeddings else "E[x]"
         steps.add(stack, "token embeddings", f"{where}.embeddings.token", record.embeddings.token, dims,
-                  f"{scale}: one learned vector per token id")
+                  f"{arch.embedding_formula('E[x]')}: one learned vector per token id"
+                  + ("" if arch.scaled_embeddings else " (not scaled by √d_model)"))
         if record.embeddings.position is not None:
             steps.add(stack, f"positional encodings ({config.position_encoding})", f"{where}.embeddings.position",
                       record.embeddings.position, dims, "one vector per position, added to the token embedding")
@@ -113,34 +134,38 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
         steps.add(stack, "embeddings + positions", f"{where}.embeddings.sum", record.embeddings.sum, dims, added)
         if record.rotary is not None:
             steps.add(stack, "RoPE rotation (cos, sin)", f"{where}.rotary[0]", record.rotary[0],
-                      ("batch", "heads (broadcast)", tokens, "d_head/2 pairs"),
-                      "cos and sin of m·θ_i for each position m and pair i; rotates q and k in every layer")
+                      ("batch", "heads (broadcast)", tokens, "d_rotary/2 pairs"),
+                      f"cos and sin of m·θ_i for each position m and pair i; rotates q and k in every layer. "
+                      f"{arch.rotary_text()}")
         first = record.layers[0]
         label = "layer 0 masked self-attention" if stack == "decoder" else "layer 0 self-attention"
-        _attention_rows(steps, stack, label, first.self_attention, f"{where}.layers[0].self_attention", tokens, tokens, config)
-        add = "the residual add" if config.norm_first else "Add & Norm"  # pre-norm: nothing normalises after the add
+        _attention_rows(steps, stack, label, first.self_attention, f"{where}.layers[0].self_attention", tokens, tokens,
+                        config, arch)
+        add = "the residual add" if arch.pre_norm else "Add & Norm"  # pre-norm: nothing normalises after the add
         steps.add(stack, f"layer 0: after {add}", f"{where}.layers[0].after_self_attention", first.after_self_attention, dims,
-                  "the residual stream: x + attention(LayerNorm(x))" if config.norm_first else "LayerNorm(x + attention(x))")
+                  f"the residual stream: x + attention({arch.norm_of('x')})" if arch.pre_norm
+                  else f"{arch.norm}(x + attention(x))")
         if first.cross_attention is not None:
             _attention_rows(steps, stack, "layer 0 cross-attention", first.cross_attention,
-                            f"{where}.layers[0].cross_attention", tokens, "source tokens", config)
+                            f"{where}.layers[0].cross_attention", tokens, "source tokens", config, arch)
             steps.add(stack, f"layer 0: after cross-attention's {add}", f"{where}.layers[0].after_cross_attention",
                       first.after_cross_attention, dims, "the residual stream after cross-attention")
         if first.feed_forward_output is not None:  # an attention-only model (feed_forward="none") has none
-            steps.add(stack, "layer 0: feed-forward hidden", f"{where}.layers[0].feed_forward_hidden",
-                      first.feed_forward_hidden, ("batch", tokens, "d_ff"), f"{config.activation}(x W_1 + b_1): widened to d_ff")
-            steps.add(stack, "layer 0: feed-forward output", f"{where}.layers[0].feed_forward_output", first.feed_forward_output,
-                      dims, "act(x W_1 + b_1) W_2 + b_2: back to d_model")
-        last = "its feed-forward" if first.feed_forward_output is not None else \
-            "its last attention sublayer (attention only: no feed-forward)"
+            _feed_forward_rows(steps, stack, first, f"{where}.layers[0]", tokens, dims, arch)
+        if arch.parallel_residual:
+            last = f"the parallel residual, {arch.residual_formula()}"
+        elif first.feed_forward_output is not None:
+            last = f"{add} of its feed-forward"
+        else:
+            last = f"{add} of its last attention sublayer (attention only: no feed-forward)"
         for i, layer in enumerate(record.layers):
             steps.add(stack, f"layer {i} output", f"{where}.layers[{i}].output", layer.output, dims,
-                      f"the residual stream after the layer: {add} of {last}")
+                      f"the residual stream after the layer: {last}")
         if config.final_layer_norm:
-            steps.add(stack, "final LayerNorm", f"{where}.output", record.output, dims,
-                      "LayerNorm of the last layer's output" + (": what the LM head reads" if stack == "decoder" else ": the memory cross-attention reads"))
-    steps.add("", "logits", "logits", logits, ("batch", "tokens", "vocab"), "h W_E^T: one score per vocabulary entry, per position (tied embeddings)"
-              if config.tie_word_embeddings else "h W_out: one score per vocabulary entry, per position")
+            steps.add(stack, f"final {arch.norm}", f"{where}.output", record.output, dims,
+                      f"{arch.norm} of the last layer's output" + (": what the LM head reads" if stack == "decoder" else ": the memory cross-attention reads"))
+    steps.add("", "logits", "logits", logits, ("batch", "tokens", "vocab"),
+              f"{arch.head_formula()}: one score per vocabulary entry, per position")
     probabilities = logits[0, -1].float().softmax(-1)
     steps.append(TraceStep("", "probabilities", "softmax(logits), computed here", tuple(logits.shape),
                            ("batch", "tokens", "vocab"), "the next token's distribution after each position; each row sums to 1"))
