@@ -23,6 +23,8 @@ HEADS = """### What each head does
   *induction*, the token that followed the earlier occurrence of the current token, on random tokens repeated
   twice. A label appears when the score reaches the threshold; the baseline is what a head spreading its
   weight evenly would score.
+- **Grouped key/value heads** (Llama, Qwen2, Mistral): a model may have fewer key/value heads than query heads, each
+  W_K, W_V shared by a group of query heads; the line above the grid says which heads share, where they do.
 - **Look for the induction circuit** in shakespeare-main, which learned to copy from its context: an induction
   head in layer 4 and, in the layer below, the previous-token head whose output its keys read. Give it a text that
   repeats (a line, then the same line again) and its induction head looks, from each token of the repeat, at the
@@ -101,4 +103,8 @@ def head_types_html(types: HeadTypes) -> str:
         lines.append(f"<li><b>{html.escape(kind)}</b>: {heads} <span class=base>(even spread: {types.baseline[kind]:.2f})</span></li>")
     for kind, why in types.unmeasured.items():
         lines.append(f"<li><b>{html.escape(kind)}</b>: not measured ({html.escape(why)})</li>")
-    return f'<div class="head-types">Head types, threshold {types.threshold:g}:<ul>{"".join(lines)}</ul></div>'
+    shared = ""
+    if types.kv_sharing:
+        shared = (f'<div class="note">Grouped key/value heads: {html.escape(types.kv_sharing)}. Heads of one group '
+                  "read the same keys and values with queries of their own, so their maps can differ.</div>")
+    return f'<div class="head-types">{shared}Head types, threshold {types.threshold:g}:<ul>{"".join(lines)}</ul></div>'

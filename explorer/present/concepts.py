@@ -4,12 +4,13 @@ The teaching text writes a head's width as the paper does, d_k; ``ATTENTION`` sa
 
 
 
-EMBEDDING = """**Token embedding × √d_model.** Each token id picks one row of the embedding matrix E, and our models
-multiply it by √d_model (16 for d_model = 256), as the paper does. Why: E is shared with the output layer (the
-LM head is E itself, *tied*), which keeps its entries small (initialised with standard deviation 0.02); the
-factor brings a token vector to the size of the position encoding added to it (sinusoidal values lie in
-[−1, 1]), so neither drowns the other. With RoPE, ALiBi or no encoding nothing is added here, and the factor only
-sets how large the token vector is against what the layers add to the stream."""
+EMBEDDING = """**Token embedding, × √d_model or not.** Each token id picks one row of the embedding matrix E. The
+paper and our shipped models multiply it by √d_model (16 for d_model = 256); GPT-2, Llama, Qwen2, Mistral and Pythia
+do not (the first step above says which the model in front of you does). Why the paper's factor: in our shipped
+models E is shared with the output layer (the LM head is E itself, *tied*), which keeps its entries small
+(initialised with standard deviation 0.02); the factor brings a token vector to the size of the position encoding
+added to it (sinusoidal values lie in [−1, 1]), so neither drowns the other. With RoPE, ALiBi or no encoding nothing
+is added here, and the factor only sets how large the token vector is against what the layers add to the stream."""
 
 
 ENCODINGS = """**Position encodings.** Attention by itself ignores order, so position must come from somewhere:
@@ -30,9 +31,13 @@ Cross-attention gets no RoPE or ALiBi in our models: its keys are another sequen
 
 ATTENTION = """**Multi-head attention.** Each head h projects the (normalised) stream into queries, keys and values of
 d_k = d_model / H dimensions (the paper's d_k is one head's width; the code and the model's config call it d_head):
-q = x W_Q^h, k = x W_K^h, v = x W_V^h. Its output is softmax(q k^T / √d_k + bias) v: every query mixes the values of the keys it may see, weighted by how well
-its query matches their keys. √d_k keeps the scores from growing with the width. The H heads run side by side;
-their outputs are concatenated and multiplied by W_O: MultiHead(x) = Concat(head_1, …, head_H) W_O."""
+q = x W_Q^h, k = x W_K^h, v = x W_V^h, plus a bias b_Q^h, b_K^h, b_V^h where the model has one (the paper, GPT-2,
+Pythia and ours: yes; Llama and Mistral: none; Qwen2: on q, k, v only). Its output is softmax(q k^T / √d_k + bias) v:
+every query mixes the values of the keys it may see, weighted by how well its query matches their keys. √d_k keeps
+the scores from growing with the width. The H heads run side by side; their outputs are concatenated and multiplied
+by W_O: MultiHead(x) = Concat(head_1, …, head_H) W_O. *Grouped-query attention* (Llama, Qwen2, Mistral) projects
+fewer key/value heads than query heads: each W_K, W_V serves H / n_kv_heads query heads (one for all of them:
+multi-query attention), a smaller cache for the same formula."""
 
 
 MASKS = """**Masks.** A mask is part of the bias added to the scores. *Causal*: in a decoder, query t may not see
@@ -41,17 +46,23 @@ texts of different lengths are batched, the short ones are padded and the padded
 way. The app runs one text at a time, so you will see causal masks (and ALiBi's penalty), never padding."""
 
 
-ADD_NORM = """**The residual add and LayerNorm: pre- and post-norm.** Every sublayer (attention, feed-forward) sits on a residual
-connection. The paper's *Add & Norm* is *post-norm*: x ← LayerNorm(x + sublayer(x)). Our models are *pre-norm*, like GPT-2:
-x ← x + sublayer(LayerNorm(x)); the stream itself is never normalised between layers, which keeps a clean path
-for gradients in deep stacks, and one final LayerNorm comes before the LM head.
-LayerNorm(x) = (x − mean(x)) / √(var(x) + ε) · γ + β, over the d_model numbers of one token."""
+ADD_NORM = """**The residual add and the norm: pre- and post-norm, LayerNorm and RMSNorm.** Every sublayer (attention,
+feed-forward) sits on a residual connection. The paper's *Add & Norm* is *post-norm*: x ← LayerNorm(x + sublayer(x)).
+Our shipped models, GPT-2, Llama and Pythia are *pre-norm*: x ← x + sublayer(Norm(x)); the stream itself is never
+normalised between layers, which keeps a clean path for gradients in deep stacks, and one final norm comes before
+the LM head. Pythia (GPT-NeoX) adds its two sublayers in *parallel*: x ← x + Attn(Norm_1(x)) + FFN(Norm_2(x)), the
+feed-forward reading the layer's input rather than the stream after attention.
+LayerNorm(x) = (x − mean(x)) / √(var(x) + ε) · γ + β centres and scales (the paper, GPT-2, Pythia, ours);
+RMSNorm(x) = x / √(mean(x²) + ε) · γ only scales (Llama, Qwen2, Mistral): it subtracts no mean, so its output's mean
+is not 0. Both work over the d_model numbers of one token."""
 
 
-FEED_FORWARD = """**Feed-forward network.** After attention mixes information between tokens, the same two-layer
-network runs on every position alone: FFN(x) = act(x W_1 + b_1) W_2 + b_2, widened to d_ff (4 × d_model in our
-models) and back. Ours use GELU where the paper used ReLU. A model trained *attention only* (the induction preset of
-Train one yourself) has none: each of its layers is x + Attn(LayerNorm(x)) alone."""
+FEED_FORWARD = """**Feed-forward network.** After attention mixes information between tokens, the same network runs on
+every position alone. The paper's: FFN(x) = act(x W_1 + b_1) W_2 + b_2, widened to d_ff and back; the paper used
+ReLU, our shipped models (4 × d_model wide), GPT-2 and Pythia GELU. Llama, Qwen2 and Mistral use a *gated* one with
+no biases: FFN(x) = (silu(x W_gate) ⊙ (x W_up)) W_2 (SwiGLU), where the gate decides, unit by unit, how much of
+x W_up passes. A model trained *attention only* (the induction preset of Train one yourself) has none: each of its
+layers is x + Attn(Norm(x)) alone."""
 
 
 SHIFTED_RIGHT = """**Outputs shifted right.** Training feeds the target sequence shifted one step right: the decoder
@@ -63,7 +74,7 @@ position t are scored against token t+1. For folio-to-modern the decoder's first
 
 CROSS_ATTENTION = """**Cross-attention** (encoder-decoder only). In each decoder layer, after its masked
 self-attention, the queries come from the decoder's stream and the keys and values from the encoder's output
-(after its final LayerNorm), the *memory*. There is no causal mask: every output token may look at every
+(after its final norm), the *memory*. There is no causal mask: every output token may look at every
 source token. This is how folio-to-modern reads the Folio spelling while it writes the modern one."""
 
 

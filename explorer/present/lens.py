@@ -14,9 +14,11 @@ LENS = """### Logit lens: what the model would say if it stopped after each laye
 - **What you see:** for each layer, the 5 most likely next tokens after the chosen position (click a token),
   and a heatmap of the probability each layer gives to the token that really came next, at every position.
 - **How it works:** the stream after layer l is read out the way the model reads its last one:
-  p_l = softmax(LayerNorm_final(h_l) · E^T), with the final LayerNorm and the tied LM head (the embedding
-  matrix E). The last row IS the model's prediction (a test holds it equal, bit for bit). The *embeddings* row
-  reads the stream before any layer: with a tied head it mostly predicts the current token itself.
+  p_l = softmax(Norm_final(h_l) · W_U), with the model's own final norm (LayerNorm or RMSNorm) and its own LM head
+  W_U: in a *tied* model W_U is the embedding matrix itself (E^T), in an *untied* one a matrix of its own. The line
+  above the table says which this model has. The last row IS the model's prediction (a test holds it equal, bit
+  for bit). The *embeddings* row reads the stream before any layer: with a tied head it mostly predicts the current
+  token itself (a token's embedding scores highest against its own row of E); an untied head has no such pull.
 - **How to read it:** top to bottom, the prediction forming layer by layer; in the heatmap, a column turns
   dark at the layer where the model "knows" the next token."""
 
@@ -45,5 +47,7 @@ def lens_table_html(lens: LogitLens) -> str:
         body.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
     head = "".join(f"<th>#{k + 1}</th><th>p</th>" for k in range(lens.top_probs.shape[1]))
     caption = f"Top {lens.top_probs.shape[1]} next tokens after {html.escape(lens.tokens[lens.position])} (position {lens.position})"
+    if lens.readout:
+        caption += f". Each row read out as {html.escape(lens.readout)}"
     return (f'<div class="note">{caption}</div><div class="teach-scroll"><table class="teach-values lens">'
             f"<thead><tr><th>read after</th>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")

@@ -99,8 +99,9 @@ A patch can overshoot (above 1) or hurt (below 0, red).
 **How to read a grid.** *Residual stream*: row L is the stream entering layer L (row 0: the embeddings), a column
 one position. Row 0 lights up only where the texts differ (their embeddings); where the bright cell jumps to a later
 position between two rows, an attention layer moved the information there. *Attention* and *feed-forward*: what that
-sublayer writes into the stream at that position (our layers are pre-norm: x + Sublayer(LayerNorm(x)); a model
-trained attention only has no feed-forward, so no feed-forward grid).
+sublayer writes into the stream at that position, Sublayer(Norm(x)) in a pre-norm layer's x + Sublayer(Norm(x))
+(a post-norm layer normalises after the add instead; a parallel-residual one, GPT-NeoX's, feeds both sublayers the
+same x; a model trained attention only has no feed-forward, so no feed-forward grid).
 *Heads*: one head's output (before W_O) patched alone, at every position and at the last position only."""
 
 

@@ -5,6 +5,7 @@ import html
 
 import numpy as np
 
+from explorer.views.architecture import Architecture
 from explorer.views.steps import MASKED_BELOW, Step
 from explorer.present.concepts import ADD_NORM, ATTENTION, EMBEDDING, MASKS
 
@@ -64,9 +65,16 @@ def shape_text(step: Step) -> str:
     return f"shape {shape}" + (f", {step.layout}" if step.layout else "")
 
 
-def steps_html(steps: list[Step], full: bool = False) -> str:
-    """Each step: title, formula, shape, the check against the model's own number, note, values."""
-    parts = []
+def model_html(architecture: Architecture) -> str:
+    """What the model in front of the learner is, one line per choice (``Architecture.summary``)."""
+    lines = "".join(f"<li>{html.escape(line)}</li>" for line in architecture.summary())
+    return f'<div class="teach-model note"><b>This model:</b><ul>{lines}</ul></div>'
+
+
+def steps_html(steps: list[Step], full: bool = False, architecture: Architecture | None = None) -> str:
+    """Each step: title, formula, shape, the check against the model's own number, note, values; first, when
+    ``architecture`` is given, what the model is."""
+    parts = [] if architecture is None else [model_html(architecture)]
     for i, step in enumerate(steps, start=1):
         shape = html.escape(shape_text(step))
         match = ""

@@ -4,13 +4,15 @@ name in ``ui.tabs`` wires it to widgets; ``explorer.present`` draws it). Every n
 - ``forward_pass``: ONE recorded pass of (checkpoint, text, decoding) with every ``modeling.Site`` of it kept, in a
   bounded cache, read by every view of that text; and the kinds of attention (``AttentionKind``, ``ATTENTION_KINDS``:
   "self", "encoder", "decoder", "cross"), the one place that maps a kind to the model's modules and records;
+- ``architecture``: what a model is (norm, feed-forward, key/value heads and who shares them, biases, head, residual,
+  rotary share, embedding scale), built once from its config and modules: every view's prose and formulas read it;
 - ``attention``: every layer x head's weights of the pass, and the choice of kind, layer and head kept to what the
   model has;
 - ``heads``: head types (previous token, first-token sink, same token, induction) scored from the weights;
 - ``steps``: one attention sublayer recomputed from its input and the layer's weights, step by step for one head and
   query, each step compared with the pass's recording; ``worked_example``: the teaching notes' example, done right;
 - ``trace``: the shape of every step of one forward pass, read from its recording;
-- ``lens``: the logit lens, each layer's residual stream read by the final LayerNorm and the LM head;
+- ``lens``: the logit lens, each layer's residual stream read by the final norm and the LM head;
 - ``ablation``: heads removed by an edit in a new recording, the loss before and after, every head ranked;
 - ``patching``: activation patching, a package (its docstring lists its modules): the clean run's values written into
   the corrupted run's recording, cell by cell of each grid, batched;

@@ -24,6 +24,7 @@ import numpy as np
 
 from checkpointing.in_context import INDUCTION_LENGTH, THRESHOLD, induction_baseline, induction_scores
 
+from explorer.views.architecture import describe
 from explorer.views.forward_pass import ATTENTION_KINDS
 
 TYPES = ("previous token", "first-token sink", "same token", "induction")
@@ -37,6 +38,7 @@ class HeadTypes:
     baseline: dict[str, float]
     threshold: float = THRESHOLD
     unmeasured: dict[str, str] = field(default_factory=dict)
+    kv_sharing: str = ""  # which query heads share each key/value head ("" when every head has its own)
 
     def labels(self, layer: int, head: int) -> list[tuple[str, float]]:
         """(type, score) for every type whose score reaches the threshold, strongest first."""
@@ -101,10 +103,11 @@ def head_types(model, weights: np.ndarray, kind: str) -> HeadTypes:
     if weights.shape[-1] < 3:
         short = f"needs a text of at least 3 tokens; this one has {weights.shape[-1]}"
         return HeadTypes({}, {}, THRESHOLD, {t: short for t in TYPES})
+    sharing = describe(model).kv_sharing()
     scores, baseline = pattern_scores(weights, causal)
     unmeasured = {}
     if not model.config.is_encoder_decoder:
         scores["induction"], baseline["induction"] = cached_induction_scores(model)
     else:
         unmeasured["induction"] = "measured on decoder-only models (random tokens repeated)"
-    return HeadTypes(scores, baseline, THRESHOLD, unmeasured)
+    return HeadTypes(scores, baseline, THRESHOLD, unmeasured, sharing)

@@ -2,12 +2,14 @@
 
 The residual stream h_l after layer l is read out the way the model reads its last one:
 
-    logits_l = LayerNorm_final(h_l) W_E^T        (our models are pre-norm with a final LayerNorm, and the
-    p_l = softmax(logits_l)                        LM head is the token embedding matrix, tied)
+    logits_l = Norm_final(h_l) W_U          (the model's own final norm, LayerNorm or RMSNorm, where it has one, and
+    p_l = softmax(logits_l)                   its own LM head W_U: E^T when tied, a matrix of its own when not)
 
-Row "embeddings" reads the stream before any layer (token embedding x sqrt(d_model) + the input position
-encoding). The last row is the model's own output: ``hidden_states[-1]`` already went through the final
-LayerNorm inside the model, so it is used as it is, and its logits equal the model's, bit for bit.
+Row "embeddings" reads the stream before any layer (the token embedding, times sqrt(d_model) where the model scales
+it, plus the input position encoding where there is one). The last row is the model's own output:
+``hidden_states[-1]`` already went through the final norm inside the model, so it is used as it is, and its logits
+equal the model's, bit for bit. ``readout`` says in words which norm and head this model has
+(``explorer.views.architecture``).
 """
 
 from dataclasses import dataclass, field
@@ -17,6 +19,7 @@ import torch
 
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import pick
+from explorer.views.architecture import describe
 from explorer.views.forward_pass import recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
 
@@ -36,11 +39,12 @@ class LogitLens:
     next_token_probs: np.ndarray  # (rows, positions - 1): p_l(token t+1 | position t), the token that came next
     logits: torch.Tensor = field(repr=False)  # (rows, positions, vocab) float32
     notices: list[str] = field(default_factory=list)
+    readout: str = ""  # how this model turns a stream into logits: its final norm and its head (tied or not)
 
 
 def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSettings = DecodingSettings(False),
                max_tokens: int = FORWARD_MAX_TOKENS) -> LogitLens:
-    """Every layer's stream in the text's recorded run through the final LayerNorm and the LM head. An
+    """Every layer's stream in the text's recorded run through the final norm and the LM head. An
     encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``."""
     run = recorded_pass(model, tokenizer, text, decoding, max_tokens)
     read, notices = run.read, list(run.read.notices)
@@ -60,4 +64,5 @@ def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSet
         tokens=token_labels(tokenizer, ids), position=position,
         top_labels=[token_labels(tokenizer, row) for row in top.indices], top_ids=top.indices.numpy(),
         top_probs=top.values.numpy(), next_token_probs=next_probs.numpy(), logits=logits, notices=notices,
+        readout=describe(model).readout(),
     )

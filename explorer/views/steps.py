@@ -146,6 +146,7 @@ class StepsView:
     query: int
     max_difference: float  # the largest model_difference of any step
     notices: list[str]
+    architecture: Architecture  # what the model is: the "This model" lines above the steps
 
 
 def _difference(mine: torch.Tensor, theirs: torch.Tensor) -> float:
@@ -170,7 +171,7 @@ def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
     embeddings = recording.stack(attention.stack).embeddings
     steps = _steps(model, attention, layer, head, t, r, own, own_out, embeddings, queries, keys)
     worst = max((s.model_difference for s in steps if s.model_difference is not None), default=0.0)
-    return StepsView(steps, queries, keys, attention.name, layer, head, t, worst, list(run.read.notices))
+    return StepsView(steps, queries, keys, attention.name, layer, head, t, worst, list(run.read.notices), describe(model))
 
 
 def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own_out, embeddings, queries, keys) -> list[Step]:

@@ -54,7 +54,8 @@ def worked_example() -> tuple[list[Step], str]:
     heads, wrong_heads = heads_of(x), heads_of(E + wrong)
     steps = [
         Step("Token embeddings E", "one row per token (the notes' values)", E.numpy(), TOKENS, DIMS,
-             "The notes add PE to E as it is; our models add it to E[x]·√d_model (×2 here): see 'Token embedding × √d_model' above."),
+             "The notes add PE to E as it is; the paper and our shipped models add it to E[x]·√d_model (×2 here): "
+             "see 'Token embedding, × √d_model or not' above."),
         Step("Sinusoidal position encoding PE", "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))",
              pe.numpy(), [f"pos {p}" for p in range(len(TOKENS))], DIMS,
              "i is the PAIR index: dimensions 2i and 2i+1 share one frequency. Position 1 is "
@@ -76,7 +77,8 @@ def worked_example() -> tuple[list[Step], str]:
                  "Rows: queries; columns: keys. No mask: the notes' example is an encoder (every token sees every token)."),
             Step(f"Head {h}: weights", "softmax over each row", result["weights"].numpy(), TOKENS, TOKENS,
                  "Each row sums to 1. The scores are tens apart (X is not normalised), so softmax puts almost all "
-                 "weight on one key; our models apply LayerNorm before attention, which keeps scores small."),
+                 "weight on one key; pre-norm models (ours as shipped, GPT-2, Llama, Pythia) normalise the stream "
+                 "before attention, which keeps scores small."),
             Step(f"Head {h}: output", "weights · V", result["output"].numpy(), TOKENS, dims),
         ]
     concat = torch.cat([r["output"] for r in heads], dim=-1)

@@ -28,7 +28,7 @@ def attention_steps(text, model_name, kind, layer, head, query, full_precision, 
     text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
     view = steps.attention_steps(model, tokenizer, text, kind, layer, head, query, settings)
     return (clickable_html.token_strip_html(view.query_tokens, view.query),
-            present.steps_html(view.steps, full=full_precision is True),
+            present.steps_html(view.steps, full=full_precision is True, architecture=view.architecture),
             status(f"**{info.name}**, {attention.ATTENTION_KINDS[view.kind].label}, layer {view.layer}, head {view.head}, query "
                    f"token {inputs.echo(view.query_tokens[view.query])}: {len(view.steps)} steps; every number the model "
                    f"also computed matches it within {view.max_difference:.1e}. Click a token to follow another query.",
