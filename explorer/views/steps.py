@@ -231,8 +231,7 @@ def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own
                         f"Every head did the same with {shared}; head {h} is highlighted.", h,
                         [f"head {i}" for i in range(config.n_heads)]))
     steps.append(vector("Output projection", arch.output_formula(), r.output[0, t], own.output[0, t],
-                        "W_O mixes the heads back into one d_model vector." + ("" if arch.has_bias("o") else
-                                                                               " This model has no b_O.")))
+                        "W_O mixes the heads back into one d_model vector."))
     steps.append(_residual_out(arch, r, own_out, t, vector))
     return steps
 
@@ -280,7 +279,7 @@ def _residual_out(arch: Architecture, r: Recomputed, own_out, t, vector) -> Step
         return vector("Add & Norm", f"{arch.norm}(x_t + attention(x_t))", r.residual_out[0, t], own_out[0, t],
                       f"Post-norm, as in the paper: add the sublayer's output to the stream, then {arch.norm}.")
     note = (f"Pre-norm: the sublayer's output is added to the stream and nothing normalises after the add (the "
-            f"{arch.norm} came before the sublayer); the paper's post-norm Add & Norm is LayerNorm(x + Sublayer(x)).")
+            f"{arch.norm} came before the sublayer); a post-norm layer (the paper's Add & Norm) would compute {arch.norm}(x + Sublayer(x)).")
     if arch.parallel_residual:
         note += (" Parallel residual: this layer's feed-forward reads x_t as well, not this sum, and its output is "
                  f"added after: {arch.residual_formula()}.")
