@@ -7,7 +7,7 @@ Shared by several views:
   figure, plotly-safe token labels, the top next tokens as bars) and the attention maps' figures;
 - ``clickable_html``: the click handler and style of clickable items, the token strip (all user text escaped);
 - ``concepts``: the Transformer's concepts explained once (embedding, position encodings, multi-head attention,
-  masks, the residual add and LayerNorm, feed-forward, outputs shifted right, cross-attention); it says once that
+  masks, the residual add and the norm, feed-forward, outputs shifted right, cross-attention); it says once that
   the paper's d_k is the code's d_head.
 
 One per view:

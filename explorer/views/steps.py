@@ -80,7 +80,7 @@ class Recomputed:
     """One attention sublayer recomputed for every head and query; batch of 1 kept, shapes as in the record."""
 
     residual_in: torch.Tensor  # (1, T, D)
-    sublayer_input: torch.Tensor  # (1, T, D): LayerNorm(x) (pre-norm) or x (post-norm)
+    sublayer_input: torch.Tensor  # (1, T, D): Norm(x), LayerNorm or RMSNorm (pre-norm), or x (post-norm)
     q: torch.Tensor  # (1, H, T, d_head) before RoPE
     k: torch.Tensor  # (1, H_kv, S, d_head): n_kv_heads key heads
     v: torch.Tensor  # (1, H_kv, S, d_head)
