@@ -59,8 +59,8 @@ class Architecture:
         if self.centres:
             return "every row is shifted to mean 0 and scaled to variance 1, then multiplied by γ" + (
                 " and shifted by β" if self.norm_bias else "")
-        return ("every row is divided by its root mean square (RMSNorm does not subtract the mean, so the row keeps "
-                "its mean's sign), then multiplied by γ")
+        return ("every row is divided by its root mean square (RMSNorm does not subtract the mean: its output's mean "
+                "need not be 0), then multiplied by γ")
 
     # ------------------------------------------------------------------ heads and projections
     def has_bias(self, projection: str) -> bool:
@@ -137,7 +137,8 @@ class Architecture:
             return "no feed-forward (attention-only layers)"
         if self.feed_forward == "gated":
             glu = " (SwiGLU)" if self.activation == "silu" else ""
-            return f"a gated feed-forward{glu}: {self.ffn_formula()}, the gate act(x W_gate) scaling x W_up unit by unit"
+            return (f"a gated feed-forward{glu}: {self.ffn_formula()}, the gate {self.activation}(x W_gate) scaling x W_up "
+                    "unit by unit")
         return f"the paper's feed-forward with {self.activation}: {self.ffn_formula()}"
 
     def residual_formula(self) -> str:
