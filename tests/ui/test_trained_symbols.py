@@ -7,6 +7,7 @@ import pytest
 from gradio_client import Client, handle_file
 
 from explorer.generation.symbols import reads_symbols
+from explorer.views.patching.analysis import MIN_LOGIT_GAP
 from explorer.views.patching.texts import symbol_example
 
 
@@ -79,3 +80,26 @@ def test_activation_patching_draws_every_grid_on_its_example(opened, trained):
     assert feed_forward is None  # the preset trains attention only: no feed-forward grid, and a notice says so
     assert "feed-forward grid is left out" in line
     assert numbers["answer"] == answer and len(numbers["tokens"]) == 23 and numbers["changed_positions"] == [11]
+    # 3 steps in, no induction head yet: the changed symbol barely moves the answer, and the tab says so
+    gap = abs(numbers["clean_metric"] - numbers["corrupted_metric"])
+    assert 0 < gap < MIN_LOGIT_GAP and "Nothing to measure here" in line and "No place is ranked" in explained
+
+
+def test_the_patching_tab_puts_in_the_example_each_model_reads_and_the_note_beside_it(opened, trained):
+    from explorer.present.patching import DEFAULT_NOTE
+    from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED
+    from ui.events import KEPT
+    from ui.tabs import patching as tab
+
+    _, name = opened
+    clean, corrupted, what = symbol_example(trained[1])
+    shown = [DEFAULT_CLEAN, DEFAULT_CORRUPTED]
+    assert tab.example_texts(name, *shown, shown) == (clean, corrupted, [clean, corrupted])
+    assert tab.example_texts("shakespeare-rope", clean, corrupted, [clean, corrupted]) == (*shown, shown)  # and back
+    assert tab.example_texts(name, "a text of my own", DEFAULT_CORRUPTED, shown) == (KEPT, KEPT, KEPT)
+    note = tab.example_note(name, clean, corrupted)
+    assert note["visible"] is True and what in note["value"]
+    assert tab.example_note("shakespeare-main", *shown) == {"__type__": "update", "value": DEFAULT_NOTE, "visible": True}
+    for model, texts in ((name, shown), ("shakespeare-main", [DEFAULT_CLEAN + " again", DEFAULT_CORRUPTED]),
+                         ("shakespeare-rope", shown), (name, [clean, clean])):
+        assert tab.example_note(model, *texts)["visible"] is False, (model, texts)  # Norfolk's note goes

@@ -19,6 +19,9 @@ from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS, changes_nothing,
 # answer by about 10% (e^0.1 = 1.105). Under it the corruption barely moves the model's choice, and a patched run
 # that moves LD by a few hundredths of a nat, as patching almost anything does, reads as 0.3 or 8: the grid is noise.
 MIN_LOGIT_GAP = 0.1
+# Under this (relative to the logit difference, at least 1), the two runs' logit differences are the same up to
+# float32 rounding: restored would divide rounding by rounding, and nothing is patched
+SAME_GAP = 1e-6
 MAX_TOKENS = 128  # tokens of each text: the residual grid is layers x T patched runs of T tokens each
 TOP_K = 5  # the next tokens shown for a clicked cell
 
@@ -151,7 +154,7 @@ def metric_notices(changed: list[int], clean_ld: float, corrupted_ld: float) -> 
     if not changed:
         raise InputProblem("The clean and corrupted texts are the same tokens: there is nothing to patch. Change a word "
                            "of the corrupted text (or use one of the buttons that make a corrupted copy).")
-    if abs(clean_ld - corrupted_ld) < 1e-3:
+    if abs(clean_ld - corrupted_ld) <= SAME_GAP * max(1.0, abs(clean_ld)):
         raise InputProblem(f"The logit difference is the same in both runs ({clean_ld:.4f}): the corruption does not "
                            "change how the model weighs the answer against the wrong answer, so there is nothing to "
                            "restore. Corrupt a token the answer depends on, or pick other answers.")
