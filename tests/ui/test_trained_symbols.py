@@ -103,3 +103,15 @@ def test_the_patching_tab_puts_in_the_example_each_model_reads_and_the_note_besi
     for model, texts in ((name, shown), ("shakespeare-main", [DEFAULT_CLEAN + " again", DEFAULT_CORRUPTED]),
                          ("shakespeare-rope", shown), (name, [clean, clean])):
         assert tab.example_note(model, *texts)["visible"] is False, (model, texts)  # Norfolk's note goes
+
+
+def test_one_gradient_step_offers_a_target_the_model_reads_as_one_token(opened):
+    from ui.events import KEPT
+    from ui.tabs import gradient_step as tab
+
+    _, name = opened
+    day = tab.EXAMPLE_TARGET
+    assert tab.example_target(name, day, day) == ("d", "d")  # " day" is 3 symbols here: its first
+    # the tiny checkpoints' BPE reads " day" as " da" + "y": its first token, "␣da"
+    assert tab.example_target("shakespeare-rope", "d", "d") == ("␣da", "␣da")
+    assert tab.example_target(name, "Q", "d") == (KEPT, KEPT)  # a target the learner typed stays
