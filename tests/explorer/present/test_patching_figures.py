@@ -2,30 +2,16 @@
 tokens (the margins gr.Plot imposes and the tick labels included), and the text says when nothing can be measured
 and when colours are clipped."""
 
-import numpy as np
 import pytest
 
 from explorer.present import patching as present
 from explorer.present.figures import MIN_PLOT_HEIGHT, TITLED_TOP, angled_label_depth
-from explorer.views.patching.analysis import MIN_LOGIT_GAP, Patching, PatchGrid
+from explorer.views.patching.analysis import MIN_LOGIT_GAP
 from explorer.views.patching.grids import GRIDS
+from support.patching_results import sized_result
 
-LONG_TOKEN = "␣extraordinarily"  # a token label longer than a tick label shows (cut to TICK_CHARS)
-
-
-def result_of(n_layers: int, n_tokens: int, n_heads: int = 4, clean: float = 3.0, corrupted: float = -1.0,
-              values: float = 0.5) -> Patching:
-    """A Patching of the given size, every cell ``values`` (the figures read its shape and labels only)."""
-    tokens = [LONG_TOKEN if p % 3 == 0 else "␣a" for p in range(n_tokens)]
-    grids = {}
-    for name, kind in GRIDS.items():
-        rows, columns = kind.row_labels(n_layers, n_heads), kind.columns(tokens)
-        shape = (len(rows), len(columns))
-        grids[name] = PatchGrid(name, kind.title, rows, columns, np.full(shape, values, dtype=np.float32),
-                                np.zeros((*shape, 5), dtype=np.int64), np.zeros((*shape, 5), dtype=np.float32))
-    return Patching(tokens=tokens, corrupted_tokens=list(tokens), changed=[0, n_tokens // 2], answer="␣a",
-                    wrong_answer="␣b", answer_id=1, wrong_id=2, clean_metric=clean, corrupted_metric=corrupted,
-                    clean_top=[], corrupted_top=[], grids=grids, n_heads=n_heads, labels=lambda ids: [])
+def result_of(n_layers: int, n_tokens: int, **kwargs):
+    return sized_result(n_layers, n_tokens, **kwargs)
 
 
 def plot_height(layout: dict) -> int:

@@ -1,6 +1,7 @@
 """Activation patching in headless Chromium on models of 1, 2 and 12 layers and on the shipped timeline-repeats (2
 layers), at 1366 and 800 px: every grid draws its cells (plotly's heat map image inside a plot area of sane height),
-the tabs still switch afterwards, and a figure plotly cannot draw leaves the page working. Screenshots:
+the tabs still switch afterwards; each grid's figure for 1 to 24 layers and 2 to 128 tokens draws through the page's
+Plotly as gr.Plot draws it; and a figure plotly cannot draw leaves the page working. Screenshots:
 artifacts/screenshots/patching-<model>-<width>.png."""
 
 import json
@@ -9,6 +10,9 @@ import plotly.graph_objects as go
 import pytest
 
 from explorer.views.patching.texts import DEFAULT_CLEAN
+from explorer.present import patching as present
+from explorer.views.patching.grids import GRIDS
+from support.patching_results import sized_result
 from support.browser import SHOTS, app_page, assert_no_error_shown, open_tab, pick, settled
 from support.fixtures_checkpoints import causal_lm, save_checkpoint, train_tokenizer
 from support.shipped import SHIPPED_ROOT
@@ -93,6 +97,35 @@ def test_every_grid_draws_its_cells_and_the_tabs_still_switch(page, model):
     assert_no_error_shown(page)
 
 
+@pytest.mark.parametrize("n_layers, n_tokens", [(1, 2), (1, 128), (24, 2), (24, 128), (3, 40)])
+def test_every_grid_figure_draws_from_1_to_24_layers_and_2_to_128_tokens(page, n_layers, n_tokens):
+    """The corners of the range: each grid's figure as the app makes it, drawn through the page's Plotly as gr.Plot
+    draws it, as wide as the grids' column at this width: a plot area of a row per layer, no failure."""
+    if not page.evaluate("() => !!window.Plotly"):  # gr.Plot loads plotly with the first plot it draws
+        patch_and_wait(page, "one-layer")
+    result = sized_result(n_layers, n_tokens)
+    for name in GRIDS:
+        figure = json.loads(present.grid_figure(result, name, n_layers, 4).to_json())
+        drawn = page.evaluate(DRAW_AS_GRADIO, figure)
+        assert drawn["failed"] is None and drawn["plotHeight"] >= 0.9 * max(120, 28 * n_layers), (name, drawn)
+
+
+# a figure drawn through the page's Plotly, as gr.Plot draws it (its margin rules), as wide as the residual grid
+DRAW_AS_GRADIO = """async (figure) => {
+    const host = document.querySelector('#patching-plot-residual').getBoundingClientRect();
+    const box = document.createElement('div'), div = document.createElement('div');
+    box.style.width = host.width + 'px'; box.appendChild(div); document.body.appendChild(box);
+    const layout = figure.layout;  // what gr.Plot does to every figure before Plotly.react
+    layout.autosize = true; layout.margin.t = Math.max(100, layout.margin.t); layout.margin.autoexpand = true;
+    try {
+        await window.Plotly.react(div, figure.data, layout, {responsive: true});
+        const failed = box.querySelector('.figure-failed');
+        return {failed: failed ? failed.textContent : null, plotHeight: div._fullLayout && div._fullLayout.yaxis._length};
+    } catch (error) { return {failed: 'threw: ' + error.message}; }
+    finally { box.remove(); }
+}"""
+
+
 def old_two_layer_figure() -> dict:
     """The residual grid of a 2-layer model as the app drew it before: 238 px high with 70 + 110 px of margins, 60
     angled position labels. gr.Plot raises its top margin to 100 px and lets plotly widen the margins for the labels:
@@ -111,20 +144,9 @@ def test_a_figure_plotly_cannot_draw_fails_alone(page):
     """Drawn through the page's Plotly as gr.Plot draws (its margin rules), the old figure throws; the throw is
     caught, a line says so, and the page goes on: the tabs switch, the next grids draw."""
     patch_and_wait(page, "two-layers")  # the page's plotly is loaded (gr.Plot loads it with the first plot)
-    outcome = page.evaluate("""async (figure) => {
-        const host = document.querySelector('#patching-plot-residual').getBoundingClientRect();
-        const box = document.createElement('div'), div = document.createElement('div');
-        box.id = 'broken-figure'; box.style.width = host.width + 'px'; box.appendChild(div); document.body.appendChild(box);
-        const layout = figure.layout;  // what gr.Plot does to every figure before Plotly.react
-        layout.autosize = true; layout.margin.t = Math.max(100, layout.margin.t); layout.margin.autoexpand = true;
-        try {
-            await window.Plotly.react(div, figure.data, layout, {responsive: true});
-            return document.querySelector('#broken-figure .figure-failed')?.textContent || 'drawn';
-        } catch (error) { return 'threw: ' + error.message; }
-    }""", old_two_layer_figure())
+    outcome = page.evaluate(DRAW_AS_GRADIO, old_two_layer_figure())["failed"] or "drawn"
     assert outcome.startswith("This figure could not be drawn (Something went wrong with axis scaling)"), outcome
     tabs_still_switch(page)
-    page.evaluate("document.querySelector('#broken-figure').remove()")
     patch_and_wait(page, "twelve-layers")  # the next grids draw
     page.wait_for_selector("#patching-plot-residual .js-plotly-plot .heatmaplayer image", state="attached")
     assert page.errors == []
