@@ -2,6 +2,7 @@
 
 - ``inputs``: what users type or send, checked before any work is done (``InputProblem`` says what was wrong and what
   is allowed), and echoed back safely;
+- ``parity``: how an opened model's parity (its largest logit gap to transformers') reads, good or not;
 - ``machine``: the machine the app is sized for (``CORES``);
 - ``visitor``: who is asking (``current()``, set by the UI around each request).
 """

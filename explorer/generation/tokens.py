@@ -24,20 +24,36 @@ def token_labels(tokenizer, ids) -> list[str]:
     return labels
 
 
-def one_token(tokenizer, value, what: str) -> int:
-    """The id of ``value`` when the tokenizer reads it as exactly one token ('␣' and '↵', as the app labels
-    tokens, read as a space and a newline); else an InputProblem saying how it does read it."""
+def _ids(tokenizer, text: str) -> list[int]:
+    return tokenizer(text, add_special_tokens=False).input_ids
+
+
+def one_token(tokenizer, value, what: str) -> tuple[int, list[str]]:
+    """(the id of ``value``, notices): the one check of every answer or target a user types. ``value`` must be
+    exactly one token of the tokenizer ('␣' and '↵', as the app labels tokens, read as a space and a newline); else
+    an InputProblem saying how it reads, with the leading-space hint where the spaced form is one token, or the
+    first token to type instead. Taken without a leading space where the spaced form is another single token (the
+    one a word after a space is: "Juliet" and "␣Juliet" are two tokens), it is kept, with a notice saying so."""
     if not isinstance(value, str) or value == "":
         raise InputProblem(f"Type {what.lower()}: one token of the model's vocabulary, such as ` the` (with its "
                            "leading space) or `,`.")
     text = value.replace("␣", " ").replace("↵", "\n")
-    ids = tokenizer(text, add_special_tokens=False).input_ids
+    ids = _ids(tokenizer, text)
+    spaced = [] if text.startswith(" ") else _ids(tokenizer, " " + text)
     if len(ids) == 1:
-        return ids[0]
-    pieces = " ".join(echo(label) for label in token_labels(tokenizer, ids[:8])) + (" …" if len(ids) > 8 else "")
-    hint = ""
-    if not text.startswith(" ") and len(tokenizer(" " + text, add_special_tokens=False).input_ids) == 1:
-        hint = f" With a leading space, {echo(' ' + text)} is one token: a word after a space is."
+        if len(spaced) != 1 or spaced[0] == ids[0]:
+            return ids[0], []
+        return ids[0], [f"{what} {echo(value)} (id {ids[0]}) has no leading space, so it is another token than "
+                        f"{echo('␣' + text)} (id {spaced[0]}), the one a word after a space is. Kept as typed; if "
+                        f"you meant the word after a space, type it with its space: {echo(' ' + text)}."]
+    labels = token_labels(tokenizer, ids[:8])
+    pieces = " ".join(echo(label) for label in labels) + (" …" if len(ids) > 8 else "")
+    if len(spaced) == 1:
+        hint = f" With a leading space, {echo(' ' + text)} is one token (a word after a space is): type that."
+    elif ids:
+        hint = f" Type one of them, such as the first, {echo(labels[0])}."
+    else:
+        hint = ""
     raise InputProblem(f"{what} must be exactly one token of this model's tokenizer; {echo(value)} is {len(ids)} "
                        f"tokens: {pieces}.{hint}")
 

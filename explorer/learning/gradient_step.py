@@ -97,21 +97,10 @@ def check_learning_rate(value) -> float:
     return rate
 
 
-def target_token(tokenizer, target) -> int:
-    """The id of ``target`` when the tokenizer reads it as exactly one token (``tokens.one_token``)."""
+def target_token(tokenizer, target) -> tuple[int, list[str]]:
+    """(the id of ``target``, notices): exactly one token, checked as every answer is (``tokens.one_token``: the
+    leading-space hint, and a notice when a word typed without its space is another token than with it)."""
     return one_token(tokenizer, target, "The target")
-
-
-def spacing_notice(tokenizer, target: str, target_id: int) -> list[str]:
-    """A notice when ``target`` has no leading space and the spaced form is a different single token: after a
-    space the model predicts the spaced one, so the two are easy to confuse."""
-    if target.startswith(" "):
-        return []
-    spaced = tokenizer(" " + target, add_special_tokens=False).input_ids
-    if len(spaced) != 1 or spaced[0] == target_id:
-        return []
-    return [f"The target {echo(target)} (id {target_id}) has no leading space: it is another token than "
-            f"{echo(' ' + target)} (id {spaced[0]}), the one a word after a space is."]
 
 
 def induction_head(model) -> tuple[int, int, float] | None:
@@ -185,7 +174,7 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
     rate = check_learning_rate(learning_rate)
     ids = text_ids(model, tokenizer, text)
     position = pick(position, ids.shape[1], "position")
-    target_id = target_token(tokenizer, target)
+    target_id, notices = target_token(tokenizer, target)
     ids = ids[:, : position + 1]
 
     learner = copy.deepcopy(model).float().eval()  # eval: no dropout, the step is deterministic
@@ -217,5 +206,5 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
         p_before=float(before[target_id].exp()), p_after=float(after[target_id].exp()),
         top_before=_top(tokenizer, before), top_after=_top(tokenizer, after),
         grad_norms=grad_norms, head_grad_norms={part: grid.tolist() for part, grid in heads.items()},
-        grad_norm=grad_norm, tied=tied, notices=spacing_notice(tokenizer, target, target_id), induction_head=found,
+        grad_norm=grad_norm, tied=tied, notices=notices, induction_head=found,
     )

@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 from huggingface_hub import HfApi
+from huggingface_hub import errors as hub_errors
 
 from checkpointing.in_context import head_scores, induction_baseline, INDUCTION_LENGTH
 
@@ -77,7 +78,15 @@ def pick_revisions(repo_id: str, revisions) -> list[str]:
     if len(revisions) > MAX_REVISIONS:
         raise InputProblem(f"{len(revisions)} revisions asked for; at most {MAX_REVISIONS} (leave it empty for "
                            f"{MAX_REVISIONS} evenly spaced ones).")
-    checked = [hub_files.check_revision(r) for r in revisions]
+    checked = []
+    for revision in revisions:
+        try:
+            checked.append(hub_files.check_revision(revision))
+        except InputProblem:
+            raise InputProblem(f"{echo(revision, 60)} is not a revision name: give a branch, tag or commit such as "
+                               "`step1000`, without spaces, `..`, `~`, `^`, `:`, `?`, `*`, `[` or `\\`, with commas "
+                               "between revisions; or leave the box empty for the repo's `step<N>` revisions, "
+                               f"{MAX_REVISIONS} evenly spaced.") from None
     return list(dict.fromkeys(checked))
 
 
@@ -183,7 +192,10 @@ class Request:
             job = opening.start_open(self.repo_id, revision)
             for line in ["opening", *job.follow()]:
                 yield f"revision {revision} ({number} of {len(self.revisions)}): {line}"
-            self.names.append(job.outcome().name)
+            try:
+                self.names.append(job.outcome().name)
+            except InputProblem as problem:
+                raise InputProblem(revision_problem(self.repo_id, revision, number, len(self.revisions), problem)) from None
 
     def measure(self) -> HubTimeline:
         """What the views draw: every opened revision measured, in step order (``revision_view``)."""
@@ -192,6 +204,18 @@ class Request:
                            key=lambda v: (v.step is None, v.step or 0))
             return HubTimeline(self.repo_id, views, attention_tokens(views[0].menu_name, self.text),
                                induction_baseline(INDUCTION_LENGTH), self.notices)
+
+
+def revision_problem(repo_id: str, revision: str, number: int, count: int, problem: InputProblem) -> str:
+    """Why revision ``revision`` (the ``number``-th of ``count``) of ``repo_id`` did not open, naming it, and what to
+    type instead in this tab's box (empty here means the repo's ``step<N>`` revisions, not its default branch)."""
+    which = f"Revision {echo(revision, 60)} ({number} of {count}) of {echo(repo_id, 90)}"
+    if isinstance(problem.__cause__, hub_errors.RevisionNotFoundError):
+        return (f"{which} is not on the Hub: the repo has no branch, tag or commit of that name. Check its spelling "
+                f"against the repo's list of branches (Pythia's are `step0` … `step143000`, in steps of 1000 after "
+                f"`step512`), remove it, or leave the box empty to take {MAX_REVISIONS} of the repo's `step<N>` "
+                "revisions, evenly spaced.")
+    return f"{which} did not open: {problem}"
 
 
 def request(repo_id, revisions, text) -> Request:

@@ -14,7 +14,7 @@ from explorer.learning.live_settings import LiveSettings
 @dataclass
 class LiveResult:
     """The finished (or stopped) job: ``losses`` one per step from step 0, the model as trained, its tokenizer
-    (None for random tokens)."""
+    (for random tokens, one symbol per token id: ``explorer.generation.symbols``)."""
 
     settings: LiveSettings
     logged_steps: list[int]
@@ -33,7 +33,7 @@ class LiveResult:
 
 
 def save_zip(result: LiveResult, folder: Path) -> Path:
-    """``result``'s model (and tokenizer, for text) saved with save_pretrained into ``folder``/model, zipped to
+    """``result``'s model and tokenizer saved with save_pretrained into ``folder``/model, zipped to
     ``folder``/model.zip; load it with ``AutoModelForCausalLM.from_pretrained`` (``trust_remote_code=True``
     where the modeling package is not installed)."""
     target = Path(folder) / "model"

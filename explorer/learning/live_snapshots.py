@@ -129,5 +129,7 @@ def watched_head(scores: np.ndarray, current: tuple[int, int] | None) -> tuple[t
         return best, (f"the best induction head (score {scores[best]:.2f}); it passed L{current[0]}.H{current[1]} "
                       f"({scores[current]:.2f}) at this step")
     if best != current:  # another leads, by less than the margin: the plot stays, and says so
-        return current, f"score {scores[current]:.2f}; L{best[0]}.H{best[1]} leads ({scores[best]:.2f}), by under {SWITCH_MARGIN:g}"
+        return current, (f"score {scores[current]:.2f}. L{best[0]}.H{best[1]} now scores a little higher "
+                         f"({scores[best]:.2f}); the plot moves to another head only once it is ahead by "
+                         f"{SWITCH_MARGIN:g} or more, so it does not flicker between two close heads")
     return current, f"the best induction head (score {scores[current]:.2f})"

@@ -17,6 +17,7 @@ import torch
 
 from checkpointing.in_context import attention_weights, induction_baseline
 
+from explorer.generation.symbols import symbol_tokenizer
 from explorer.learning.live_data import LiveData, shipped_tokenizer, training_ids
 from explorer.learning.live_model import build_model
 from explorer.learning.live_result import LiveResult
@@ -132,4 +133,4 @@ def train_live(settings: LiveSettings, stop: threading.Event | None = None, toke
     model.eval()
     yield LiveResult(settings, job.logged_steps, job.losses, job.step, stop.is_set() and job.step < settings.steps,
                      time.perf_counter() - started, least_induction_score_over_offsets(model, settings.context_length).tolist(),
-                     model, tokenizer)
+                     model, tokenizer or symbol_tokenizer(vocab_size))  # random tokens: one symbol per id

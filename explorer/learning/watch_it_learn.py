@@ -29,6 +29,8 @@ MAX_TEXT_CHARS = 2_000
 SAMPLE_TOKENS = 40  # new tokens of the greedy continuation, at most: it stays within the context the model trained at
 GREEDY = DecodingSettings(False, max_new_tokens=SAMPLE_TOKENS)
 
+COMPOSITION_SHOWN = 0.05  # a pair is named when removing its earlier head costs the later this much score
+
 
 def check_text(text, context: int) -> tuple[str, list[str]]:
     """The learner's text, at most ``MAX_TEXT_CHARS`` characters and not empty; else an InputProblem."""
@@ -121,12 +123,15 @@ class TimelineView:
         return pair, self.composition[pair][self.index]
 
     def composition_line(self) -> str:
+        """The pair that composes most at this step, or that none does yet (each costs under COMPOSITION_SHOWN)."""
         found = self.strongest_pair()
         if found is None:
             return ""
         (l1, h1, l2, h2), score = found
-        if score < 0.05:
-            return "Composition at this step: removing no earlier head costs a later head 0.05 of its induction score."
+        if score < COMPOSITION_SHOWN:
+            return (f"Composition at this step: none yet. Removing any one earlier head lowers every later head's "
+                    f"induction score by less than {COMPOSITION_SHOWN:g} (on its 0 to 1 scale), so no later head "
+                    "relies on an earlier one.")
         return (f"Composition at this step: removing L{l1}.H{h1} costs L{l2}.H{h2} {score:.2f} of its induction score, "
                 "the most of any pair (the K-composition plot).")
 

@@ -19,6 +19,7 @@ from explorer.models.converting import load_folder
 from explorer.models.jobs import run_shared
 from explorer.models.plans import Plan, limits
 from explorer.core.inputs import InputProblem, echo
+from explorer.core.parity import parity_words
 
 MAX_SESSION_MODELS = 2  # uploads and trained models a browser session keeps (its oldest goes)
 MAX_SESSIONS = 64  # browser sessions whose own models are kept (the one whose last model came longest ago goes)
@@ -46,7 +47,7 @@ class Opened:
     def label(self) -> str:
         where = {"hub": "the Hub", "upload": "your upload", "trained": "trained by you"}[self.source]
         commit = f" · commit {self.commit[:7]}" if self.commit else ""
-        parity = "" if self.parity is None else f" · parity {self.parity:.1e}"
+        parity = "" if self.parity is None else f" · {parity_words(self.parity)}"
         source = f"from {where}" if self.source == "hub" else where
         return f"{self.name} · {self.family} · {_size(self.n_parameters)} · {source}{commit}{parity}"
 

@@ -73,6 +73,7 @@ def run_shared(key, work: Callable[[Job], object]) -> Job:
             job.error = error
         except Exception as error:  # noqa: BLE001 - every failure reaches the requesters as a message
             job.error = InputProblem(hub_error_message(error))
+            job.error.__cause__ = error  # what the Hub said, for a caller that words it for its own box
         finally:
             with _jobs_lock:
                 _jobs.pop(key, None)

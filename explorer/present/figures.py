@@ -2,6 +2,8 @@
 of a figure, token labels made safe for plotly (it reads ``<...>`` as markup, and a label is user text).
 """
 
+import math
+
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -20,6 +22,25 @@ pio.templates.default = "plotly_white"
 
 
 LAYOUT = dict(margin=dict(l=60, r=20, t=50, b=50))
+# gr.Plot raises the top margin of a figure with a title to at least 100 px (where its label shows, as in this app)
+# and lets plotly widen the margins for long tick labels: a figure whose height does not leave room for that
+# draws an axis of negative length ("Something went wrong with axis scaling") and nothing at all.
+TITLED_TOP = 100
+MIN_PLOT_HEIGHT = 120  # px of plot area (inside the margins) every figure keeps
+
+
+def fitted_layout(plot_height: int, left: int = 60, right: int = 20, bottom: int = 50, top: int = TITLED_TOP) -> dict:
+    """``height`` and ``margin`` for a figure whose plot area (inside the margins) is ``plot_height`` px, at least
+    ``MIN_PLOT_HEIGHT``: the top margin is what gr.Plot will make it (``TITLED_TOP``), so the plot area stays."""
+    top = max(top, TITLED_TOP)
+    return dict(height=top + bottom + max(MIN_PLOT_HEIGHT, int(plot_height)), margin=dict(l=left, r=right, t=top, b=bottom))
+
+
+def angled_label_depth(characters: int, font_size: int = 10, angle: int = 60) -> int:
+    """px a tick label of ``characters`` characters reaches below its axis when drawn at ``angle`` degrees: about
+    0.6 font sizes a character along the slant (a font size across it)."""
+    slant = math.radians(angle)
+    return int(characters * 0.6 * font_size * math.sin(slant) + font_size * math.cos(slant)) + 8
 
 
 def plotly_text(text):
@@ -89,7 +110,7 @@ def top_tokens_figure(top_next: list[tuple[str, float]], after: str) -> go.Figur
     top = max(probabilities, default=1.0)
     fig.update_layout(title=plotly_text(f"Most likely next tokens after {after}"), xaxis_title="probability",
                       xaxis=dict(range=[0, min(1.0, top * 1.25)], tickformat=".0%" if top >= 0.2 else ".1%" if top >= 0.02 else ".2%"),
-                      height=80 + 32 * len(labels), **{**LAYOUT, "margin": dict(l=140, r=60, t=50, b=50)})
+                      **fitted_layout(32 * len(labels), left=140, right=60))
     fig.update_yaxes(autorange="reversed", tickfont_size=13)
     return fig
 

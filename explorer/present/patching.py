@@ -6,19 +6,22 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.present.figures import LAYOUT, plotly_text, top_tokens_figure
+from explorer.present.figures import LAYOUT, angled_label_depth, fitted_layout, plotly_text, top_tokens_figure
 from explorer.views.patching.grids import HEAD_COLUMNS
 from explorer.views.patching.analysis import PatchGrid, Patching
 from explorer.core.inputs import echo
 
 
-# one scale for every grid: white at 0 (nothing restored), blue at 1 (all of it), red below 0
+# one scale for every grid: white at 0 (nothing restored), blue at 1 (all of it), red at -1; a cell beyond ±1
+# (overshoot, or a patch that hurts more than the corruption did) is drawn at the scale's end, and ``colour_note``
+# says how many are
 COLOURS = [[0.0, "#b2182b"], [0.5, "#ffffff"], [1.0, "#08306b"]]
+COLOUR_LIMIT = 1.0
 
 
 def _range(values: np.ndarray) -> float:
-    """The colour scale runs from -limit to +limit: at least 1, so that 1 looks the same in every grid."""
-    return max(1.0, float(np.abs(values).max()) if values.size else 1.0)
+    """The colour scale runs from -COLOUR_LIMIT to +COLOUR_LIMIT in every grid, so that 1 looks the same in each."""
+    return COLOUR_LIMIT
 
 
 def _heatmap(values: np.ndarray, x, y, limit: float, hover: str, show_scale: bool = True) -> go.Heatmap:
@@ -27,30 +30,57 @@ def _heatmap(values: np.ndarray, x, y, limit: float, hover: str, show_scale: boo
                       hovertemplate=hover + "<br>restored %{z:.3f}<br><i>click: top 5 next tokens</i><extra></extra>")
 
 
-def token_axis(result: Patching) -> tuple[list[str], list[str]]:
-    """(category values, tick labels) for the position axis: 'p:token', changed tokens bold with a star and
-    their corrupted form beside it."""
-    values, ticks = [], []
-    for p, (clean, corrupted) in enumerate(zip(result.tokens, result.corrupted_tokens)):
+# the position axis: a tick label is cut to TICK_CHARS characters; past LABELLED_POSITIONS positions only every
+# k-th is labelled (the changed ones and the last always), so labels never overlap at 800 px; hover names every cell
+TICK_CHARS, LABELLED_POSITIONS = 14, 48
+ROW_HEIGHT = 28  # px of each row of a grid
+
+
+def _cut(label: str) -> str:
+    return label if len(label) <= TICK_CHARS else label[:TICK_CHARS - 1] + "…"
+
+
+def token_axis(result: Patching) -> tuple[list[str], list[str], list[str]]:
+    """(category values, the values labelled, their tick labels) for the position axis: 'p:token', changed tokens
+    bold with a star; with many positions, every k-th one labelled (and every changed one, and the last)."""
+    every = -(-len(result.tokens) // LABELLED_POSITIONS)
+    values, labelled, ticks = [], [], []
+    for p, clean in enumerate(result.tokens):
         label = plotly_text(f"{p}:{clean}")
         values.append(label)
-        ticks.append(f"<b>{label}*</b>" if p in result.changed else label)
-    return values, ticks
+        if p % every == 0 or p in result.changed or p == len(result.tokens) - 1:
+            labelled.append(label)
+            tick = plotly_text(_cut(f"{p}:{clean}"))
+            ticks.append(f"<b>{tick}*</b>" if p in result.changed else tick)
+    return values, labelled, ticks
+
+
+def position_layout(result: Patching, rows: int) -> dict:
+    """Height and margins of a layer x position grid: a row of ROW_HEIGHT px per layer, the bottom margin as deep as
+    the longest angled tick label and the axis title under it (``figures.fitted_layout``)."""
+    longest = max(len(_cut(f"{p}:{token}")) + 1 for p, token in enumerate(result.tokens))
+    return fitted_layout(ROW_HEIGHT * rows, left=50, bottom=angled_label_depth(longest) + 30)
 
 
 def position_figure(result: Patching, grid: PatchGrid) -> go.Figure:
     """Layer x position: how much of the clean run's answer patching that one place restores."""
-    x, ticks = token_axis(result)
+    x, labelled, ticks = token_axis(result)
     limit = _range(grid.values)
     fig = go.Figure(_heatmap(grid.values, x, grid.rows, limit, "%{y} at %{x}"))
     changed = ", ".join(plotly_text(f"{p}:{result.tokens[p]}→{result.corrupted_tokens[p]}") for p in result.changed[:4])
     fig.update_layout(title=dict(text=f"{plotly_text(grid.title)}<br><sup>patched at one position at a time; "
                                       f"* changed in the corrupted text: {changed}</sup>"),
                       xaxis_title="position patched (clean token)", yaxis_title="layer",
-                      height=170 + 34 * len(grid.rows), **{**LAYOUT, "margin": dict(l=50, r=20, t=70, b=110)})
-    fig.update_xaxes(type="category", tickmode="array", tickvals=x, ticktext=ticks, tickangle=-60, tickfont_size=10)
+                      **{**LAYOUT, **position_layout(result, len(grid.rows))})
+    fig.update_xaxes(type="category", tickmode="array", tickvals=labelled, ticktext=ticks, tickangle=-60, tickfont_size=10)
     fig.update_yaxes(type="category", autorange="reversed")
     return fig
+
+
+def heads_layout(n_layers: int) -> dict:
+    """Height and margins of the two layer x head maps: a row per layer, room above for the title and the two
+    subplot titles."""
+    return fitted_layout(ROW_HEIGHT * n_layers, left=50, bottom=50, top=120)
 
 
 def heads_figure(result: Patching, grid: PatchGrid, n_layers: int, n_heads: int) -> go.Figure:
@@ -63,7 +93,7 @@ def heads_figure(result: Patching, grid: PatchGrid, n_layers: int, n_heads: int)
         fig.add_trace(_heatmap(values, heads, layers, limit, "%{y}.%{x}", show_scale=column == 1), 1, column + 1)
     fig.update_layout(title=dict(text=f"{plotly_text(grid.title)}<br><sup>one head at a time: at every position, then "
                                       f"at the last position ({plotly_text(result.tokens[-1])}) only</sup>"),
-                      height=max(300, 150 + 36 * n_layers), **{**LAYOUT, "margin": dict(l=50, r=20, t=90, b=40)})
+                      **{**LAYOUT, **heads_layout(n_layers)})
     fig.update_xaxes(title_text="head", type="category")
     fig.update_yaxes(title_text="layer", type="category", autorange="reversed")
     return fig
@@ -112,8 +142,40 @@ DEFAULT_NOTE = ("**The example.** The text ends by naming \"the duke of Norfolk\
                 "to the token after it, to the last position.")
 
 
+def clipped_cells(result: Patching) -> dict[str, int]:
+    """Per grid, how many cells lie beyond ±COLOUR_LIMIT (drawn in the scale's end colour)."""
+    counts = {name: int((np.abs(grid.values) > COLOUR_LIMIT + 5e-4).sum()) for name, grid in result.grids.items()}
+    return {name: n for name, n in counts.items() if n}
+
+
+def colour_note(result: Patching) -> str:
+    """Which cells' colours are clipped, and how many; empty when none are."""
+    counts = clipped_cells(result)
+    if not counts:
+        return ""
+    where = ", ".join(f"{n} in {result.grids[name].title.lower()}" for name, n in counts.items())
+    extreme = max((float(np.abs(g.values).max()) for g in result.grids.values()), default=0.0)
+    return (f"**Colours clipped.** The colour scale runs from −{COLOUR_LIMIT:g} to +{COLOUR_LIMIT:g}; "
+            f"{sum(counts.values())} cells lie beyond it ({where}; the largest {extreme:.2f}) and are drawn in its "
+            "end colour. Hover a cell, or read the numbers below, for its value.")
+
+
+def symbol_note(what: str) -> str:
+    """Beside the example of a model trained on random symbols (``texts.symbol_example``): what it is."""
+    return (f"**The example.** This model was trained on random symbols with runs repeated, so its example is "
+            f"{what}. Press Patch and follow the information: from the changed symbol, to the symbol after its "
+            "second copy, to the last position.")
+
+
 def explanation(result: Patching) -> str:
-    """What this result's grids show, in numbers computed from it."""
+    """What this result's grids show, in numbers computed from it; where the two runs barely differ
+    (``Patching.measurable``), that, and no ranking of places."""
+    if not result.measurable:
+        lines = [f"**No place is ranked.** The corruption barely changes the answer's lead over the wrong answer "
+                 f"(logit difference {result.clean_metric:.3f} clean, {result.corrupted_metric:.3f} corrupted), so "
+                 "every restored value here is a small change divided by a smaller one: noise. Change a token the "
+                 "answer depends on, or type answers the two texts disagree on, and press Patch again."]
+        return "\n\n".join(line for line in [*lines, colour_note(result)] if line)
     lines = []
     residual = result.grids.get("residual")
     if residual is not None:
@@ -127,4 +189,4 @@ def explanation(result: Patching) -> str:
             order = np.argsort(-heads.values[:, column])[:3]
             tops = ", ".join(f"{heads.rows[i]} ({heads.values[i, column]:.2f})" for i in order)
             lines.append(f"Heads patched at {where}, the three that restore most: {tops}.")
-    return "\n\n".join(lines)
+    return "\n\n".join(line for line in [*lines, colour_note(result)] if line)

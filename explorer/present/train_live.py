@@ -33,7 +33,9 @@ TRAIN_LIVE = """### Train one yourself
   would be. Expect a plateau near ln V (the dashed line), then the sudden drop as the heads form: the status line
   names the step at which one first passed the label threshold. A longer recorded run is on the *Watch it learn* tab.
 - **Keep it:** when a job ends, download the zip, unzip it into a folder `my-model`, and load it with
-  `AutoModelForCausalLM.from_pretrained("my-model", trust_remote_code=True)` (and `AutoTokenizer`, for text)."""
+  `AutoModelForCausalLM.from_pretrained("my-model", trust_remote_code=True)` and `AutoTokenizer` (a model of random
+  tokens reads one symbol per token id: `0`-`9`, `A`-`Z`, `a`-`z`, then other letters). "Open in every tab" opens it
+  in every tab, Activation patching with an example in its symbols."""
 
 
 def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, uniform: float | None = None,

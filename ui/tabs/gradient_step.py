@@ -9,10 +9,11 @@ from explorer.present import gradient_step as present
 from explorer.present.figures import percent
 from explorer.learning.gradient_step import MAX_LEARNING_RATE, gradient_step as take_step
 from explorer.generation.decoding import token_count
-from explorer.core.inputs import echo
+from explorer.core.inputs import InputProblem, echo
+from explorer.generation.tokens import token_labels
 
 from ui.controls import DecodingControls
-from ui.events import INTERACTIVE, NO_FIGURE, UNCHECKED, guarded, status
+from ui.events import INTERACTIVE, KEPT, NO_FIGURE, UNCHECKED, guarded, status
 from ui.menus import decoder_only, model_menu
 from ui.tab import TabParts
 
@@ -39,6 +40,21 @@ def gradient_step(text, model_name, position, target, learning_rate):
                      "tokens read twice): its cell is outlined in the head maps.")
     return (present.before_after_figure(step), present.head_norms_figure(step),
             present.parameter_norms_figure(step), step.to_json(), status(line, *notes))
+
+
+def example_target(model_name, target, shown):
+    """The example target as the model picked reads it: ' day' where that is one token, else its first token ('␣'
+    on a model of one byte a token, which is what follows "summer's" there too; 'd' on one of symbols), where the box
+    still holds the target the tab put there last (``shown``); a target the learner typed stays."""
+    if target != shown:
+        return KEPT, KEPT
+    try:
+        _, _, tokenizer = catalog.resolve(model_name)
+    except InputProblem:
+        return KEPT, KEPT  # the button says what is wrong with the name
+    ids = tokenizer(EXAMPLE_TARGET, add_special_tokens=False).input_ids
+    fitted = EXAMPLE_TARGET if len(ids) == 1 else token_labels(tokenizer, ids[:1])[0]
+    return fitted, fitted
 
 
 def signed(change: float) -> str:
@@ -86,4 +102,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                           open=False, max_height=320, elem_id="grad-json")
     request, outputs = [text, menu, position, target, rate], [before_after, heads, tensors, numbers, status_line]
     button.click(gradient_step, request, outputs, api_name="gradient_step", **INTERACTIVE, **UNCHECKED)
+    shown = gr.State(EXAMPLE_TARGET)  # the target the tab put in the box last
+    menu.change(example_target, [menu, target, shown], [target, shown], api_name="grad_example_target",
+                api_visibility="private", show_progress="hidden", **UNCHECKED)
     return TabParts(decoder_only=(menu,))

@@ -25,6 +25,41 @@ PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in grids.GR
 # with the grid's name, the heat map (curve) and the cell's row and column. The panel it sits in stays in sight beside
 # the grids (sticky); where the page is too narrow for both, a click scrolls the answer into sight below them
 CLICK_BRIDGE_JS = """
+// A figure plotly cannot draw throws from gr.Plot's update: uncaught, it stops the page's updates (progress stuck,
+// tabs no longer switch). Plotly.react is wrapped so that such a figure fails alone: its plot stays empty with a
+// line saying so, and the page goes on. gr.Plot loads plotly with the first plot, as window.Plotly, and calls
+// that object's react: it is wrapped as it is set (or now, if a plot of another tab loaded it already).
+const guardPlotly = (plotly) => {
+  if (!plotly || plotly.__guarded) return;
+  const react = plotly.react, resize = plotly.Plots && plotly.Plots.resize;
+  const note = (div, error) => {
+    console.warn('A figure could not be drawn:', error);
+    if (!div || !div.parentElement || div.parentElement.querySelector(':scope > .figure-failed')) return;
+    const line = document.createElement('p');
+    line.className = 'figure-failed';
+    line.textContent = 'This figure could not be drawn (' + String(error && error.message || error) +
+      '). The rest of the page works; press the button again, or reload the page if it stays blank.';
+    div.parentElement.insertBefore(line, div);
+  };
+  plotly.react = function (div, ...rest) {
+    div && div.parentElement && div.parentElement.querySelectorAll(':scope > .figure-failed').forEach((n) => n.remove());
+    try {
+      const drawn = react.call(this, div, ...rest);
+      return drawn && drawn.catch ? drawn.catch((error) => { note(div, error); return div; }) : drawn;
+    } catch (error) { note(div, error); return Promise.resolve(div); }
+  };
+  if (resize) plotly.Plots.resize = function (div) {
+    try { const done = resize.call(this, div); return done && done.catch ? done.catch(() => div) : done; }
+    catch (error) { return Promise.resolve(div); }
+  };
+  plotly.__guarded = true;
+};
+if (window.Plotly) guardPlotly(window.Plotly);
+else if (!Object.getOwnPropertyDescriptor(window, 'Plotly')) {
+  let loaded;
+  Object.defineProperty(window, 'Plotly', {configurable: true, enumerable: true, get: () => loaded,
+                                           set: (plotly) => { guardPlotly(plotly); loaded = plotly; }});
+}
 const attach = () => {
   document.querySelectorAll('[id^="patching-plot-"] .js-plotly-plot').forEach((plot) => {
     if (typeof plot.on !== 'function' || (plot._ev && plot.__patchingClick &&
@@ -69,9 +104,8 @@ def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_an
     line = (f"**{info.name}**, {len(result.tokens)} tokens: answer {echo(result.answer)} against "
             f"{echo(result.wrong_answer)}; logit difference clean {result.clean_metric:.3f}, corrupted "
             f"{result.corrupted_metric:.3f}. {runs} patched runs in {seconds:.1f} s.")
-    defaults = "" if answer and wrong_answer else "Empty answer boxes take the clean run's two most likely next tokens."
     return (*_figures(result, result.grids, model.config), result.to_json(), present.explanation(result), result,
-            NO_FIGURE, NO_TEXT, status(line, defaults, *result.notices))
+            NO_FIGURE, NO_TEXT, status(line, *result.notices))
 
 
 @guarded(cell_plot=NO_FIGURE)
@@ -96,6 +130,35 @@ def corrupted_copy(model_name, clean_text, how):
     make = texts.change_one_word if how == "word" else texts.swap_repeated_half
     corrupted, note = make(tokenizer, clean_text)
     return corrupted, status(f"Corrupted copy: {note}.")
+
+
+def example_note(model_name, clean_text, corrupted_text):
+    """The note beside the example: the default example's on the model it describes, a symbol model's beside its
+    own example; hidden beside any other text or model."""
+    if texts.is_default_example(model_name, clean_text, corrupted_text):
+        return gr.update(value=present.DEFAULT_NOTE, visible=True)
+    if texts.may_be_symbols(clean_text):
+        try:
+            _, _, tokenizer = catalog.resolve(model_name)
+        except InputProblem:
+            return gr.update(visible=False)
+        found = texts.symbol_example(tokenizer)
+        if found and (clean_text, corrupted_text) == found[:2]:
+            return gr.update(value=present.symbol_note(found[2]), visible=True)
+    return gr.update(visible=False)
+
+
+def example_texts(model_name, clean_text, corrupted_text, shown):
+    """On another model, the example it can read (``texts.example_texts``), where the boxes still hold the example
+    the tab put there last (``shown``); a text the learner typed stays."""
+    if shown is None or [clean_text, corrupted_text] != list(shown):
+        return KEPT, KEPT, KEPT
+    try:
+        _, _, tokenizer = catalog.resolve(model_name)
+    except InputProblem:
+        return KEPT, KEPT, KEPT  # the Patch button says what is wrong with the name
+    clean, corrupted = texts.example_texts(tokenizer)
+    return clean, corrupted, [clean, corrupted]
 
 
 def grids_offered(name, ticked, offered):
@@ -130,7 +193,8 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                 with gr.Row():
                     change_word = gr.Button("Corrupt: change one word", size="sm", elem_id="patching-change-word")
                     swap_half = gr.Button("Corrupt: swap the words of the first half", size="sm", elem_id="patching-swap-half")
-                gr.Markdown(present.DEFAULT_NOTE, elem_id="patching-example-note")
+                note = gr.Markdown(present.DEFAULT_NOTE, elem_id="patching-example-note",
+                                   visible=texts.is_default_example(value, texts.DEFAULT_CLEAN, texts.DEFAULT_CORRUPTED))
             with gr.Column(scale=2):
                 menu = model_menu("patching-model", decoders, value)
                 with gr.Row():
@@ -154,6 +218,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                           open=False, max_height=320, elem_id="patching-json")
         result = gr.State(NO_RESULT)
         offered = gr.State(list(grids.GRIDS))  # the grids the checkboxes offer now
+        shown = gr.State([texts.DEFAULT_CLEAN, texts.DEFAULT_CORRUPTED])  # the example the tab put in the boxes last
     button.click(activation_patching, [menu, clean, corrupted, answer, wrong, grid_boxes],
                  [*plots.values(), numbers, explained, result, cell_plot, cell_line, status_line],
                  api_name="activation_patching",
@@ -161,6 +226,10 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
     bridge.click(show_cell, result, [cell_plot, cell_line], api_name="patching_cell", api_visibility="private")
     menu.change(grids_offered, [menu, grid_boxes, offered], [grid_boxes, offered, plots["feed_forward"]], api_name="patching_grids",
                 api_visibility="private", **INTERACTIVE, **UNCHECKED)
+    menu.change(example_texts, [menu, clean, corrupted, shown], [clean, corrupted, shown], api_name="patching_example",
+                api_visibility="private", show_progress="hidden", **UNCHECKED)
+    gr.on([menu.change, clean.change, corrupted.change], example_note, [menu, clean, corrupted], note,
+          api_name="patching_example_note", api_visibility="private", show_progress="hidden", **UNCHECKED)
     change_word.click(lambda m, t: corrupted_copy(m, t, "word"), [menu, clean], [corrupted, status_line],
                       api_name="patching_change_word", api_visibility="private", **UNCHECKED)
     swap_half.click(lambda m, t: corrupted_copy(m, t, "swap"), [menu, clean], [corrupted, status_line],

@@ -14,6 +14,14 @@ from explorer.views.forward_pass import recorded_pass
 from explorer.views.patching.grids import GRIDS, GridKind, model_grids, parse_grids
 from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS, changes_nothing, run_batched
 
+# The least gap between the clean and corrupted logit differences for "restored" to mean anything. restored divides
+# each patched run's change of LD by this gap; 0.1 nats is the corruption changing the odds of answer against wrong
+# answer by about 10% (e^0.1 = 1.105). Under it the corruption barely moves the model's choice, and a patched run
+# that moves LD by a few hundredths of a nat, as patching almost anything does, reads as 0.3 or 8: the grid is noise.
+MIN_LOGIT_GAP = 0.1
+# Under this (relative to the logit difference, at least 1), the two runs' logit differences are the same up to
+# float32 rounding: restored would divide rounding by rounding, and nothing is patched
+SAME_GAP = 1e-6
 MAX_TOKENS = 128  # tokens of each text: the residual grid is layers x T patched runs of T tokens each
 TOP_K = 5  # the next tokens shown for a clicked cell
 
@@ -49,6 +57,11 @@ class Patching:
     n_heads: int
     labels: Callable[[list[int]], list[str]] = field(repr=False)
     notices: list[str] = field(default_factory=list)
+
+    @property
+    def measurable(self) -> bool:
+        """Whether the clean and corrupted runs differ enough (``MIN_LOGIT_GAP``) for restored to rank places."""
+        return abs(self.clean_metric - self.corrupted_metric) >= MIN_LOGIT_GAP
 
     def cell_top(self, grid: str, row: int, column: int) -> list[tuple[str, float]]:
         """The top next tokens (label, probability) of one cell's patched run."""
@@ -111,17 +124,28 @@ def paired_texts(tokenizer, clean_text, corrupted_text, limit: int) -> tuple[str
     return clean_text, clean_ids, corrupted_text, corrupted_ids
 
 
-def answer_ids(tokenizer, clean_last: torch.Tensor, answer, wrong_answer) -> tuple[int, int]:
-    """(answer, wrong answer) token ids: one token each; empty: the clean run's most likely and second most likely
-    next tokens (``clean_last``: its last-position logits)."""
-    ranked = clean_last.topk(2).indices.tolist()
-    answer_id = one_token(tokenizer, answer, "The answer") if answer else ranked[0]
-    wrong_id = one_token(tokenizer, wrong_answer, "The wrong answer") if wrong_answer else (
-        ranked[1] if ranked[0] == answer_id else ranked[0])
+def answer_ids(tokenizer, clean_last: torch.Tensor, answer, wrong_answer) -> tuple[int, int, list[str]]:
+    """(answer, wrong answer token ids, notices): one token each, checked as every answer is
+    (``tokens.one_token``); empty: the clean run's most likely and second most likely next tokens (``clean_last``:
+    its last-position logits), with a notice saying which was taken."""
+    typed, notices = {}, []
+    for what, value in (("The answer", answer), ("The wrong answer", wrong_answer)):
+        if value:
+            typed[what], said = one_token(tokenizer, value, what)
+            notices += said
+    ranked = [i for i in clean_last.topk(3).indices.tolist() if i not in typed.values()]
+    answer_id = typed.get("The answer", ranked[0])
+    wrong_id = typed.get("The wrong answer", next(i for i in ranked if i != answer_id))
     if answer_id == wrong_id:
         raise InputProblem(f"The answer and the wrong answer are the same token ({echo(token_labels(tokenizer, [answer_id])[0])}): "
                            "the metric is the difference of their logits. Pick two different tokens.")
-    return answer_id, wrong_id
+    taken = [what for what, typed in (("answer", answer), ("wrong answer", wrong_answer)) if not typed]
+    if taken:
+        notices.append(f"The empty {' and '.join(taken)} box{'es' if len(taken) > 1 else ''} took the clean run's "
+                       + ("two most likely next tokens." if len(taken) > 1 else
+                          "most likely next token other than the wrong answer." if taken == ["answer"] else
+                          "most likely next token other than the answer."))
+    return answer_id, wrong_id, notices
 
 
 def metric_notices(changed: list[int], clean_ld: float, corrupted_ld: float) -> list[str]:
@@ -130,10 +154,17 @@ def metric_notices(changed: list[int], clean_ld: float, corrupted_ld: float) -> 
     if not changed:
         raise InputProblem("The clean and corrupted texts are the same tokens: there is nothing to patch. Change a word "
                            "of the corrupted text (or use one of the buttons that make a corrupted copy).")
-    if abs(clean_ld - corrupted_ld) < 1e-3:
+    if abs(clean_ld - corrupted_ld) <= SAME_GAP * max(1.0, abs(clean_ld)):
         raise InputProblem(f"The logit difference is the same in both runs ({clean_ld:.4f}): the corruption does not "
                            "change how the model weighs the answer against the wrong answer, so there is nothing to "
                            "restore. Corrupt a token the answer depends on, or pick other answers.")
+    gap = abs(clean_ld - corrupted_ld)
+    if gap < MIN_LOGIT_GAP:
+        return [f"**Nothing to measure here.** The two runs barely differ: the logit difference is {clean_ld:.3f} clean "
+                f"and {corrupted_ld:.3f} corrupted, {gap:.3f} apart, under {MIN_LOGIT_GAP:g} nats. restored divides "
+                "each patched run's change by that gap, so these grids magnify noise, and no place is ranked. Change "
+                "a token the answer depends on in the corrupted text (the word the answer copies or follows), or "
+                "type an answer and a wrong answer that the two texts disagree on."]
     if clean_ld < corrupted_ld:
         return ["The corrupted run gives the answer a larger lead over the wrong answer than the clean run does; "
                 "restored still runs from 0 (the corrupted run) to 1 (the clean run)."]
@@ -193,10 +224,10 @@ def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=Non
     changed = torch.nonzero(clean_ids != corrupted_ids).flatten().tolist()
     clean, corrupted = recorded_pass(model, tokenizer, clean_text), recorded_pass(model, tokenizer, corrupted_text)
     clean_last, corrupted_last = clean.logits[-1], corrupted.logits[-1]
-    answer_id, wrong_id = answer_ids(tokenizer, clean_last, answer, wrong_answer)
+    answer_id, wrong_id, answer_notices = answer_ids(tokenizer, clean_last, answer, wrong_answer)
     clean_ld = float(logit_difference(clean_last, answer_id, wrong_id))
     corrupted_ld = float(logit_difference(corrupted_last, answer_id, wrong_id))
-    notices = left_out + metric_notices(changed, clean_ld, corrupted_ld)
+    notices = left_out + answer_notices + metric_notices(changed, clean_ld, corrupted_ld)
 
     kinds = [GRIDS[name] for name in names]
     logits = cell_logits(model, kinds, clean, corrupted, progress, chunk_tokens, workers)

@@ -5,11 +5,13 @@ clean text (one word changed, or the first half's words swapped), each keeping t
 import re
 
 from explorer.core.inputs import InputProblem, echo, require_text
+from explorer.generation.symbols import SYMBOLS, reads_symbols, repeated_example
 
 
 # The default example: on shakespeare-main the answer can only come from copying the earlier passage (the name,
 # then " send"); the corrupted copy changes the name where it first appears (``change_one_word``). SPREAD_TEXTS are
 # texts of the same kind beside it, so a learner sees whether the default is typical.
+EXAMPLE_MODEL = "shakespeare-main"  # the model the default example's note (present.patching.DEFAULT_NOTE) describes
 DEFAULT_CLEAN = "My lord, the duke of Norfolk sends word, and the earl of Warwick waits. Tell the duke of Norfolk"
 DEFAULT_CORRUPTED = "My lord, the duke of Portia sends word, and the earl of Warwick waits. Tell the duke of Norfolk"
 SPREAD_TEXTS = (
@@ -27,6 +29,30 @@ REPLACEMENTS = ("Lancaster", "Gloucester", "Norfolk", "Warwick", "Somerset", "An
                 "Portia", "Viola", "Oberon", "sword", "crown", "horse", "letter", "rose", "gold", "ring", "glove", "dagger",
                 "candle", "mirror", "apple", "tower", "river", "garden", "silver", "feather", "lantern", "window")
 WORD = re.compile(r"[A-Za-z][A-Za-z']*")
+
+
+def is_default_example(model_name, clean_text, corrupted_text) -> bool:
+    """Whether the texts are the default example's and the model the one its note describes: the note shows then
+    only (it would tell of the duke of Norfolk beside other texts, or of another model)."""
+    return (model_name == EXAMPLE_MODEL and clean_text == DEFAULT_CLEAN and corrupted_text == DEFAULT_CORRUPTED)
+
+
+def symbol_example(tokenizer) -> tuple[str, str, str] | None:
+    """(clean, corrupted, what they are) for a model that reads symbols, one a token (a model Train one yourself
+    trained on random tokens: ``generation.symbols``): the default example is words it cannot read. None for any
+    other model."""
+    return repeated_example(tokenizer) if reads_symbols(tokenizer) else None
+
+
+def example_texts(tokenizer) -> tuple[str, str]:
+    """The example a model can read: ``symbol_example`` for a model of symbols, else the default example."""
+    found = symbol_example(tokenizer)
+    return found[:2] if found else (DEFAULT_CLEAN, DEFAULT_CORRUPTED)
+
+
+def may_be_symbols(text) -> bool:
+    """Whether ``text`` is written in symbols only (spaces aside): a cheap test before loading a model to compare."""
+    return isinstance(text, str) and bool(text.strip()) and set(text) - {" "} <= set(SYMBOLS)
 
 
 def _length(tokenizer, text: str) -> int:

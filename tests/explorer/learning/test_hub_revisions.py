@@ -74,7 +74,9 @@ def test_no_revisions_named_takes_12_evenly_spaced_training_steps(hub):
 
 @pytest.mark.parametrize("repo, revisions, message", [
     (REPO, ",".join(f"step{s}" for s in STEPS), "at most 12"),
-    (REPO, "step0, bad..name", "not a revision"),
+    (REPO, "step0, bad..name", "not a revision name.*leave the box empty for the repo's `step<N>` revisions"),
+    (REPO, "step0, step999", r"Revision `step999` \(2 of 2\) of `tiny/pythia-like` is not on the Hub.*leave the box "
+                             "empty to take 12 of the repo's `step<N>` revisions"),
     (REPO, {"step": 0}, "list of texts"),
     ("tiny/no-steps", "", "no revisions named `step<N>`"),
     ("not a repo", "", "not a Hub repo id"),

@@ -72,7 +72,8 @@ def test_the_watched_head_changes_only_when_another_passes_it_clearly_and_says_s
     assert head == (1, 1) and "0.33" in why
     kept, why = watched_head(scores, (1, 0))
     assert kept == (1, 0)  # 0.33 does not pass 0.30 by 0.05: no flicker, and the title does not call it the best
-    assert why == "score 0.30; L1.H1 leads (0.33), by under 0.05"
+    assert why == ("score 0.30. L1.H1 now scores a little higher (0.33); the plot moves to another head only once it "
+                   "is ahead by 0.05 or more, so it does not flicker between two close heads")
     assert watched_head(scores, (1, 1))[1] == "the best induction head (score 0.33)"
     moved, why = watched_head(np.array([[0.1, 0.1], [0.30, 0.40]]), (1, 0))
     assert moved == (1, 1) and "passed L1.H0" in why

@@ -1,0 +1,66 @@
+"""explorer/present/patching: every grid's figure leaves its plot area room to draw, for 1 to 24 layers and 2 to 128
+tokens (the margins gr.Plot imposes and the tick labels included), and the text says when nothing can be measured
+and when colours are clipped."""
+
+import pytest
+
+from explorer.present import patching as present
+from explorer.present.figures import MIN_PLOT_HEIGHT, TITLED_TOP, angled_label_depth
+from explorer.views.patching.analysis import MIN_LOGIT_GAP
+from explorer.views.patching.grids import GRIDS
+from support.patching_results import sized_result
+
+def result_of(n_layers: int, n_tokens: int, **kwargs):
+    return sized_result(n_layers, n_tokens, **kwargs)
+
+
+def plot_height(layout: dict) -> int:
+    """The plot area: what is left of the height inside the margins."""
+    return layout["height"] - layout["margin"]["t"] - layout["margin"]["b"]
+
+
+def test_every_layout_leaves_its_plot_area_room_from_1_to_24_layers_and_2_to_128_tokens():
+    longest_tick = angled_label_depth(present.TICK_CHARS + 1)
+    for n_layers in range(1, 25):
+        heads = present.heads_layout(n_layers)
+        assert heads["margin"]["t"] >= TITLED_TOP and plot_height(heads) >= max(MIN_PLOT_HEIGHT, 28 * n_layers)
+        assert heads["height"] <= 1200
+        for n_tokens in range(2, 129):
+            layout = present.position_layout(result_of(n_layers, n_tokens, n_heads=1), n_layers)
+            assert layout["margin"]["t"] >= TITLED_TOP, (n_layers, n_tokens)
+            assert plot_height(layout) >= max(MIN_PLOT_HEIGHT, 28 * n_layers), (n_layers, n_tokens, layout)
+            assert longest_tick + 30 >= layout["margin"]["b"] >= angled_label_depth(len("1:␣a")) + 30
+            assert layout["height"] <= 1200
+
+
+@pytest.mark.parametrize("n_layers, n_tokens", [(1, 2), (2, 30), (2, 128), (12, 64), (24, 128)])
+def test_each_figure_carries_the_layout_and_labels_at_most_about_48_positions(n_layers, n_tokens):
+    result = result_of(n_layers, n_tokens)
+    for name in GRIDS:
+        layout = present.grid_figure(result, name, n_layers, 4).layout
+        assert plot_height(layout.to_plotly_json()) >= max(MIN_PLOT_HEIGHT, 28 * n_layers)
+    axis = present.grid_figure(result, "residual", n_layers, 4).layout.xaxis
+    assert len(axis.tickvals) <= present.LABELLED_POSITIONS + len(result.changed) + 1
+    assert axis.tickvals[-1] == f"{n_tokens - 1}:␣a" or axis.tickvals[-1].startswith(f"{n_tokens - 1}:")
+    assert all(len(t.replace("<b>", "").replace("</b>", "").rstrip("*")) <= present.TICK_CHARS for t in axis.ticktext)
+    assert "<b>0:␣extraordin…*</b>" in axis.ticktext  # changed: bold and starred, cut with an ellipsis
+
+
+def test_runs_that_barely_differ_rank_no_place():
+    close = result_of(2, 10, clean=0.057, corrupted=0.048)
+    assert abs(close.clean_metric - close.corrupted_metric) < MIN_LOGIT_GAP and not close.measurable
+    text = present.explanation(close)
+    assert "No place is ranked" in text and "0.057 clean, 0.048 corrupted" in text
+    assert "restores most" not in text and "restore most" not in text
+    assert present.explanation(result_of(2, 10)).count("restore") >= 2  # 4 nats apart: ranked
+
+
+def test_clipped_colours_are_counted_per_grid():
+    result = result_of(2, 10)
+    result.grids["heads"].values[0, 1] = 8.39
+    result.grids["residual"].values[1, :3] = -1.5
+    assert present.clipped_cells(result) == {"residual": 3, "heads": 1}
+    note = present.colour_note(result)
+    assert "4 cells lie beyond it" in note and "the largest 8.39" in note
+    assert "3 in residual stream entering each layer" in note
+    assert present.colour_note(result_of(2, 10, values=1.0)) == ""  # exactly 1 is on the scale
