@@ -17,7 +17,7 @@ import gradio as gr
 from gradio.context import LocalContext
 
 from explorer.core import inputs
-from explorer.core.visitor import Visitor, visiting
+from explorer.core.visitor import LOCAL, Visitor, visiting
 from explorer.core.inputs import InputProblem
 from explorer.generation import batching
 
@@ -89,13 +89,17 @@ def guarded(**on_failure):
 
 def visitor_of(request) -> Visitor:
     """The visitor of a gradio request: its browser session and, where they signed in with Hugging Face (a Space
-    with OAuth), their own token. A request with no session (none at all: Python) is ``Visitor(None)``."""
+    with OAuth) and the sign-in has not expired (gradio's own check), their own token. No request at all (a handler
+    called from Python) is ``LOCAL``, the operator; a request is never ``LOCAL``, whatever it carries."""
     if request is None:
-        return Visitor(session=None)
+        return LOCAL
     underlying = getattr(request, "request", None) or request
     scope = getattr(underlying, "scope", None)
     session = scope.get("session", {}) if isinstance(scope, dict) else (getattr(underlying, "session", None) or {})
-    oauth = session.get("oauth_info") if isinstance(session, dict) else None
+    try:
+        oauth = gr.oauth._get_valid_oauth_info_from_session(session) if isinstance(session, dict) else None
+    except Exception:  # noqa: BLE001 - a session that is not gradio's: no sign-in
+        oauth = None
     return Visitor(session=getattr(request, "session_hash", None),
                    oauth_token=(oauth or {}).get("access_token") or None)
 
