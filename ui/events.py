@@ -33,8 +33,10 @@ GENERATION = dict(concurrency_id="generation", concurrency_limit=batching.MAX_BA
 EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
 TRAINING = dict(concurrency_id="training", concurrency_limit=1)  # one live training job at a time; the rest queue
-# opening models: downloads wait on the network, not the cores; their loads queue on catalog.LOAD_LOCK
-OPENING = dict(concurrency_id="opening", concurrency_limit=4)
+# opening models: downloads wait on the network, not the cores (explorer.models.jobs runs at most MAX_JOBS at once
+# and abandons a stalled one); their loads queue on catalog.LOAD_LOCK. Slots enough that requesters following slow
+# jobs never keep another visitor's open waiting
+OPENING = dict(concurrency_id="opening", concurrency_limit=16)
 UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
 
 NO_FIGURE, NO_TEXT = None, ""  # what a plot or table, and a text box, show after a failed request: nothing

@@ -14,7 +14,6 @@ arithmetic per family, no model built, not even on the meta device), so an absur
 
 import json
 import os
-import re
 from dataclasses import dataclass
 
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
@@ -207,17 +206,11 @@ def _ours(raw: dict) -> int:
         0 if c.tie_word_embeddings else v * d)
 
 
-def _wanted(name: str) -> bool:
-    """Whether a plan may read ``name``: config, tokenizer, weights (shards included)."""
-    return (name in ("config.json", *TOKENIZER_FILES, *OPTIONAL_FILES) or any(name in pair for pair in WEIGHTS.values())
-            or bool(re.fullmatch(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)", name)))
-
-
 def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
     """The files to read from a listing (name -> bytes), refused with the reason when something is missing or too
     large: config, tokenizer.json, safetensors weights (else pickled ones)."""
     too_large = [f"{name} is {sizes[name]:,} bytes (at most {file_cap(name):,})" for name in sorted(sizes)
-                 if _wanted(name) and (sizes[name] or 0) > file_cap(name)]
+                 if name in FILE_CAPS and (sizes[name] or 0) > file_cap(name)]  # weights: their total, below
     if too_large:
         raise InputProblem(f"{where} cannot be opened: its {'; its '.join(too_large)}.")
     raw = read_config(config_bytes, where)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from explorer.core import visitor
 from explorer.core.inputs import InputProblem
-from explorer.models.plans import OPTIONAL_FILES, TOKENIZER_FILES, WEIGHTS, env_limit, file_cap, limits, megabytes
+from explorer.models.plans import FILE_CAPS, OPTIONAL_FILES, TOKENIZER_FILES, WEIGHTS, env_limit, file_cap, limits, megabytes
 
 ROOT = Path(tempfile.mkdtemp(prefix="opened-models-"))  # the unpacked uploads of this process, removed at its exit
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
@@ -92,9 +92,9 @@ def unpack_zip(archive: Path, target: Path, disk_bounded: bool = False) -> Path:
             if len(members) > MAX_ZIP_MEMBERS * 16:
                 raise InputProblem(f"The zip holds {len(members)} files; a model folder holds a few.")
             needed = _needed(members)
-            too_large = [f"{m.filename.rsplit('/', 1)[-1]} is {m.file_size:,} bytes (at most "
-                         f"{file_cap(m.filename.rsplit('/', 1)[-1]):,})" for m in needed
-                         if m.file_size > file_cap(m.filename.rsplit("/", 1)[-1])]
+            names = {m.filename: m.filename.replace("\\", "/").rsplit("/", 1)[-1] for m in needed}
+            too_large = [f"{names[m.filename]} is {m.file_size:,} bytes (at most {file_cap(names[m.filename]):,})"
+                         for m in needed if names[m.filename] in FILE_CAPS and m.file_size > file_cap(names[m.filename])]
             if too_large:
                 raise InputProblem(f"Your upload cannot be opened: its {'; its '.join(too_large)}.")
             total = sum(m.file_size for m in needed)
@@ -105,7 +105,7 @@ def unpack_zip(archive: Path, target: Path, disk_bounded: bool = False) -> Path:
                 _check_disk(target, total)
             target.mkdir(parents=True)
             for m in needed:  # zipfile reads no more than a member's declared size (and checks its CRC)
-                with z.open(m) as source, open(target / m.filename.replace("\\", "/").rsplit("/", 1)[-1], "wb") as out:
+                with z.open(m) as source, open(target / names[m.filename], "wb") as out:
                     shutil.copyfileobj(source, out)
     except zipfile.BadZipFile:
         raise InputProblem("That file is not a zip: give the zip of a save_pretrained folder "
