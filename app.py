@@ -53,7 +53,7 @@ def build_tabs(choices, value) -> list[TabParts]:
     return built
 
 
-UPLOAD_CACHE = (300, 900)  # gradio's delete_cache: (how often, in s, the cache is swept; the age, in s, that goes)
+UPLOAD_CACHE = (300, 1800)  # gradio's delete_cache: (how often, in s, the cache is swept; the age, in s, that goes)
 
 
 def build_demo() -> gr.Blocks:
@@ -62,7 +62,8 @@ def build_demo() -> gr.Blocks:
     the decoder-only models)."""
     choices, value, note = menus.menus_now()
     # gradio's cache holds what visitors upload and the files served (the trained models' zips): every 5 minutes, those
-    # untouched for 15 go (an upload is unpacked when it is opened; a trained model's zip is kept elsewhere for the push)
+    # made over 30 minutes ago go (an upload opened is removed as soon as it is unpacked; a trained model's zip serves
+    # Open in every tab and Push for its first 30 minutes)
     with gr.Blocks(title="Transformer from scratch", delete_cache=UPLOAD_CACHE) as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")

@@ -17,7 +17,7 @@ import gradio as gr
 from gradio.context import LocalContext
 
 from explorer.core import inputs
-from explorer.core.visitor import LOCAL, Visitor, visiting
+from explorer.core.visitor import Visitor, visiting
 from explorer.core.inputs import InputProblem
 from explorer.generation import batching
 
@@ -91,10 +91,10 @@ def guarded(**on_failure):
 
 def visitor_of(request) -> Visitor:
     """The visitor of a gradio request: its browser session and, where they signed in with Hugging Face (a Space
-    with OAuth) and the sign-in has not expired (gradio's own check), their own token. No request at all (a handler
-    called from Python) is ``LOCAL``, the operator; a request is never ``LOCAL``, whatever it carries."""
+    with OAuth) and the sign-in has not expired (gradio's own check), their own token. Never ``LOCAL`` (the operator
+    in Python): an event with no request found is served as a visitor with no session and no token."""
     if request is None:
-        return LOCAL
+        return Visitor(session=None)
     underlying = getattr(request, "request", None) or request
     scope = getattr(underlying, "scope", None)
     session = scope.get("session", {}) if isinstance(scope, dict) else (getattr(underlying, "session", None) or {})

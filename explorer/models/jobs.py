@@ -19,7 +19,7 @@ from huggingface_hub import set_client_factory
 from huggingface_hub.utils._http import hf_request_event_hook
 
 from explorer.core.inputs import InputProblem, echo
-from explorer.models.hub_files import endpoint, hub_error_message
+from explorer.models.hub_files import access, endpoint, hub_error_message
 from explorer.models.plans import megabytes
 
 STALL_ENV, STALL_SECONDS = "SCRATCH_HUB_STALL_SECONDS", 20  # a job moving under FLOOR_BYTES for this long is abandoned
@@ -99,8 +99,10 @@ _running: contextvars.ContextVar[Job | None] = contextvars.ContextVar("job", def
 
 def run_shared(key, work: Callable[[Job], object]) -> Job:
     """The running job for ``key``, or a new one running ``work(job)`` in a daemon thread (in the requester's context:
-    its visitor, hence its token): whoever asks for the same key while it runs gets the same job. A failure reaches
+    its visitor, hence its token): whoever asks for the same key while it runs gets the same job (the operator's and
+    visitors' apart). A failure reaches
     every requester as an ``InputProblem``."""
+    key = (key, access().whose == "operator")  # the operator's jobs (private repos too) are joined by the operator only
     with _jobs_lock:
         if key in _jobs:
             return _jobs[key]

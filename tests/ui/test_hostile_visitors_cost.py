@@ -83,7 +83,7 @@ def test_a_million_layers_are_refused_from_the_numbers_upload_and_hub(app_server
 
 
 def test_an_uploaded_config_over_its_cap_is_refused_by_name_and_not_unpacked(app_server, hub, gpt2_files, tmp_path):
-    padded = gpt2_files["config.json"][:-1] + b" " * 2_000_000 + b"}"  # valid JSON, twice config.json's cap (1 MB)
+    padded = gpt2_files["config.json"].rstrip()[:-1] + b" " * 2_000_000 + b"}"  # valid JSON, twice config.json's cap (1 MB)
     configs_before = len(unpacked("config.json"))
     result, line = upload(app_server, zip_of(tmp_path / "big-config.zip", dict(gpt2_files, **{"config.json": padded})))
     assert result is None and f"config.json is {len(padded):,} bytes" in line, line
