@@ -88,7 +88,7 @@ def test_the_machines_token_acts_for_the_operator_only(monkeypatch):
     monkeypatch.delenv("SPACE_ID", raising=False)
     monkeypatch.delenv(hub_files.SHARE_TOKEN_ENV, raising=False)
     stranger, signed_in = Visitor("s1"), Visitor("s2", oauth_token="hf_own")
-    monkeypatch.setattr(hub_files, "_serving", {"host": "0.0.0.0"})
+    monkeypatch.setitem(hub_files._serving, "host", "0.0.0.0")  # restored after: an app server may share the process
     assert hub_files.access() == hub_files.Access("hf_machine", True, "operator")  # Python, outside a request: LOCAL
     with visiting(stranger):
         assert hub_files.access() == hub_files.Access(False, False, "anonymous")  # token=False: no fall-back
@@ -99,7 +99,7 @@ def test_the_machines_token_acts_for_the_operator_only(monkeypatch):
         assert hub_files.access() == hub_files.Access("hf_machine", False, "shared")
     monkeypatch.delenv(hub_files.SHARE_TOKEN_ENV)
     for host in ("127.0.0.1", "::1", "localhost"):
-        monkeypatch.setattr(hub_files, "_serving", {"host": host})
+        monkeypatch.setitem(hub_files._serving, "host", host)
         with visiting(stranger):
             assert hub_files.access().whose == "operator"
     monkeypatch.setenv("SPACE_ID", "someone/space")
