@@ -16,11 +16,12 @@ module in ``ui.tabs`` with a ``tab(choices, value, decoding)`` that returns its 
 
 import logging
 import os
+import signal
 
 import gradio as gr
 from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
 
-from explorer.models import catalog, uploads
+from explorer.models import catalog, hub_files, uploads
 from explorer.present import figures
 from explorer.present.encodings import extrapolation_figure
 from ui import menus, open_model, style, trained_model
@@ -52,13 +53,18 @@ def build_tabs(choices, value) -> list[TabParts]:
     return built
 
 
+UPLOAD_CACHE = (300, 1800)  # gradio's delete_cache: (how often, in s, the cache is swept; the age, in s, that goes)
+
+
 def build_demo() -> gr.Blocks:
     """The page: the intro, the catalog's status line, Open a model, and the twelve tabs, each with its own model
     menu (the page load and every opened model refresh them all; Activation patching's and One gradient step's list
     the decoder-only models)."""
     choices, value, note = menus.menus_now()
-    # files served (the trained models' zips) are copied into gradio's cache: every hour, those over 2 hours old go
-    with gr.Blocks(title="Transformer from scratch", delete_cache=(3600, 7200)) as demo:
+    # gradio's cache holds what visitors upload and the files served (the trained models' zips): every 5 minutes, those
+    # made over 30 minutes ago go (an upload opened is removed as soon as it is unpacked; a trained model's zip serves
+    # Open in every tab and Push for its first 30 minutes)
+    with gr.Blocks(title="Transformer from scratch", delete_cache=UPLOAD_CACHE) as demo:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
         opening = open_model.panel()
@@ -83,8 +89,20 @@ LAUNCH_OPTIONS = dict(css=style.CSS, max_file_size=uploads.max_upload_bytes(), s
 
 
 def launch(**overrides):
-    """``demo.launch`` with the app's options (tests and ``python app.py`` both start it this way)."""
-    return demo.launch(**{**LAUNCH_OPTIONS, **overrides})
+    """``demo.launch`` with the app's options (tests and ``python app.py`` both start it this way); the host it listens
+    on is recorded (``hub_files.serving_on``): the machine's Hub token acts for requests only where it is loopback."""
+    launched = demo.launch(**{**LAUNCH_OPTIONS, **overrides})
+    hub_files.serving_on(demo.server_name)
+    return launched
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (how a Space stops the app) frees the uploads' disk and stops the app as Ctrl-C does."""
+    def stop(signum, frame):
+        uploads.remove_all()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def warm_up(threads: int = 1) -> None:
@@ -108,6 +126,7 @@ def warm_up(threads: int = 1) -> None:
 
 
 if __name__ == "__main__":
+    stop_on_sigterm()
     launch(prevent_thread_lock=True)
     warm_up(int(os.environ.get("SCRATCH_TORCH_THREADS", "1")))
     demo.block_thread()

@@ -33,8 +33,10 @@ GENERATION = dict(concurrency_id="generation", concurrency_limit=batching.MAX_BA
 EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)
 TRAINING = dict(concurrency_id="training", concurrency_limit=1)  # one live training job at a time; the rest queue
-# opening models: downloads wait on the network, not the cores; their loads queue on catalog.LOAD_LOCK
-OPENING = dict(concurrency_id="opening", concurrency_limit=4)
+# opening models: downloads wait on the network, not the cores (explorer.models.jobs runs at most MAX_JOBS at once
+# and abandons a stalled one); their loads queue on catalog.LOAD_LOCK. Slots enough that requesters following slow
+# jobs never keep another visitor's open waiting
+OPENING = dict(concurrency_id="opening", concurrency_limit=16)
 UNCHECKED = dict(preprocess=False)  # the explorer validates raw inputs and explains what is wrong
 
 NO_FIGURE, NO_TEXT = None, ""  # what a plot or table, and a text box, show after a failed request: nothing
@@ -89,13 +91,17 @@ def guarded(**on_failure):
 
 def visitor_of(request) -> Visitor:
     """The visitor of a gradio request: its browser session and, where they signed in with Hugging Face (a Space
-    with OAuth), their own token. A request with no session (none at all: Python) is ``Visitor(None)``."""
+    with OAuth) and the sign-in has not expired (gradio's own check), their own token. Never ``LOCAL`` (the operator
+    in Python): an event with no request found is served as a visitor with no session and no token."""
     if request is None:
         return Visitor(session=None)
     underlying = getattr(request, "request", None) or request
     scope = getattr(underlying, "scope", None)
     session = scope.get("session", {}) if isinstance(scope, dict) else (getattr(underlying, "session", None) or {})
-    oauth = session.get("oauth_info") if isinstance(session, dict) else None
+    try:
+        oauth = gr.oauth._get_valid_oauth_info_from_session(session) if isinstance(session, dict) else None
+    except Exception:  # noqa: BLE001 - a session that is not gradio's: no sign-in
+        oauth = None
     return Visitor(session=getattr(request, "session_hash", None),
                    oauth_token=(oauth or {}).get("access_token") or None)
 

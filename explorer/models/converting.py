@@ -18,14 +18,20 @@ from explorer.core.inputs import InputProblem, echo, error_text
 PARITY_IDS = (torch.arange(1, 33) * 7919)  # a fixed input (taken modulo the vocabulary) for the parity figure
 
 
-def load_tokenizer(folder: Path):
-    """The folder's tokenizer (tokenizer.json and its config: data, no code)."""
+def load_tokenizer(folder: Path, where: str = "The model"):
+    """The folder's tokenizer (tokenizer.json and its config: data, no code); a tokenizer.json the tokenizers library
+    cannot read is refused by name."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     try:
         return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     except Exception:  # noqa: BLE001 - a tokenizer_config naming a class we do not have: the tokenizer file alone
+        pass
+    try:
         return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
+    except Exception as error:  # noqa: BLE001 - malformed JSON, or JSON that is not a tokenizer
+        raise InputProblem(f"{where}'s tokenizer.json is not a tokenizer the tokenizers library can read "
+                           f"({echo(error_text(error), 200)}): give the tokenizer.json save_pretrained wrote.") from None
 
 
 def load_folder(folder: Path, plan_: Plan, where: str):
@@ -59,4 +65,4 @@ def load_folder(folder: Path, plan_: Plan, where: str):
         with torch.inference_mode():
             parity = (ours(ids).logits - loaded(ids).logits).abs().max().item()
         del loaded
-    return ours.requires_grad_(False), parity, load_tokenizer(folder)
+    return ours.requires_grad_(False), parity, load_tokenizer(folder, where)

@@ -5,14 +5,16 @@ format and bytes, the config, its parameters.
 
 Nothing a repository holds ever runs: a config's ``auto_map`` (a repo's pointer to its own code) is dropped before any
 class is chosen; the class is transformers' own for the config's ``model_type`` (or ours for ``scratch_transformer``).
-Safetensors are preferred over pickled weights. Parameters are counted from the config on the meta device (no memory).
+Safetensors are preferred over pickled weights.
+
+Cost is bounded before work starts: every file a plan reads has a cap (``file_cap``: config and tokenizer files alike
+for the Hub and uploads), and the parameters are counted from the config's numbers alone (``count_parameters``:
+arithmetic per family, no model built, not even on the meta device), so an absurd size is refused at once.
 """
 
 import json
 import os
 from dataclasses import dataclass
-
-import torch
 
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from modeling import convert
@@ -24,14 +26,19 @@ MAX_BYTES_ENV, MAX_BYTES = "SCRATCH_HUB_MAX_BYTES", 1_000_000_000
 MEMORY_ENV, MEMORY = "SCRATCH_HUB_MEMORY", 2_000_000_000
 OURS = ScratchTransformerConfig.model_type
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "gpt_neox": "GPT-NeoX (Pythia)",
-            OURS: "ours (scratch_transformer)"}
+            OURS: f"ours ({OURS})"}
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 OPTIONAL_FILES = ("generation_config.json",)
 WEIGHTS = {"safetensors": ("model.safetensors", "model.safetensors.index.json"),
            "pickle": ("pytorch_model.bin", "pytorch_model.bin.index.json")}
+# the most bytes each small file may have (a Hub listing or an upload alike); a weight file's cap is the weights' limit.
+# tokenizer.json: Llama 3's is 9 MB, Gemma's 34 MB; a tokenizer's memory is a few times its file's size
+FILE_CAPS = {"config.json": 1_000_000, "generation_config.json": 1_000_000, "special_tokens_map.json": 1_000_000,
+             "tokenizer_config.json": 5_000_000, "tokenizer.json": 40_000_000, "model.safetensors.index.json": 5_000_000,
+             "pytorch_model.bin.index.json": 5_000_000}
 
 
-def _limit(env: str, default: int) -> int:
+def env_limit(env: str, default: int) -> int:
     try:
         return int(float(os.environ.get(env, default)))
     except ValueError:
@@ -44,8 +51,8 @@ def megabytes(n: int) -> str:
 
 def limits() -> dict[str, int]:
     """The limits in force now: parameters, weight bytes, memory of the models held."""
-    return {"parameters": _limit(MAX_PARAMETERS_ENV, MAX_PARAMETERS), "bytes": _limit(MAX_BYTES_ENV, MAX_BYTES),
-            "memory": _limit(MEMORY_ENV, MEMORY)}
+    return {"parameters": env_limit(MAX_PARAMETERS_ENV, MAX_PARAMETERS), "bytes": env_limit(MAX_BYTES_ENV, MAX_BYTES),
+            "memory": env_limit(MEMORY_ENV, MEMORY)}
 
 
 def families() -> list[str]:
@@ -55,6 +62,16 @@ def families() -> list[str]:
 
 def family_name(model_type: str) -> str:
     return FAMILIES.get(model_type, model_type)
+
+
+def families_line() -> str:
+    """The families we can open, each with its ``model_type`` once: "GPT-2 (`gpt2`), ..., ours (scratch_transformer)"."""
+    return ", ".join(family_name(t) + ("" if t in family_name(t) else f" (`{t}`)") for t in families())
+
+
+def file_cap(name: str) -> int:
+    """The most bytes the file ``name`` may have: its cap in ``FILE_CAPS``, else (weights) the weights' limit."""
+    return FILE_CAPS.get(name, env_limit(MAX_BYTES_ENV, MAX_BYTES))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -89,7 +106,7 @@ def read_config(data: bytes, where: str) -> dict:
     model_type = raw.get("model_type")
     if model_type not in families():
         raise InputProblem(f"{where} holds a {echo(model_type or 'model without model_type', 40)} model; the families "
-                           f"we can open are {', '.join(family_name(t) + f' (`{t}`)' for t in families())}.")
+                           f"we can open are {families_line()}.")
     if raw.get("is_encoder_decoder"):
         raise InputProblem(f"{where} holds an encoder-decoder; models opened here are language models (decoder-only).")
     return raw
@@ -113,20 +130,89 @@ def model_class(config):
 
 
 def count_parameters(raw: dict) -> int:
-    """Parameters of the model the config describes, built on the meta device (no memory, no initialisation);
-    tied weights counted once."""
+    """Parameters of the model the config describes, from its numbers alone (``parameter_count``): no model is built,
+    so any config is counted at once; a config whose numbers are not positive integers is refused."""
     try:
-        config = config_object(raw)
-        with torch.device("meta"):
-            model = model_class(config)(config)
-    except Exception as error:  # noqa: BLE001 - a config transformers cannot build
-        raise InputProblem(f"Its config.json does not describe a model transformers can build ({error_text(error)}).") from None
-    return sum(p.numel() for p in model.parameters())  # parameters() yields a tied tensor once
+        return parameter_count(raw)
+    except (TypeError, ValueError) as error:
+        raise InputProblem(f"Its config.json does not describe a model we can build ({error_text(error)}).") from None
+
+
+def _numbers(raw: dict, names: str) -> list:
+    """The config's values of ``names`` (space-separated), each its class's default where the config has none;
+    sizes (not flags) must be positive integers."""
+    cls = ScratchTransformerConfig if raw["model_type"] == OURS else _config_class(raw["model_type"])
+    values = []
+    for name in names.split():
+        value = raw.get(name, getattr(cls, name, None))
+        if not name.endswith(("bias", "embeddings")) and value is not None and (
+                not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise ValueError(f"`{name}` is {echo(value, 40)}; it must be a positive whole number")
+        values.append(value)
+    return values
+
+
+def _config_class(model_type: str):
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    return CONFIG_MAPPING[model_type]
+
+
+def _linear(n_in: int, n_out: int, bias) -> int:
+    return n_in * n_out + (n_out if bias else 0)
+
+
+def parameter_count(raw: dict) -> int:
+    """Exact parameters by family, tied embeddings counted once (V vocabulary, d width, L layers, f the MLP's width):
+    GPT-2: Vd + Pd + L(4d² + 4d + 2df + f + d + 4d) + 2d; Llama family (Llama, Qwen2, Mistral: grouped K/V heads of
+    width h, SwiGLU): Vd + L(d·(n+2k)h + nh·d + 3df + 2d) + d; GPT-NeoX: Vd + L(4d² + 4d + 2df + f + d + 4d) + 2d;
+    ours: the options of ``ScratchTransformerConfig`` (learned positions, GQA, gated FFN, biases, norms). Plus Vd
+    for an untied LM head."""
+    kind = raw["model_type"]
+    if kind == OURS:
+        return _ours(raw)
+    if kind == "gpt2":
+        v, d, p, layers, inner, tied = _numbers(raw, "vocab_size n_embd n_positions n_layer n_inner tie_word_embeddings")
+        f = inner or 4 * d
+        block = 2 * 2 * d + _linear(d, 3 * d, True) + _linear(d, d, True) + _linear(d, f, True) + _linear(f, d, True)
+        return v * d + p * d + layers * block + 2 * d + (0 if tied is not False else v * d)
+    if kind == "gpt_neox":
+        v, d, layers, f, bias, tied = _numbers(
+            raw, "vocab_size hidden_size num_hidden_layers intermediate_size attention_bias tie_word_embeddings")
+        block = 2 * 2 * d + _linear(d, 3 * d, bias) + _linear(d, d, bias) + _linear(d, f, True) + _linear(f, d, True)
+        return v * d + layers * block + 2 * d + (0 if tied else v * d)
+    v, d, layers, f, n, k, h, tied = _numbers(raw, "vocab_size hidden_size num_hidden_layers intermediate_size "
+                                                   "num_attention_heads num_key_value_heads head_dim tie_word_embeddings")
+    k, h = k or n, h or d // n
+    qkv_bias, o_bias, mlp_bias = {"qwen2": (True, False, False), "mistral": (False, False, False)}.get(
+        kind, (raw.get("attention_bias", False), raw.get("attention_bias", False), raw.get("mlp_bias", False)))
+    attention = _linear(d, n * h, qkv_bias) + 2 * _linear(d, k * h, qkv_bias) + _linear(n * h, d, o_bias)
+    block = attention + 2 * _linear(d, f, mlp_bias) + _linear(f, d, mlp_bias) + 2 * d
+    return v * d + layers * block + d + (0 if tied else v * d)
+
+
+def _ours(raw: dict) -> int:
+    """Ours, by the options of ``ScratchTransformerConfig`` (its own defaults and derived values: the config is data)."""
+    c = ScratchTransformerConfig.from_dict(raw)
+    d, v, h = c.d_model, c.vocab_size, c.d_head
+    norm = d if c.norm == "rmsnorm" else d + (d if c.bias else 0)
+    rows = c.n_heads * h + 2 * c.n_kv_heads * h
+    block = _linear(d, rows, c.qkv_bias) + _linear(c.n_heads * h, d, c.attention_bias) + norm
+    if c.feed_forward != "none":
+        width = 2 * c.d_ff if c.feed_forward == "gated" else c.d_ff
+        block += _linear(d, width, c.feed_forward_bias) + _linear(c.d_ff, d, c.feed_forward_bias) + norm
+    positions = c.max_position_embeddings * d if c.position_encoding == "learned" else 0
+    return v * d + positions + c.n_layers * block + (norm if c.final_layer_norm else 0) + (
+        0 if c.tie_word_embeddings else v * d)
 
 
 def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
     """The files to read from a listing (name -> bytes), refused with the reason when something is missing or too
     large: config, tokenizer.json, safetensors weights (else pickled ones)."""
+    too_large = [f"{name} is {sizes[name]:,} bytes (at most {file_cap(name):,})" for name in sorted(sizes)
+                 if name in FILE_CAPS and (sizes[name] or 0) > file_cap(name)]  # weights: their total, below
+    if too_large:
+        raise InputProblem(f"{where} cannot be opened: its {'; its '.join(too_large)}.")
     raw = read_config(config_bytes, where)
     missing = [name for name in ("tokenizer.json",) if name not in sizes]
     formats = [kind for kind, names in WEIGHTS.items() if any(name in sizes for name in names)]
@@ -141,7 +227,7 @@ def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
         n for n in sizes if n.startswith(stem + "-") and n.endswith(single.rsplit(".", 1)[1]))
     weight_bytes = sum(sizes[n] or 0 for n in weight_files)
     n_parameters = count_parameters(raw)
-    max_parameters, max_bytes = _limit(MAX_PARAMETERS_ENV, MAX_PARAMETERS), _limit(MAX_BYTES_ENV, MAX_BYTES)
+    max_parameters, max_bytes = env_limit(MAX_PARAMETERS_ENV, MAX_PARAMETERS), env_limit(MAX_BYTES_ENV, MAX_BYTES)
     if n_parameters > max_parameters:
         raise InputProblem(f"{where} has {n_parameters / 1e6:,.1f}M parameters; this app opens models of at most "
                            f"{max_parameters / 1e6:,.0f}M (set {MAX_PARAMETERS_ENV} to change it).")

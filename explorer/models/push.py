@@ -2,8 +2,10 @@
 repo with the weights, the tokenizer, our model code (``trust_remote_code=True`` loads it without our package), the
 loss curve (a PNG and the numbers) and a ``ModelCard`` with the training settings and how to load it.
 
-The token is the visitor's, passed per call (the app takes it from ``gr.OAuthToken``): it goes to one ``HfApi`` for
-this push and nowhere else, so two visitors pushing at once each push as themselves.
+The token is the visitor's own, passed per call (the app takes it from ``gr.OAuthToken``), or the machine's for the
+operator alone (``hub_files.for_operator``: not a Space, listening on loopback only): it goes to one ``HfApi`` for
+this push and nowhere else, so two visitors pushing at once each push as themselves. A push writes only into a repo
+this app created (``MARKER_FILE`` in it): a new one (``create_repo(exist_ok=False)``), or one it pushed before.
 """
 
 import json
@@ -11,19 +13,19 @@ import tempfile
 import time
 from pathlib import Path
 
-import os
-
 from huggingface_hub import HfApi, ModelCard, ModelCardData, get_token
+from huggingface_hub import errors as hub_errors
 from PIL import Image, ImageDraw
 
 from modeling import ScratchTransformerForCausalLM
 
 from explorer.models import catalog
-from explorer.models.hub_files import check_repo_id, endpoint, hub_error_message
+from explorer.models.hub_files import check_repo_id, endpoint, for_operator, hub_error_message, on_space
 from explorer.models.uploads import unpack_zip
 from explorer.core.inputs import InputProblem, echo
 
 CURVE_FILE, LOG_FILE = "loss_curve.png", "training_log.json"
+MARKER_FILE = "made_by_scratch_transformer_app.json"  # in every repo this app creates: the only ones it writes into
 
 
 def loss_curve_png(steps: list[int], losses: list[float], path: Path, size=(640, 360)) -> Path:
@@ -104,24 +106,42 @@ def default_repo_name(job: dict) -> str:
     return f"scratch-transformer-{settings.get('position_encoding', 'model')}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def on_space() -> bool:
-    """Whether the app runs as a Hugging Face Space (the Hub sets SPACE_ID there)."""
-    return bool(os.environ.get("SPACE_ID"))
-
-
 def visitor_token(oauth_token: str | None) -> str | None:
-    """Whose account a push goes to: the signed-in visitor's OAuth token; where the app runs on someone's own machine
-    (not a Space), the account logged in there (``hf auth login`` or HF_TOKEN). On a Space, never the Space's own."""
+    """Whose account a push goes to: the signed-in visitor's OAuth token; for the operator alone (not a Space, the
+    app listening on loopback only), the account logged in on the machine (``hf auth login`` or HF_TOKEN)."""
     if oauth_token:
         return oauth_token
-    return None if on_space() else get_token()
+    return get_token() if for_operator() else None
+
+
+def sign_in_first() -> str:
+    """What to do to push without a token: on a Space, Sign in; elsewhere, log in on the machine and serve on loopback."""
+    if on_space():
+        return "Sign in with Hugging Face first (the Sign in button beside Push): the model goes to your own account."
+    return ("Pushing needs a Hugging Face account: on the machine running the app, log in with `hf auth login` (or set "
+            "HF_TOKEN) and serve the app on loopback only (127.0.0.1, the default of `python app.py`); the machine's "
+            "token pushes only for the person at that machine.")
+
+
+def _claim(api: HfApi, repo_id: str, private: bool) -> None:
+    """Create ``repo_id``, or accept it only where this app created it (its ``MARKER_FILE``); never write into a repo
+    of anyone's own making."""
+    try:
+        api.create_repo(repo_id, private=bool(private), exist_ok=False)
+        return
+    except hub_errors.HfHubHTTPError as error:
+        if getattr(error.response, "status_code", None) != 409:
+            raise
+    if not api.file_exists(repo_id, MARKER_FILE):
+        raise InputProblem(f"{echo(repo_id)} already exists and was not made by this app: it writes only into repos it "
+                           "created. Give another name.")
 
 
 def push_trained(archive, job, token: str | None, repo_name: str | None = None, private: bool = False) -> dict:
     """Push the zip of a trained model (and its job JSON: settings, losses) to ``<the token's user>/<repo_name>``;
     returns {"repo_id", "url", "commit"}."""
     if not token:
-        raise InputProblem("Sign in with Hugging Face first (the button above): the model goes to your own account.")
+        raise InputProblem(sign_in_first())
     if not archive or not Path(str(archive)).is_file():
         raise InputProblem("Train a model first: the push sends the model the tab just trained.")
     job = job if isinstance(job, dict) else {}
@@ -150,10 +170,13 @@ def push_trained(archive, job, token: str | None, repo_name: str | None = None, 
         loss_curve_png(job.get("logged_steps") or [], job.get("losses") or [], folder / CURVE_FILE)
         (folder / LOG_FILE).write_text(json.dumps(job, indent=1))
         model_card(repo_id, job, has_tokenizer).save(folder / "README.md")
+        (folder / MARKER_FILE).write_text(json.dumps({"made_by": "A Transformer from scratch (the app's Push)"}))
         try:
-            api.create_repo(repo_id, private=bool(private), exist_ok=True)
+            _claim(api, repo_id, private)
             commit = api.upload_folder(repo_id=repo_id, folder_path=folder,
                                        commit_message="A Transformer trained from scratch in the browser")
+        except InputProblem:
+            raise
         except Exception as error:  # noqa: BLE001
             raise InputProblem(f"The push to {echo(repo_id)} failed: {hub_error_message(error)}") from None
     return {"repo_id": repo_id, "url": f"{endpoint().rstrip('/')}/{repo_id}", "commit": commit.oid}

@@ -1,9 +1,15 @@
 """Uploads: a zip of a ``save_pretrained`` folder (Train one yourself's download is one), unpacked into a folder of
-its own under this process's temporary folder (``ROOT``, removed at exit): no path leaves it, only the data files a
-model folder holds (config, tokenizer, weights) come out, within the weights' byte limit.
+its own under this process's temporary folder (``ROOT``, one folder per browser session; removed at exit, and on
+SIGTERM by the app): no path leaves it, and only the files a model needs come out (config, tokenizer, the weights of
+one format: safetensors when the zip has them, never a pickle beside them), each within its cap (``plans.file_cap``).
+
+Disk is bounded before a byte is written: what the uploads hold in all (``SCRATCH_UPLOAD_DISK``) and per session
+(``SCRATCH_UPLOAD_DISK_SESSION``), counted with the new upload's files.
 """
 
 import atexit
+import hashlib
+import os
 import re
 import secrets
 import shutil
@@ -11,12 +17,64 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from explorer.core import visitor
 from explorer.core.inputs import InputProblem
-from explorer.models.plans import OPTIONAL_FILES, TOKENIZER_FILES, WEIGHTS, limits, megabytes
+from explorer.models.plans import FILE_CAPS, OPTIONAL_FILES, TOKENIZER_FILES, WEIGHTS, env_limit, file_cap, limits, megabytes
 
 ROOT = Path(tempfile.mkdtemp(prefix="opened-models-"))  # the unpacked uploads of this process, removed at its exit
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
 MAX_ZIP_MEMBERS = 64
+DISK_ENV, DISK = "SCRATCH_UPLOAD_DISK", 6_000_000_000  # all sessions' unpacked uploads
+SESSION_DISK_ENV, SESSION_DISK = "SCRATCH_UPLOAD_DISK_SESSION", 2_200_000_000  # one session's: two models at the limit
+_SHARD = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
+
+
+def _gradio_cache() -> Path:
+    """Where gradio keeps what visitors upload (``GRADIO_TEMP_DIR``, else the system's temporary folder's gradio/)."""
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio").resolve()
+
+
+def remove_all() -> None:
+    """Remove every unpacked upload (the app calls it on SIGTERM; exit does through atexit)."""
+    shutil.rmtree(ROOT, ignore_errors=True)
+
+
+def disk_used(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+
+
+def session_folder() -> Path:
+    """The folder of the visitor's uploads under ``ROOT`` (a digest of the session: no name a visitor chose)."""
+    session = visitor.current().session
+    return ROOT / (hashlib.sha256(session.encode()).hexdigest()[:16] if session else "local")
+
+
+def _check_disk(folder: Path, adding: int) -> None:
+    """Refuse an upload of ``adding`` bytes that would take the session's or all uploads' disk past its bound."""
+    for used, bound, whose in ((disk_used(folder.parent), env_limit(SESSION_DISK_ENV, SESSION_DISK), "your uploads"),
+                               (disk_used(ROOT), env_limit(DISK_ENV, DISK), "all visitors' uploads")):
+        if used + adding > bound:
+            raise InputProblem(f"This upload ({megabytes(adding)}) would take {whose} past {megabytes(bound)} on disk "
+                               f"({megabytes(used)} held now). Close a model you opened, or try again later.")
+
+
+def _needed(members: list) -> list:
+    """The members a model needs, by their base names: config, tokenizer, and the weights of one format (safetensors
+    when any are there), at the zip's top level or in one folder; the first of each name."""
+    def base(m):
+        return m.filename.replace("\\", "/").rsplit("/", 1)[-1]
+
+    shallow = [m for m in members if m.filename.replace("\\", "/").count("/") <= 1]
+    names = {base(m) for m in shallow}
+    use = "safetensors" if any(n.endswith(".safetensors") or n == WEIGHTS["safetensors"][1] for n in names) else "pickle"
+    shard_ext = ".safetensors" if use == "safetensors" else ".bin"
+    wanted = {"config.json", *TOKENIZER_FILES, *OPTIONAL_FILES, *WEIGHTS[use]}
+    chosen = {}
+    for m in shallow:
+        name = base(m)
+        if (name in wanted or (_SHARD.fullmatch(name) and name.endswith(shard_ext))) and name not in chosen:
+            chosen[name] = m
+    return list(chosen.values())
 
 
 def max_upload_bytes() -> int:
@@ -24,31 +82,35 @@ def max_upload_bytes() -> int:
     return limits()["bytes"] + 50_000_000
 
 
-def unpack_zip(archive: Path, target: Path) -> Path:
-    """The data files of a zip of a save_pretrained folder (at its top level or in one folder), extracted into
-    ``target``: no path leaves it, nothing but config, tokenizer and weight files, the Hub's byte limit."""
-    wanted = {"config.json", *TOKENIZER_FILES, *OPTIONAL_FILES, *(n for pair in WEIGHTS.values() for n in pair)}
+def unpack_zip(archive: Path, target: Path, disk_bounded: bool = False) -> Path:
+    """The files a model needs from a zip of a save_pretrained folder (at its top level or in one folder), extracted
+    into ``target``: no path leaves it, nothing but config, tokenizer and one format's weights, each within its cap;
+    ``disk_bounded``: within the uploads' disk bounds too (``target``'s parent is the session's folder)."""
     try:
         with zipfile.ZipFile(archive) as z:
             members = [m for m in z.infolist() if not m.is_dir()]
             if len(members) > MAX_ZIP_MEMBERS * 16:
                 raise InputProblem(f"The zip holds {len(members)} files; a model folder holds a few.")
-            total = sum(m.file_size for m in members)
+            needed = _needed(members)
+            names = {m.filename: m.filename.replace("\\", "/").rsplit("/", 1)[-1] for m in needed}
+            too_large = [f"{names[m.filename]} is {m.file_size:,} bytes (at most {file_cap(names[m.filename]):,})"
+                         for m in needed if names[m.filename] in FILE_CAPS and m.file_size > file_cap(names[m.filename])]
+            if too_large:
+                raise InputProblem(f"Your upload cannot be opened: its {'; its '.join(too_large)}.")
+            total = sum(m.file_size for m in needed)
             if total > max_upload_bytes():
                 raise InputProblem(f"The zip unpacks to {megabytes(total)}; this app opens at most "
                                    f"{megabytes(limits()['bytes'])} of weights.")
+            if disk_bounded:
+                _check_disk(target, total)
             target.mkdir(parents=True)
-            for m in members:
-                base = m.filename.replace("\\", "/").rsplit("/", 1)[-1]
-                shard = re.fullmatch(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)", base)
-                if (base in wanted or shard) and m.filename.count("/") <= 1 and not (target / base).exists():
-                    with z.open(m) as source, open(target / base, "wb") as out:
-                        shutil.copyfileobj(source, out)
+            for m in needed:  # zipfile reads no more than a member's declared size (and checks its CRC)
+                with z.open(m) as source, open(target / names[m.filename], "wb") as out:
+                    shutil.copyfileobj(source, out)
     except zipfile.BadZipFile:
         raise InputProblem("That file is not a zip: give the zip of a save_pretrained folder "
                            "(Train one yourself's download is one).") from None
     return target
-
 
 
 def unpack_upload(path, source: str = "upload") -> tuple[Path, str]:
@@ -58,6 +120,8 @@ def unpack_upload(path, source: str = "upload") -> tuple[Path, str]:
         if source == "trained":
             raise InputProblem("Train a model first: this opens the model the tab just trained.")
         raise InputProblem("Upload a zip of a save_pretrained folder (config.json, model.safetensors, tokenizer.json).")
-    folder = unpack_zip(Path(str(path)), ROOT / secrets.token_hex(8))
+    folder = unpack_zip(Path(str(path)), session_folder() / secrets.token_hex(8), disk_bounded=True)
+    if source == "upload" and _gradio_cache() in Path(str(path)).resolve().parents:
+        Path(str(path)).unlink(missing_ok=True)  # the visitor's zip, unpacked: gradio's copy is no longer needed
     title = "trained" if source == "trained" else re.sub(r"[^A-Za-z0-9_.-]+", "-", Path(str(path)).stem)[:40] or "upload"
     return folder, title

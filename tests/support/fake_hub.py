@@ -21,7 +21,10 @@ A token from the OAuth flow is in ``users`` too, and its scopes in ``scopes``: a
 under its own user and with ``contribute-repos`` or ``manage-repos``, and commits only with ``write-repos``,
 ``manage-repos``, or ``contribute-repos`` to a repo it created (``app_repos``); a personal token (not in ``scopes``)
 may do anything. The OAuth client is ``client_id``/``client_secret``; ``grants`` lists (user, scope) per token issued.
-A repo in ``hanging`` never answers; ``HangingHub`` is a server that takes connections and never answers.
+A repo in ``hanging`` never answers; one in ``dripping`` sends its files' bytes one every 0.1 s; ``HangingHub`` is a
+server that takes connections and never answers. A repo in ``private`` answers only its owner's token (anyone else:
+404, as the Hub); ``listed_sizes[(repo_id, filename)]`` is the size model info gives for a file (a listing that lies:
+the file itself is served whole). ``tokens_seen`` lists the token of every request (None: none sent).
 
 This module holds the Hub's state; fake_hub_handler.py answers the HTTP requests from it."""
 
@@ -49,6 +52,10 @@ class FakeHub:
         self.authors: dict[str, list[str]] = {}  # repo_id -> the user of each commit
         self.hanging: set[str] = set()  # repo ids whose every request hangs until the server closes
         self.gated: set[str] = set()  # repo ids that answer 403 GatedRepo (an access request is needed)
+        self.dripping: set[str] = set()  # repo ids whose files come one byte every 0.1 s
+        self.private: set[str] = set()  # repo ids only their owner's token sees
+        self.listed_sizes: dict[tuple[str, str], int] = {}  # (repo_id, filename) -> the size model info says
+        self.tokens_seen: list[str | None] = []  # the token each request carried
         self.closing = threading.Event()
         # the OpenID provider: one registered client (the Space), its pending consents and one-time codes
         self.client_id, self.client_secret = "fake-space-client-id", "fake-space-client-secret"

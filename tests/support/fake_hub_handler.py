@@ -88,12 +88,18 @@ class HubHandler(BaseHTTPRequestHandler):
 
     # ---- the HTTP methods: which route family answers ------------------------------------------------------------
 
+    def _hidden(self, repo_id: str) -> bool:
+        """A private repo, asked by anyone but its owner: it does not exist for them."""
+        return repo_id in self.hub.private and self._user() != repo_id.split("/")[0]
+
     def do_HEAD(self):
+        self.hub.tokens_seen.append(self._token())
         if not self._hang():
             self._resolve(head=True)
 
     def do_GET(self):
         self.hub.requests.append(f"GET {self.path}")
+        self.hub.tokens_seen.append(self._token())
         if self._hang():
             return
         url = urlparse(self.path)
@@ -102,6 +108,7 @@ class HubHandler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         self.hub.requests.append(f"POST {self.path}")
+        self.hub.tokens_seen.append(self._token())
         path, body = urlparse(self.path).path, self._body()
         if path == "/oauth/token":
             self._oauth_token(body)
@@ -149,7 +156,7 @@ class HubHandler(BaseHTTPRequestHandler):
 
     def _model_info(self, repo_id: str, revision: str) -> None:
         """Model info at ``revision``, every file's size, blob id and LFS sha256 (``files_metadata``) included."""
-        if repo_id not in self.hub.repos:
+        if repo_id not in self.hub.repos or self._hidden(repo_id):
             return self._send(404, b"{}", {"X-Error-Code": "RepoNotFound"})
         if repo_id in self.hub.gated:
             return self._send(403, b'{"error": "Access to this repo is restricted"}',
@@ -157,10 +164,12 @@ class HubHandler(BaseHTTPRequestHandler):
         state = self.hub.state(repo_id, revision)
         if state is None:
             return self._send(404, b"{}", {"X-Error-Code": "RevisionNotFound"})
-        siblings = [{"rfilename": name, "size": len(data), "blobId": hashlib.sha1(data).hexdigest(),
-                     "lfs": {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data), "pointerSize": 134}}
+        listed = {name: self.hub.listed_sizes.get((repo_id, name), len(data)) for name, data in state["files"].items()}
+        siblings = [{"rfilename": name, "size": listed[name], "blobId": hashlib.sha1(data).hexdigest(),
+                     "lfs": {"sha256": hashlib.sha256(data).hexdigest(), "size": listed[name], "pointerSize": 134}}
                     for name, data in sorted(state["files"].items())]
-        self._json(200, {"id": repo_id, "modelId": repo_id, "sha": state["sha"], "private": False, "siblings": siblings})
+        self._json(200, {"id": repo_id, "modelId": repo_id, "sha": state["sha"], "private": repo_id in self.hub.private,
+                         "siblings": siblings})
 
     def _resolve(self, head: bool):
         """HEAD or GET of /{repo}/resolve/{revision}/{file}: ETag, X-Repo-Commit, Content-Length, and the bytes."""
@@ -169,7 +178,7 @@ class HubHandler(BaseHTTPRequestHandler):
         match = re.fullmatch(r"/([^/]+/[^/]+|[^/]+)/resolve/([^/]+)/(.+)", urlparse(self.path).path)
         if not match:
             return self._send(404, b"not found", {"X-Error-Code": "EntryNotFound"}, head)
-        if match.group(1) not in self.hub.repos:
+        if match.group(1) not in self.hub.repos or self._hidden(match.group(1)):
             return self._send(404, b"", {"X-Error-Code": "RepoNotFound"}, head)
         state = self.hub.state(match.group(1), unquote(match.group(2)))
         if state is None:
@@ -178,8 +187,17 @@ class HubHandler(BaseHTTPRequestHandler):
         if data is None:
             return self._send(404, b"", {"X-Error-Code": "EntryNotFound", "X-Repo-Commit": state["sha"]}, head)
         etag = hashlib.sha256(data).hexdigest()
-        self._send(200, data, {"X-Repo-Commit": state["sha"], "ETag": f'"{etag}"', "Content-Length": str(len(data)),
-                               "Content-Type": "application/octet-stream"}, head)
+        drip = match.group(1) in self.hub.dripping and not head
+        self._send(200, b"" if drip else data, {"X-Repo-Commit": state["sha"], "ETag": f'"{etag}"',
+                                                "Content-Length": str(len(data)), "Content-Type": "application/octet-stream"}, head)
+        for byte in data if drip else b"":  # one byte every 0.1 s until the client leaves or the server closes
+            try:
+                if self.hub.closing.wait(0.1):
+                    return
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:  # the client left
+                return
 
     # ---- writing: create a repo, upload, commit --------------------------------------------------------------------
 
@@ -203,7 +221,7 @@ class HubHandler(BaseHTTPRequestHandler):
             return self._json(403, {"error": refused})
         if self._token() in self.hub.scopes and repo_id not in self.hub.repos:
             self.hub.app_repos.add(repo_id)
-        if repo_id in self.hub.repos and not payload.get("exist_ok", True):
+        if repo_id in self.hub.repos:  # the Hub answers 409 (huggingface_hub's exist_ok=True accepts it)
             return self._json(409, {"error": "exists", "url": f"http://{self.headers['Host']}/{repo_id}"})
         self.hub.repos.setdefault(repo_id, {"sha": "0" * 40, "files": {}, "revisions": {}})
         self._json(200, {"url": f"http://{self.headers['Host']}/{repo_id}", "name": repo_id})
