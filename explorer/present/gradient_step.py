@@ -138,17 +138,18 @@ def parameter_norms_figure(step: GradientStep) -> go.Figure:
     fig = make_subplots(rows=2, cols=1, row_heights=[0.72, 0.28], vertical_spacing=0.28,
                         subplot_titles=["Every tensor of every layer", "The rest"])
     z = [[per_layer[t].get(l, (np.nan, ""))[0] for t in tensors] for l in layers]
-    names = [[_named(step, per_layer[t].get(l, (0, ""))[1]) for t in tensors] for l in layers]
+    names = [[per_layer[t].get(l, (0, ""))[1] for t in tensors] for l in layers]
     fig.add_trace(go.Heatmap(z=z, x=tensors, y=[f"L{l}" for l in layers], customdata=names, colorscale="Reds", zmin=0,
+                             text=[[_role(step, name) for name in row] for row in names],
                              colorbar=dict(title="‖∇‖", len=0.6, y=0.75),
-                             hovertemplate="%{customdata}<br>‖∇‖ %{z:.3g}<extra></extra>"), row=1, col=1)
+                             hovertemplate="%{customdata}<br>%{text}<br>‖∇‖ %{z:.3g}<extra></extra>"), row=1, col=1)
     tied_to = {shared: name for name, shared in step.tied.items()}
     labels = [f"{name} (= {tied_to[name]})" if name in tied_to else name for name in rest]
     fig.add_trace(go.Bar(x=list(rest.values()), y=labels, orientation="h", marker_color="#feb2b2", showlegend=False,
                          text=[f"{label}: {norm:.3g}" for label, norm in zip(labels, rest.values())],
                          textposition="auto", insidetextanchor="start", cliponaxis=False, textfont_color="black",
-                         customdata=[_named(step, name) for name in rest],
-                         hovertemplate="%{customdata}<br>‖∇‖ %{x:.3g}<extra></extra>"), row=2, col=1)
+                         customdata=[_role(step, name) for name in rest],
+                         hovertemplate="%{y}<br>%{customdata}<br>‖∇‖ %{x:.3g}<extra></extra>"), row=2, col=1)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_yaxes(autorange="reversed", showticklabels=False, row=2, col=1)
     fig.update_xaxes(tickangle=-45, tickfont_size=10, row=1, col=1)
@@ -157,7 +158,6 @@ def parameter_norms_figure(step: GradientStep) -> go.Figure:
     return fig
 
 
-def _named(step: GradientStep, name: str) -> str:
-    """A state_dict name and, where known, what it is in the formulas (for a hover)."""
-    meaning = step.architecture.tensor_meaning(name) if step.architecture and name else ""
-    return f"{name}<br>{meaning}" if meaning else name
+def _role(step: GradientStep, name: str) -> str:
+    """What the parameter ``name`` is in the formulas, for a hover ("" where unknown)."""
+    return step.architecture.tensor_meaning(name) if step.architecture and name else ""
