@@ -12,9 +12,9 @@ stochastic gradient descent moves every weight against it,
 
 so for a small learning rate the loss changes by about −lr·‖∇θL‖² (the first-order term of its Taylor series,
 ``predicted_loss_change``; ‖∇θL‖ is the norm of the whole gradient, every weight once); a large one overshoots.
-The step is taken on a deep copy: the shared model, which other requests read, never changes. Tied weights
-(the token embedding, which is also the LM head) are one tensor, so one gradient (the sum of both uses) and
-one update, as ``parameters()`` and ``state_dict()`` see them.
+The step is taken on a deep copy: the shared model, which other requests read, never changes. Tied weights (where
+the model ties them: the token embedding, which is then also the LM head) are one tensor, so one gradient (the sum
+of both uses) and one update, as ``parameters()`` and ``state_dict()`` see them.
 """
 
 import copy
@@ -23,21 +23,24 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from explorer.views.architecture import Architecture, describe
 from explorer.views.heads import THRESHOLD, cached_induction_scores
 from explorer.core.inputs import MAX_TEXT_CHARS, InputProblem, echo, number, pick, require_text
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, one_token, token_labels
 
 MAX_LEARNING_RATE = 100.0  # enough to watch a step overshoot (50 diverges); more only shows the same blow-up
 TOP_TOKENS = 10
-HEAD_PARTS = ("q", "k", "v", "o")  # the head's rows of W_Q, W_K, W_V (and their biases), its columns of W_O
+HEAD_PARTS = ("q", "k", "v", "o")  # a head's rows of W_Q, W_K, W_V (and their biases; k, v per key/value head), its columns of W_O
 
 
 @dataclass
 class GradientStep:
     """What one SGD step did. ``grad_norms``: the L2 norm of the gradient of every parameter tensor, by its
     state_dict name (a tied name carries the one tensor's norm; ``tied`` maps it to the name it shares);
-    ``head_grad_norms[part]``: (layers, heads) norms of each head's slice, part in q, k, v, o, and "all"
-    (the four together). ``grad_norm``: ‖∇L‖ of the whole gradient (each tensor once: the tied weight once);
+    ``head_grad_norms[part]``: (layers, heads) norms of each head's slice, part in q, o and "all" (everything the
+    head uses), (layers, key/value heads) for k and v; ``shapes``: every parameter's shape by its state_dict name;
+    ``architecture``: what the model is, to name each parameter (``Architecture.tensor_meaning``);
+    ``grad_norm``: ‖∇L‖ of the whole gradient (each tensor once: the tied weight once);
     ``induction_head``: (layer, head, score) of the model's best induction head on the probe when it reaches
     ``THRESHOLD``, else None."""
 
@@ -57,6 +60,8 @@ class GradientStep:
     tied: dict[str, str] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
     induction_head: tuple[int, int, float] | None = None
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    architecture: Architecture | None = None
 
     @property
     def predicted_loss_change(self) -> float:
@@ -138,32 +143,37 @@ def _top(tokenizer, log_probs: torch.Tensor, k: int = TOP_TOKENS) -> list[tuple[
 
 
 def head_gradients(model) -> list[dict[str, list[torch.Tensor]]]:
-    """Per layer, the gradients whose rows belong to heads in blocks of d_head: q, k, v (their thirds of qkv_proj's
-    weight and bias) and o (out_proj's weight, transposed: a head's output is a block of its input columns)."""
-    d, layers = model.config.d_model, []
+    """Per layer, the gradients whose rows belong to heads in blocks of d_head: q, k, v (their rows of qkv_proj's
+    weight and bias, ``Architecture.qkv_rows``: n_kv_heads blocks for k and v) and o (out_proj's weight, transposed:
+    a head's output is a block of its input columns)."""
+    rows, layers = describe(model).qkv_rows(), []
     for layer in model.model.decoder.stack.layers:
         attention = layer.self_attn
         qkv = [p.grad for p in (attention.qkv_proj.weight, attention.qkv_proj.bias) if p is not None]
-        parts = {part: [g[i * d:(i + 1) * d] for g in qkv] for i, part in enumerate("qkv")}
+        parts = {part: [g[rows[part].start:rows[part].stop] for g in qkv] for part in "qkv"}
         parts["o"] = [attention.out_proj.weight.grad.T]
         layers.append(parts)
     return layers
 
 
 def head_grad_norms(model) -> dict[str, np.ndarray]:
-    """(layers, heads) gradient norms of each head's slice: rows h·d_head..(h+1)·d_head of W_Q, W_K, W_V (and
-    their biases), the same columns of W_O; "all" is the norm of the four slices together."""
-    heads, d_head = model.config.n_heads, model.config.d_head
+    """(layers, heads) gradient norms of each head's slice: rows h·d_head..(h+1)·d_head of W_Q (and b_Q), the same
+    columns of W_O; (layers, key/value heads) of W_K, W_V (and their biases), one column per key/value head. "all"
+    (layers, heads): the norm of everything head h uses, its slices of W_Q and W_O and the W_K, W_V slices of the
+    key/value head it reads (shared by its group: a grouped model counts them in each of its query heads)."""
+    arch = describe(model)
     squares = {part: [] for part in HEAD_PARTS}
     for layer in head_gradients(model):
         for part, grads in layer.items():
+            heads = arch.n_heads if part in "qo" else arch.n_kv_heads
             per_head = torch.zeros(heads)
             for g in grads:
-                per_head += g.float().reshape(heads, d_head, -1).pow(2).sum(dim=(1, 2))
+                per_head += g.float().reshape(heads, arch.d_head, -1).pow(2).sum(dim=(1, 2))
             squares[part].append(per_head)
     grids = {part: torch.stack(rows).numpy() for part, rows in squares.items()}
-    grids = {part: np.sqrt(grid) for part, grid in grids.items()} | {"all": np.sqrt(sum(grids.values()))}
-    return grids
+    reads = [arch.kv_head_of(h) for h in range(arch.n_heads)]  # the key/value head each query head reads
+    everything = grids["q"] + grids["o"] + grids["k"][:, reads] + grids["v"][:, reads]
+    return {part: np.sqrt(grid) for part, grid in grids.items()} | {"all": np.sqrt(everything)}
 
 
 def gradient_step(text, model, tokenizer, position, target, learning_rate) -> GradientStep:
@@ -207,4 +217,5 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
         top_before=_top(tokenizer, before), top_after=_top(tokenizer, after),
         grad_norms=grad_norms, head_grad_norms={part: grid.tolist() for part, grid in heads.items()},
         grad_norm=grad_norm, tied=tied, notices=notices, induction_head=found,
+        shapes={name: tuple(t.shape) for name, t in state.items() if id(t) in names}, architecture=describe(model),
     )

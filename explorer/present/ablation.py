@@ -12,8 +12,11 @@ ABLATION = """### Head ablation: switch heads off
 - **What you see:** the loss on your text (mean −log p of each next token, in nats) and the next-token
   probabilities, with and without the heads you remove; per token, how much harder the text became.
 - **How it works:** removing head h multiplies its output softmax(q k^T/√d_k + bias) v by 0 before the heads
-  are concatenated, so its slice of the input of W_O is zero (an edit at the heads' site, `modeling.ablate_heads`). *Rank every head*
-  removes each head alone, one forward pass each, and draws the rise in loss as a layer × head map.
+  are concatenated, so its slice of the input of W_O is zero (an edit at the heads' site, `modeling.ablate_heads`;
+  the bias is the mask's, and ALiBi's where the model uses it). A head here is a query head: where query heads share
+  a key/value head (Llama, Qwen2, Mistral) the shared keys and values stay for the rest of the group, as the status
+  line says for such a model. *Rank every head* removes each head alone, one forward pass each, and draws the rise
+  in loss as a layer × head map.
 - **How to read it:** red cells are heads the model needs on this text; near-zero ones it can do without
   here. A removal can also lower the loss: no head is tuned to one text."""
 

@@ -74,8 +74,9 @@ position t are scored against token t+1. For folio-to-modern the decoder's first
 
 CROSS_ATTENTION = """**Cross-attention** (encoder-decoder only). In each decoder layer, after its masked
 self-attention, the queries come from the decoder's stream and the keys and values from the encoder's output
-(after its final norm), the *memory*. There is no causal mask: every output token may look at every
-source token. This is how folio-to-modern reads the Folio spelling while it writes the modern one."""
+(after its final norm, where it has one; the paper's post-norm stack ends on its last Add & Norm), the *memory*.
+There is no causal mask: every output token may look at every source token. This is how folio-to-modern reads
+the Folio spelling while it writes the modern one."""
 
 
 CONCEPTS = (EMBEDDING, ENCODINGS, ATTENTION, MASKS, ADD_NORM, FEED_FORWARD, SHIFTED_RIGHT, CROSS_ATTENTION)

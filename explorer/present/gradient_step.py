@@ -15,8 +15,9 @@ GRADIENT_STEP = """### One gradient step: where learning pushes
 - **The loss** is L = −log p(target | tokens 0..position of your text), in nats: near 0 when the model is sure
   of the target, large when it finds the target unlikely.
 - **What a gradient is:** ∇L holds one number per weight, how fast L rises when that weight rises a little.
-  The maps below draw its size (the L2 norm) for every parameter tensor, by its `state_dict` name, and for
-  each head's slice of W_Q, W_K, W_V and W_O: the weights this one example pushes hardest.
+  The maps below draw its size (the L2 norm) for every parameter tensor, by its `state_dict` name (the status
+  says what each is in this model), and for each head's slice of W_Q, W_K, W_V and W_O (in a model whose query
+  heads share key/value heads, W_K and W_V per key/value head): the weights this one example pushes hardest.
 - **Why the loss falls:** plain SGD moves every weight against its gradient, θ ← θ − lr·∇L, on a copy of the
   model (the model everyone uses never changes). For a small step the loss falls by about lr·‖∇L‖², because
   minus the gradient is the direction in which L falls fastest.
@@ -65,23 +66,28 @@ def _target_label(step: GradientStep) -> str:
 
 
 def head_norms_figure(step: GradientStep) -> go.Figure:
-    """Layer x head: the gradient norm of each head's slice of W_Q, W_K, W_V (rows, with their biases), W_O
-    (columns), and of the four together."""
-    parts = [*HEAD_PARTS, "all"]
-    fig = make_subplots(rows=1, cols=len(parts), subplot_titles=[f"W_{p.upper()}" if p != "all" else "all four" for p in parts],
-                        horizontal_spacing=0.03)
+    """Layer x head: the gradient norm of each head's slice of W_Q (rows, with b_Q where the model has it), W_O
+    (columns), of each key/value head's slice of W_K, W_V (one column per key/value head: shared by a group of
+    query heads in a grouped model), and of everything each query head uses."""
+    parts, arch = [*HEAD_PARTS, "all"], step.architecture
+    grouped = arch is not None and arch.grouped
+    titles = [{"all": "all it uses"}.get(p, f"W_{p.upper()}" + (" (per KV head)" if grouped and p in "kv" else ""))
+              for p in parts]
+    fig = make_subplots(rows=1, cols=len(parts), subplot_titles=titles, horizontal_spacing=0.03)
     for i, part in enumerate(parts):
         z = np.asarray(step.head_grad_norms[part])
-        fig.add_trace(go.Heatmap(z=z, x=[f"H{h}" for h in range(z.shape[1])], y=[f"L{l}" for l in range(z.shape[0])],
+        prefix, which = ("KV", "key/value head") if grouped and part in "kv" else ("H", "head")
+        fig.add_trace(go.Heatmap(z=z, x=[f"{prefix}{h}" for h in range(z.shape[1])], y=[f"L{l}" for l in range(z.shape[0])],
                                  coloraxis="coloraxis",
-                                 hovertemplate=f"{part}: layer %{{y}}, head %{{x}}<br>‖∇‖ %{{z:.3g}}<extra></extra>"),
+                                 hovertemplate=f"{part}: layer %{{y}}, {which} %{{x}}<br>‖∇‖ %{{z:.3g}}<extra></extra>"),
                       row=1, col=i + 1)
         fig.update_yaxes(autorange="reversed", showticklabels=i == 0, row=1, col=i + 1)
     n_layers = len(step.head_grad_norms["all"])
-    if step.induction_head:  # outline the induction head's cell in every map
+    if step.induction_head:  # outline the induction head's cell in every map (its key/value head's in K and V)
         layer, head, score = step.induction_head
-        for i in range(len(parts)):
-            fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+        for i, part in enumerate(parts):
+            column = arch.kv_head_of(head) if grouped and part in "kv" else head
+            fig.add_shape(type="rect", x0=column - 0.5, x1=column + 0.5, y0=layer - 0.5, y1=layer + 0.5,
                           line=dict(color="black", width=2), row=1, col=i + 1)
         fig.add_annotation(text=f"outlined: L{layer}.H{head}, the induction head (score {score:.2f})",
                            xref="paper", yref="paper", x=0, y=-0.12, showarrow=False, xanchor="left", yanchor="top")
@@ -89,6 +95,31 @@ def head_norms_figure(step: GradientStep) -> go.Figure:
                       coloraxis=dict(colorscale="Reds", cmin=0, colorbar=dict(title="‖∇‖")),
                       height=max(240, 120 + 40 * n_layers), **LAYOUT)
     return fig
+
+
+def parameters_text(step: GradientStep) -> str:
+    """What this model's parameters are, each by its state_dict name, shape and role in the formulas
+    (``Architecture.tensor_meaning``): one layer's tensors once (every layer holds the same), then the rest."""
+    arch, layer_tensors, rest = step.architecture, {}, []
+    for name, shape in step.shapes.items():
+        match = LAYER_NAME.match(name)
+        if match:
+            layer_tensors.setdefault(match["tensor"], (name, shape))
+        else:
+            rest.append((name, name, shape))
+
+    def entry(label, name, shape):
+        meaning = arch.tensor_meaning(name)
+        tied = f" = `{step.tied[name]}`" if name in step.tied else ""
+        return f"`{label}`{tied} ({' × '.join(map(str, shape))})" + (f": {meaning}" if meaning else "")
+
+    text = ("The parameters this step moves, and what each is in the formulas. In every layer: "
+            + "; ".join(entry(label, name, shape) for label, (name, shape) in layer_tensors.items())
+            + ". Besides the layers: " + "; ".join(entry(*item) for item in rest) + ".")
+    if arch.grouped:
+        text += (f" The W_K and W_V maps have one column per key/value head: {arch.kv_sharing()}; a query head's "
+                 "\"all it uses\" counts the key/value head it reads.")
+    return text
 
 
 def parameter_norms_figure(step: GradientStep) -> go.Figure:
@@ -109,17 +140,24 @@ def parameter_norms_figure(step: GradientStep) -> go.Figure:
     z = [[per_layer[t].get(l, (np.nan, ""))[0] for t in tensors] for l in layers]
     names = [[per_layer[t].get(l, (0, ""))[1] for t in tensors] for l in layers]
     fig.add_trace(go.Heatmap(z=z, x=tensors, y=[f"L{l}" for l in layers], customdata=names, colorscale="Reds", zmin=0,
+                             text=[[_role(step, name) for name in row] for row in names],
                              colorbar=dict(title="‖∇‖", len=0.6, y=0.75),
-                             hovertemplate="%{customdata}<br>‖∇‖ %{z:.3g}<extra></extra>"), row=1, col=1)
+                             hovertemplate="%{customdata}<br>%{text}<br>‖∇‖ %{z:.3g}<extra></extra>"), row=1, col=1)
     tied_to = {shared: name for name, shared in step.tied.items()}
     labels = [f"{name} (= {tied_to[name]})" if name in tied_to else name for name in rest]
     fig.add_trace(go.Bar(x=list(rest.values()), y=labels, orientation="h", marker_color="#feb2b2", showlegend=False,
                          text=[f"{label}: {norm:.3g}" for label, norm in zip(labels, rest.values())],
                          textposition="auto", insidetextanchor="start", cliponaxis=False, textfont_color="black",
-                         hovertemplate="%{y}<br>‖∇‖ %{x:.3g}<extra></extra>"), row=2, col=1)
+                         customdata=[_role(step, name) for name in rest],
+                         hovertemplate="%{y}<br>%{customdata}<br>‖∇‖ %{x:.3g}<extra></extra>"), row=2, col=1)
     fig.update_yaxes(autorange="reversed", row=1, col=1)
     fig.update_yaxes(autorange="reversed", showticklabels=False, row=2, col=1)
     fig.update_xaxes(tickangle=-45, tickfont_size=10, row=1, col=1)
-    fig.update_layout(title="Gradient norm of every parameter tensor (hover for its state_dict name)",
+    fig.update_layout(title="Gradient norm of every parameter tensor (hover for its state_dict name and role)",
                       height=420 + 24 * len(layers) + 20 * len(rest), **{**LAYOUT, "margin": dict(l=60, r=20, t=60, b=40)})
     return fig
+
+
+def _role(step: GradientStep, name: str) -> str:
+    """What the parameter ``name`` is in the formulas, for a hover ("" where unknown)."""
+    return step.architecture.tensor_meaning(name) if step.architecture and name else ""

@@ -23,6 +23,7 @@ from modeling import record
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import InputProblem, echo, kind_of
 from explorer.core.machine import CORES
+from explorer.views.architecture import describe
 from explorer.views.forward_pass import AttentionKind, RecordedPass, attention_kind, recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
 
@@ -122,8 +123,7 @@ def ablate_heads(model, tokenizer, text: str, heads, kind: str = "self",
     p_before, p_after = logits_before[-1].softmax(-1), logits_after[-1].softmax(-1)
     shown = torch.cat([p_before.topk(SHOWN_TOKENS).indices, p_after.topk(SHOWN_TOKENS).indices]).unique()
     shown = shown[p_before[shown].argsort(descending=True)]
-    if not removed:
-        notices.append("No head removed: the model is unchanged (nothing to compare).")
+    notices += sharing_notes(model) if removed else ["No head removed: the model is unchanged (nothing to compare)."]
     return Ablation(
         kind=attention.name, removed=removed, tokens=token_labels(tokenizer, run.read.target_ids),
         loss_before=float(losses_before.mean()), loss_after=float(losses_after.mean()),
@@ -167,7 +167,16 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
             increase[layer, head] = loss - base
             if progress is not None and done % n_heads == 0:
                 progress(done / len(heads), f"{done} of {len(heads)} heads removed, one at a time")
-    return HeadRanking(attention.name, base, increase, list(run.read.notices))
+    return HeadRanking(attention.name, base, increase, [*run.read.notices, *sharing_notes(model)])
+
+
+def sharing_notes(model) -> list[str]:
+    """What removing a query head removes where query heads share key/value heads; none where each has its own."""
+    arch = describe(model)
+    if not arch.grouped:
+        return []
+    return [f"In this model {arch.kv_sharing()}. Removing a query head zeroes its own output only: the key/value head "
+            "it reads stays, serving the other query heads of its group."]
 
 
 @dataclass

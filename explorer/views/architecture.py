@@ -193,6 +193,33 @@ class Architecture:
         norm = f"{self.norm}_final(h)" if self.final_norm else "h"
         return self.head_formula(norm)
 
+    def tensor_meaning(self, name: str) -> str:
+        """What the parameter ``name`` (its state_dict name) is in the formulas, e.g. "W_Q, W_K, W_V stacked: rows
+        0–31, 32–47, 48–63" for ``….self_attn.qkv_proj.weight``; "" for a name it does not know."""
+        attention = "cross-attention's " if ".cross_attn." in name else ""
+        q, k, v = (_span(rows) for rows in self.qkv_rows().values())
+        gated, d_ff = self.feed_forward == "gated", self.d_ff or 0
+        norm, where = self.norm, {"self_attn_norm": "attention", "cross_attn_norm": "cross-attention",
+                                  "feed_forward_norm": "the feed-forward"}
+        meanings = {
+            "qkv_proj.weight": f"{attention}W_Q, W_K, W_V stacked: rows {q}, {k}, {v}",
+            "qkv_proj.bias": f"{attention}b_Q, b_K, b_V stacked: entries {q}, {k}, {v}",
+            "out_proj.weight": f"{attention}W_O", "out_proj.bias": f"{attention}b_O",
+            "linear1.weight": f"W_gate (rows 0–{d_ff - 1}) and W_up (rows {d_ff}–{2 * d_ff - 1}) stacked" if gated
+            else "W_1",
+            "linear1.bias": "b_1", "linear2.weight": "W_2", "linear2.bias": "b_2",
+            "embed.token.weight": "E, the token embedding" + (", also the LM head (tied)" if self.tied_head else ""),
+            "embed.position.weight": "P, the learned position table",
+            "lm_head.weight": "the LM head: E itself (tied)" if self.tied_head
+            else "W_U, the LM head (untied: a matrix of its own)",
+        }
+        for sublayer, reader in where.items():
+            role = (f"the {norm} {reader} reads" if self.pre_norm
+                    else f"the {norm} after {reader}'s residual add (Add & Norm)")
+            meanings[f"{sublayer}.norm.weight"], meanings[f"{sublayer}.norm.bias"] = f"γ of {role}", f"β of {role}"
+        meanings["stack.norm.weight"], meanings["stack.norm.bias"] = (f"γ of the final {norm}", f"β of the final {norm}")
+        return next((meaning for suffix, meaning in meanings.items() if name.endswith(suffix)), "")
+
     def summary(self) -> list[str]:
         """One line per choice: what this model is."""
         lines = [f"{self.norm}" + (" (centres each row)" if self.centres else " (does not centre: no mean subtracted)")

@@ -132,7 +132,8 @@ class RecordedPass:
         return torch.stack([attention.record(self.recording, i).weights[0] for i in range(attention.n_layers(self.config))])
 
     def hidden_states(self) -> tuple[torch.Tensor, ...]:
-        """The decoder's residual stream before each layer, then its output (after the final LayerNorm)."""
+        """The decoder's residual stream before each layer, then its output (after the final norm, LayerNorm or
+        RMSNorm, where the model has one; a post-norm stack ends on its last Add & Norm)."""
         return self.recording.hidden_states("decoder")
 
     def cached(self, name, compute):

@@ -38,6 +38,7 @@ def gradient_step(text, model_name, position, target, learning_rate):
         layer, head, score = step.induction_head
         notes.append(f"L{layer}.H{head} is this model's induction head (score {score:.2f} on the probe of random "
                      "tokens read twice): its cell is outlined in the head maps.")
+    notes.append(present.parameters_text(step))
     return (present.before_after_figure(step), present.head_norms_figure(step),
             present.parameter_norms_figure(step), step.to_json(), status(line, *notes))
 
