@@ -73,7 +73,7 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
 
 def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model(client, tiny_checkpoints):
     *menus, gradient_menu, patching_menu, note = client.predict(api_name="/catalog")
-    assert len(menus) == 7  # generate, attention, forward pass, steps, lens, ablation, sampling
+    assert len(menus) == 8  # generate, attention, forward pass, steps, lens, ablation, sampling, routes
     # one gradient step and activation patching: the decoder-only models alone
     for decoder_menu in (gradient_menu, patching_menu):
         assert [value for _, value in decoder_menu["choices"]] == [m for m in MODELS if m != SEQ2SEQ_NAME]

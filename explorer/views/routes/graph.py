@@ -257,6 +257,7 @@ def node_reading(routes: Routes, node_id) -> NodeReading:
     if node.kind == "residual":
         feeding = routes.feeding.get(node.id, [])
     else:
-        feeding = [(head_name(e.layer, e.head) if e.head is not None else f"L{e.layer} feed-forward", e.weight)
-                   for e in routes.edges if e.through == node.id]
+        tokens = routes.source_tokens if node.kind == "cross_attention" else routes.tokens
+        feeding = [(f"{head_name(e.layer, e.head)} from {e.source}:{tokens[e.source]}" if e.head is not None
+                    else f"L{e.layer} feed-forward", e.weight) for e in routes.edges if e.through == node.id]
     return NodeReading(node, top, feeding)
