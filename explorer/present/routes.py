@@ -28,6 +28,8 @@ TEACHING = """### How the prediction was made: the routes through the model
   before that norm is what is split."""
 
 COLOURS = {"attention": "#2b6cb0", "cross": "#805ad5", "feed_forward": "#dd6b20", "residual": "#a0aec0"}
+# the residual stream's own edges are drawn narrower (width 1 + 4 × share, against 1 + 9 × share): it keeps most of
+# every vector, and at full width it would hide what the blocks add
 BLOCK_OFFSET = 0.28  # a block's output is drawn this far beside its token's column, half a row down
 HEADS_NAMED = 12  # the strongest attention edges get their head's name written on the graph
 FULL_AXIS = 24  # texts up to this many tokens show every column; longer ones only the columns the route reaches
@@ -73,7 +75,7 @@ def _edge_traces(routes: Routes, layout: Layout) -> list[go.Scatter]:
         source, target = routes.nodes[edge.source_node], routes.nodes[edge.target_node]
         points = [layout.where(source)] + ([layout.where(routes.nodes[edge.through])] if edge.through else []) + [
             layout.where(target)]
-        width = round(1 + 9 * edge.weight)
+        width = round(1 + (4 if edge.kind == "residual" else 9) * edge.weight)
         xs, ys = segments[_colour(edge), width]
         xs += [points[0][0], points[1][0], None]
         ys += [points[0][1], points[1][1], None]
@@ -122,14 +124,27 @@ def _node_trace(routes: Routes, layout: Layout) -> go.Scatter:
                       showlegend=False)
 
 
+def head_labels(routes: Routes, layout: Layout) -> list[tuple[float, float, object]]:
+    """(x, y, edge): the strongest attention edges' heads, written at the middle of each edge, at most
+    ``HEADS_NAMED`` of them, none over another (an edge whose middle is near a label already placed goes unnamed)."""
+    placed = []
+    for edge in (e for e in routes.edges if e.kind == "attention"):
+        source, block = (layout.where(routes.nodes[n]) for n in (edge.source_node, edge.through))
+        x, y = (source[0] + block[0]) / 2, (source[1] + block[1]) / 2
+        if all(abs(x - px) > 0.9 or abs(y - py) > 0.45 for px, py, _ in placed):
+            placed.append((x, y, edge))
+        if len(placed) == HEADS_NAMED:
+            break
+    return placed
+
+
 def routes_figure(routes: Routes) -> go.Figure:
     """The graph: rows (the stream after each update) bottom to top, the tokens' columns left to right."""
     layout = Layout(routes)
     fig = go.Figure(_edge_traces(routes, layout) + [_node_trace(routes, layout)])
-    for edge in [e for e in routes.edges if e.kind == "attention"][:HEADS_NAMED]:  # the strongest heads, named
-        source, target = (layout.where(routes.nodes[n]) for n in (edge.source_node, edge.through))
-        fig.add_annotation(x=(source[0] + target[0]) / 2, y=(source[1] + target[1]) / 2, text=edge_name(edge).split(" ")[0],
-                           showarrow=False, font=dict(size=11, color=_colour(edge)), bgcolor="rgba(255,255,255,0.8)")
+    for x, y, edge in head_labels(routes, layout):
+        fig.add_annotation(x=x, y=y, text=edge_name(edge).split(" ")[0], showarrow=False,
+                           font=dict(size=11, color=_colour(edge)), bgcolor="rgba(255,255,255,0.8)")
     columns = columns_of(routes)
     rows = list(range(len(routes.rows)))
     row_labels = list(routes.rows)

@@ -21,6 +21,14 @@ EXAMPLE = "Thou art more lovely and more temperate. Thou art more lovely and mor
 # A click on a node of the graph: the gr.HTML beside it listens to plotly's own 'plotly_click' on the plot (attached
 # again whenever the plot is drawn anew) and sends a 'click' event with the node's id (the node trace's customdata)
 CLICK_BRIDGE_JS = """
+const panel = document.querySelector('#routes-node');  // below the graph on a narrow page
+const inSight = () => {  // after a click, once the answer is in the panel, the panel is scrolled into sight
+  if (!panel || !panel.__afterClick) return;
+  panel.__afterClick = false;
+  const box = panel.getBoundingClientRect();
+  if (box.top < 0 || box.bottom > window.innerHeight) panel.scrollIntoView({behavior: 'smooth', block: 'nearest'});
+};
+if (panel) new MutationObserver(inSight).observe(panel, {childList: true, subtree: true, characterData: true});
 const attach = () => {
   document.querySelectorAll('#routes-plot .js-plotly-plot').forEach((plot) => {
     if (typeof plot.on !== 'function' || (plot._ev && plot.__routesClick &&
@@ -28,10 +36,8 @@ const attach = () => {
     plot.__routesClick = (data) => {
       const point = data && data.points && data.points.find((p) => typeof p.customdata === 'string');
       if (!point) return;
+      if (panel) panel.__afterClick = true;
       trigger('click', {node: point.customdata});
-      const panel = document.querySelector('#routes-node');  // below the graph on a narrow page
-      const box = panel && panel.getBoundingClientRect();
-      if (box && (box.top > window.innerHeight || box.bottom < 0)) panel.scrollIntoView({behavior: 'smooth', block: 'center'});
     };
     plot.on('plotly_click', plot.__routesClick);
   });
