@@ -162,7 +162,7 @@ def routes_figure(routes: Routes) -> go.Figure:
         **{**LAYOUT, "margin": dict(l=150, r=20, t=70, b=110)})
     fig.update_xaxes(tickvals=list(range(len(columns))), ticktext=[plotly_text(f"{p}:{routes.tokens[p]}") for p in columns],
                      tickangle=-50, tickfont_size=11, range=[-0.6, len(columns) - 0.4], showgrid=False, zeroline=False)
-    fig.update_yaxes(tickvals=rows, ticktext=[plotly_text(r) for r in row_labels], tickfont_size=10, zeroline=False,
+    fig.update_yaxes(title=dict(text="the residual stream after", font_size=11), tickvals=rows, ticktext=[plotly_text(r) for r in row_labels], tickfont_size=10, zeroline=False,
                      range=[min(rows) - 0.8, len(routes.rows) - 0.4])
     return fig
 
@@ -183,7 +183,8 @@ def node_html(reading: NodeReading) -> str:
                      "would predict</div>"
                      f"<table class='teach-values lens'><tbody>{rows}</tbody></table>")
     if reading.feeding:
-        what = "Its parts' shares" if node.kind == "residual" else "The edges through this block"
+        what = ("Its parts' shares (each head summed over its source tokens; the graph draws the edges over the "
+                "threshold)" if node.kind == "residual" else "The edges through this block")
         rows = "".join(f"<tr><td>{html.escape(name)}</td><td class=p>{share:.3f}</td></tr>" for name, share in reading.feeding)
         parts.append(f"<div class='note'>{what}:</div><table class='teach-values lens'><tbody>{rows}</tbody></table>")
     elif node.row == 0:
