@@ -93,8 +93,9 @@ class Routes:
                   "weight": round(e.weight, 6), "source_stack": e.source_stack, "from": e.source_node,
                   "to": e.target_node, "through": e.through} for e in self.edges]
         return {"threshold": self.threshold, "position": self.position, "token": self.tokens[self.position],
-                "predicted": self.predicted, "rows": self.rows, "nodes": [asdict(n) for n in self.nodes.values()],
-                "edges": edges}
+                "predicted": self.predicted, "rows": self.rows,
+                "split_before_the_norm": not self.run.config.norm_first,  # post-norm: x + f(x) is split, not LN(...)
+                "nodes": [asdict(n) for n in self.nodes.values()], "edges": edges}
 
 
 def part_groups(step: Step, parts: list[Part]) -> tuple[torch.Tensor, list[str]]:

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from explorer.core.inputs import InputProblem
-from explorer.views.routes.graph import DEFAULT_THRESHOLD, node_reading, prediction_routes
+from explorer.views.routes.graph import DEFAULT_THRESHOLD, Tracer, node_reading, prediction_routes
 from explorer.views.routes.split import Part, Splitter, steps_of
 from modeling import record
 from modeling.convert import from_transformers
@@ -78,6 +78,11 @@ def test_the_parts_of_every_update_sum_to_the_residual_vector_it_makes(build):
                 mine = torch.tensor([p.attention == sublayer and p.kind in ("attention", "bias") for p in parts])
                 torch.testing.assert_close(vectors[:, mine].sum(1), recording["decoder", step.layer, sublayer, "output"][0],
                                            **TOLERANCE)
+    tracer = Tracer(model, recording, 0.01, [str(p) for p in range(length)], [str(p) for p in range(LENGTH)])
+    with torch.inference_mode():
+        tracer.trace(length - 1)
+    top = tracer.feeding[f"r{len(steps)}:{length - 1}"]
+    assert abs(sum(share for _, share in top) - 1) < 1e-5 and tracer.edges  # the shares of a vector sum to 1
 
 
 def by_hand_norm(norm, x):
