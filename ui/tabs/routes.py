@@ -21,14 +21,16 @@ EXAMPLE = "Thou art more lovely and more temperate. Thou art more lovely and mor
 # A click on a node of the graph: the gr.HTML beside it listens to plotly's own 'plotly_click' on the plot (attached
 # again whenever the plot is drawn anew) and sends a 'click' event with the node's id (the node trace's customdata)
 CLICK_BRIDGE_JS = """
-const panel = document.querySelector('#routes-node');  // below the graph on a narrow page
-const inSight = () => {  // after a click, once the answer is in the panel, the panel is scrolled into sight
-  if (!panel || !panel.__afterClick) return;
-  panel.__afterClick = false;
-  const box = panel.getBoundingClientRect();
-  if (box.top < 0 || box.bottom > window.innerHeight) panel.scrollIntoView({behavior: 'smooth', block: 'nearest'});
+let settle = null, watched = null;
+const inSight = (panel) => {  // after a click, once the answer is in the panel (no change for 150 ms): into sight
+  if (!panel.__afterClick) return;
+  clearTimeout(settle);
+  settle = setTimeout(() => {
+    panel.__afterClick = false;
+    const box = panel.getBoundingClientRect();
+    if (box.top < 0 || box.bottom > window.innerHeight) panel.scrollIntoView({block: 'center'});
+  }, 150);
 };
-if (panel) new MutationObserver(inSight).observe(panel, {childList: true, subtree: true, characterData: true});
 const attach = () => {
   document.querySelectorAll('#routes-plot .js-plotly-plot').forEach((plot) => {
     if (typeof plot.on !== 'function' || (plot._ev && plot.__routesClick &&
@@ -36,6 +38,11 @@ const attach = () => {
     plot.__routesClick = (data) => {
       const point = data && data.points && data.points.find((p) => typeof p.customdata === 'string');
       if (!point) return;
+      const panel = document.querySelector('#routes-node');  // below the graph on a narrow page
+      if (panel && watched !== panel) {
+        watched = panel;
+        new MutationObserver(() => inSight(panel)).observe(panel, {childList: true, subtree: true, characterData: true});
+      }
       if (panel) panel.__afterClick = true;
       trigger('click', {node: point.customdata});
     };
