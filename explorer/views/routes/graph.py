@@ -118,10 +118,11 @@ def part_groups(step: Step, parts: list[Part]) -> tuple[torch.Tensor, list[str]]
 
 
 class Tracer:
-    """Walks the graph down from the prediction's node; ``labels``: the decoder's and the encoder's tokens."""
+    """Walks the graph down from the prediction's node; ``tokens``, ``source_tokens``: the decoder's and the
+    encoder's token labels."""
 
     def __init__(self, model, recording, threshold: float, tokens: list[str], source_tokens: list[str]):
-        self.splitter, self.threshold = Splitter(model, recording), threshold
+        self.model, self.recording, self.threshold = model, recording, threshold
         self.steps = steps_of(model.config)
         self.tokens, self.source_tokens = tokens, source_tokens
         self.nodes: dict[str, Node] = {}
@@ -171,6 +172,9 @@ class Tracer:
         return reached
 
     def trace(self, position: int) -> None:
+        """Every row from the top down: its reached nodes split, their edges over the threshold kept. The splitter
+        (each sublayer's v W_O) lives for this call only: what the pass's cache keeps is the graph."""
+        splitter = Splitter(self.model, self.recording)
         reached = {len(self.steps): {position}}
         self.residual(len(self.steps), position)
         for step in reversed(self.steps):
@@ -178,7 +182,7 @@ class Tracer:
             if not targets:
                 continue
             groups = None
-            for chunk, split in self.splitter.split(step, targets):
+            for chunk, split in splitter.split(step, targets):
                 if groups is None:
                     groups = part_groups(step, split.parts)
                 for n, target in enumerate(chunk):
