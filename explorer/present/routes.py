@@ -14,7 +14,8 @@ TEACHING = """### How the prediction was made: the routes through the model
 - **What you see:** the residual stream of every token (columns) after every layer's attention and feed-forward
   (rows, bottom to top), and the paths by which the model reached its next token: the top node is the prediction.
   Blue lines are attention (head **L4.H7** = layer 4, head 7) carrying one token's information to another; orange
-  lines a feed-forward block; grey lines the residual stream kept as it was. A line's width is its share.
+  lines a feed-forward block; grey lines the residual stream kept as it was; purple lines (an encoder-decoder)
+  cross-attention reading the source from the encoder's output, the bottom row. A line's width is its share.
 - **How it is measured (Ferrando & Voita 2024):** every vector the model writes into the stream is a sum of parts:
   y = x + Σ_heads Σ_tokens A[i,j] · (LN(x_j) W_V W_O) + b_O after attention, y = x + FFN(LN(x)) after a feed-forward.
   A part c's *share* is how much closer it brings the sum: max(0, |y|₁ − |y − c|₁), normalised over the parts. Only
@@ -157,7 +158,8 @@ def routes_figure(routes: Routes) -> go.Figure:
     title = (f"How the model predicted {routes.predicted!r} after {routes.position}:{routes.tokens[routes.position]}")
     fig.update_layout(
         title=dict(text=plotly_text(title) + f"<br><sup>edges with a share over {routes.threshold:g}{skipped}; "
-                                             "blue attention, orange feed-forward, grey the residual stream</sup>"),
+                                             "blue attention, orange feed-forward, grey the residual stream"
+                                             + (", purple cross-attention" if layout.sources else "") + "</sup>"),
         height=max(420, 150 + 34 * len(rows)), hovermode="closest", dragmode="pan",
         **{**LAYOUT, "margin": dict(l=150, r=20, t=70, b=110)})
     fig.update_xaxes(tickvals=list(range(len(columns))), ticktext=[plotly_text(f"{p}:{routes.tokens[p]}") for p in columns],

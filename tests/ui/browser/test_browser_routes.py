@@ -5,7 +5,7 @@ artifacts/screenshots/routes-*-<width>.png."""
 
 import pytest
 
-from support.browser import SHOTS, app_page, assert_no_error_shown, fill, open_tab, plot_drawn, settled
+from support.browser import SHOTS, app_page, assert_no_error_shown, fill, open_tab, pick, plot_drawn, settled
 from support.shipped import SHIPPED_ROOT
 
 pytestmark = pytest.mark.browser
@@ -77,3 +77,17 @@ def test_bad_input_says_what_is_allowed_in_the_status_line(page):
     page.wait_for_selector("#routes-status >> text=Position")
     assert "⚠️" in page.inner_text("#routes-status") and "to 14" in page.inner_text("#routes-status")
     fill(page, "routes-position", -1)
+
+
+def test_an_encoder_decoder_draws_cross_attention_from_the_source_row(page):
+    pick(page, "routes-model", "folio-to-modern")
+    page.fill("#routes-text textarea", "Shall I compare thee to a Summers day?")
+    page.click("#routes-button")
+    page.wait_for_selector("#routes-status >> text=The decoder read the model's own rewrite")
+    plot_drawn(page, "routes-plot")
+    assert page.locator("#routes-plot .ytick text").all_text_contents()[0] == "encoder output"
+    assert "12:?" in page.locator("#routes-plot .annotation-text").all_text_contents()  # a source token, on its row
+    page.evaluate("window.scrollTo(0, 0)")
+    settled(page)
+    page.screenshot(path=SHOTS / f"routes-encoder-decoder-{page.width}.png", full_page=True)
+    assert_no_error_shown(page)
