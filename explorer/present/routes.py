@@ -44,14 +44,15 @@ def columns_of(routes: Routes) -> list[int]:
 
 
 class Layout:
-    """Where each node is drawn: x its column (encoder nodes spread under the decoder's), y its row."""
+    """Where each node is drawn: x its column (the encoder's output on a row of its own below), y its row."""
 
     def __init__(self, routes: Routes):
         self.columns = {p: k for k, p in enumerate(columns_of(routes))}
         sources = sorted({n.position for n in routes.nodes.values() if n.stack == "encoder"})
-        width = max(len(self.columns) - 1, 1)
-        self.sources = {p: (k * width / max(len(sources) - 1, 1) if len(sources) > 1 else width / 2)
-                        for k, p in enumerate(sources)}
+        # the source's tokens spread over the decoder's width, in their own order: the first at the left edge, the
+        # last at the right
+        stretch = max(len(self.columns) - 1, 1) / max(len(routes.source_tokens) - 1, 1)
+        self.sources = {p: p * stretch for p in sources}
 
     def where(self, node) -> tuple[float, float]:
         if node.stack == "encoder":

@@ -10,7 +10,7 @@ from explorer.models import catalog
 from explorer.present import clickable_html, routes as present
 from explorer.views.routes import graph
 
-from ui.controls import DecodingControls, decoder_read
+from ui.controls import DecodingControls
 from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
 from ui.menus import text_and_model
 from ui.tab import TabParts
@@ -68,7 +68,8 @@ def prediction_routes(model_name, text, position, threshold):
     line = (f"**{info.name}**: the prediction {inputs.echo(routes.predicted)} after token {routes.position} "
             f"({inputs.echo(routes.tokens[routes.position])}): {len(routes.edges)} edges over {routes.threshold:g} "
             f"through {len(heads)} heads, in {seconds:.2f} s. Click a node.")
-    rewrite = decoder_read(routes.run.read.rewrite, routes.run.read.decoded_with) if info.is_encoder_decoder else ""
+    rewrite = (f"The decoder read the model's own rewrite, decoded greedily: «{inputs.echo(routes.run.read.rewrite, 300)}»; "
+               "purple lines are cross-attention from the source." if info.is_encoder_decoder else "")
     top = graph.node_reading(routes, f"r{len(routes.rows) - 1}:{routes.position}")
     return (present.routes_figure(routes), routes.to_json(), routes, present.node_html(top),
             status(line, rewrite, *notices, *routes.notices))
