@@ -101,7 +101,8 @@ def proximity_shares(vectors: torch.Tensor) -> torch.Tensor:
 
 
 class Splitter:
-    """Splits the updates of one recorded pass; keeps each attention sublayer's v W_O (H, S, D) once it is needed."""
+    """Splits the updates of one recorded pass; an attention sublayer's v W_O (H, S, D) is computed when its step is
+    split and let go when the step is done (``split``), so at most one step's are held."""
 
     def __init__(self, model, recording):
         self.model, self.recording, self.config = model, recording, model.config
@@ -156,3 +157,5 @@ class Splitter:
             chunk = positions[start:start + size]
             vectors = self.vectors(step, chunk)
             yield chunk, Split(parts, vectors, proximity_shares(vectors))
+        for sublayer in step.sublayers:
+            self._projected.pop((step.layer, sublayer), None)
