@@ -26,8 +26,8 @@ from explorer.present import figures
 from explorer.present.encodings import extrapolation_figure
 from ui import menus, open_model, style, trained_model
 from ui.tab import TabParts
-from ui.tabs import ablation, attention, encodings, generate, gradient_step, lens, patching, sampling, steps, trace, \
-    train_live, watch_it_learn
+from ui.tabs import ablation, attention, encodings, generate, gradient_step, lens, patching, routes, sampling, steps, \
+    trace, train_live, watch_it_learn
 
 logger = logging.getLogger("app")
 
@@ -35,13 +35,14 @@ INTRO = """# A Transformer from scratch
 The same models, seen from every side: **generate** text, **compare** positional encodings (sinusoidal, learned,
 RoPE, ALiBi, none), look at **attention heads**, follow the tensors **through one forward pass**, then take it
 apart with the model's own numbers: **attention step by step**, the **logit lens**, **head ablation**,
-**sampling** and **activation patching**. Then watch learning itself: take **one gradient step**, **train one yourself** from scratch, or
+**sampling**, **activation patching** and **how the prediction was made** (its routes). Then watch learning
+itself: take **one gradient step**, **train one yourself** from scratch, or
 **watch it learn**: an induction head forming in a recorded training run."""
 
 
 # the tabs in the page's order; Generate first: the views after it read its decoding controls
-TABS = (generate, encodings, attention, trace, steps, lens, ablation, sampling, patching, gradient_step, train_live,
-        watch_it_learn)
+TABS = (generate, encodings, attention, trace, steps, lens, ablation, sampling, patching, routes, gradient_step,
+        train_live, watch_it_learn)
 
 
 def build_tabs(choices, value) -> list[TabParts]:
@@ -57,7 +58,7 @@ UPLOAD_CACHE = (300, 1800)  # gradio's delete_cache: (how often, in s, the cache
 
 
 def build_demo() -> gr.Blocks:
-    """The page: the intro, the catalog's status line, Open a model, and the twelve tabs, each with its own model
+    """The page: the intro, the catalog's status line, Open a model, and the thirteen tabs, each with its own model
     menu (the page load and every opened model refresh them all; Activation patching's and One gradient step's list
     the decoder-only models)."""
     choices, value, note = menus.menus_now()
@@ -68,7 +69,7 @@ def build_demo() -> gr.Blocks:
         gr.Markdown(INTRO)
         catalog_status = gr.Markdown(note, elem_id="catalog-status")
         opening = open_model.panel()
-        with gr.Tabs(overflow_behavior="wrap") as tabs:  # twelve tabs: on a narrow page they wrap, none hides behind a menu
+        with gr.Tabs(overflow_behavior="wrap") as tabs:  # thirteen tabs: on a narrow page they wrap, none hides behind a menu
             built = build_tabs(choices, value)
         page = menus.PageMenus(tuple(m for parts in built for m in parts.menus),
                                tuple(m for parts in built for m in parts.decoder_only), catalog_status)

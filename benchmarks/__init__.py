@@ -9,6 +9,7 @@
 - ``parameter_count``: counting a config's parameters from its numbers (any size, no model built);
 - ``live_training``: a live training job, and whether an induction head forms within a budget;
 - ``patching``: how long activation patching takes, grid by grid;
+- ``routes``: how long the routes of one prediction take (How the prediction was made), as a multiple of one forward pass;
 - ``device``: the --device, --dtype and --compile flags every benchmark shares;
 - ``gpt2_reference``: the GPT2LMHeadModel both speed benchmarks race;
 - ``minimal_gpt``: the minimal GPT the training step races.

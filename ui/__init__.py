@@ -1,7 +1,7 @@
 """The app's page in gradio; ``app.py`` assembles it. Everything shown is computed in the ``explorer`` package (tested
 there, without gradio).
 
-- ``tabs``: one module per tab, its layout and its handlers side by side (the package's docstring lists the twelve).
+- ``tabs``: one module per tab, its layout and its handlers side by side (the package's docstring lists the thirteen).
   Each has ``tab(choices, value, decoding)``, which builds the tab inside the page's ``gr.Tabs``, wires its events
   there, and returns its ``TabParts``. No tab imports another: what two parts of the page share lives here.
 - ``tab``: ``TabParts``, what a tab gives ``app.py``: its model menus (which list the decoder-only models apart), the

@@ -19,6 +19,8 @@ One per view:
 - ``ablation``: the figures of an ablation and of the head ranking;
 - ``patching``: activation patching's grids as heat maps, a clicked cell's top tokens, the default example's note
   and what a result's grids show;
+- ``routes``: how the prediction was made: the routes as a graph (layers up, tokens across, edge width by share, heads
+  named), a clicked node's lens and parts, and what the measure is and is not (contribution is not causation);
 - ``sampling``: the next-token distribution as a figure;
 - ``encodings``: the encodings' tables and curves, and the experiment's teaching text;
 - ``generate``: the note on the encoder-decoder rewriter;

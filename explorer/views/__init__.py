@@ -16,6 +16,9 @@ name in ``ui.tabs`` wires it to widgets; ``explorer.present`` draws it). Every n
 - ``ablation``: heads removed by an edit in a new recording, the loss before and after, every head ranked;
 - ``patching``: activation patching, a package (its docstring lists its modules): the clean run's values written into
   the corrupted run's recording, cell by cell of each grid, batched;
+- ``routes``: how the prediction was made, a package (its docstring lists its modules): every update of the
+  residual stream split into its parts (each head from each source token, the feed-forward, the stream before), and
+  the graph of those over a share threshold, traced back from the prediction (Ferrando & Voita's routes);
 - ``sampling``: the next-token distribution exactly as ``generate`` samples from it;
 - ``encodings``: the positional encodings as numbers, and the extrapolation experiment on any text;
 - ``experiment``: the recorded comparison of the encodings (``results.json``) as tables and curves.

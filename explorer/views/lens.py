@@ -42,6 +42,12 @@ class LogitLens:
     readout: str = ""  # how this model turns a stream into logits: its final norm and its head (tied or not)
 
 
+def read_out(model, stream: torch.Tensor) -> torch.Tensor:
+    """logits = LayerNorm_final(h) W_E^T: a residual stream h (..., D) read as the model reads its last one."""
+    final_norm = model.model.decoder.stack.norm
+    return model.lm_head(final_norm(stream) if final_norm is not None else stream)
+
+
 def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSettings = DecodingSettings(False),
                max_tokens: int = FORWARD_MAX_TOKENS) -> LogitLens:
     """Every layer's stream in the text's recorded run through the final norm and the LM head. An
@@ -50,17 +56,15 @@ def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSet
     read, notices = run.read, list(run.read.notices)
     with torch.inference_mode():
         hidden = run.hidden_states()
-        final_norm = model.model.decoder.stack.norm
-        streams = [final_norm(h) if final_norm is not None else h for h in hidden[:-1]] + [hidden[-1]]
-        logits = torch.stack([model.lm_head(h)[0] for h in streams]).float()  # (rows, T, vocab)
+        logits = torch.stack([read_out(model, h)[0] for h in hidden[:-1]] + [model.lm_head(hidden[-1])[0]]).float()
     ids = read.target_ids
     position = len(ids) - 1 if position is None else pick(position, len(ids), "position")
     probs = logits.softmax(-1)
     top = probs[:, position].topk(min(TOP_K, probs.shape[-1]))
     next_ids = ids[1:]
-    next_probs = probs[:, :-1].gather(-1, next_ids[None, :, None].expand(len(streams), -1, 1))[..., 0]
+    next_probs = probs[:, :-1].gather(-1, next_ids[None, :, None].expand(len(hidden), -1, 1))[..., 0]
     return LogitLens(
-        rows=["embeddings"] + [f"layer {i}" for i in range(len(streams) - 1)],
+        rows=["embeddings"] + [f"layer {i}" for i in range(len(hidden) - 1)],
         tokens=token_labels(tokenizer, ids), position=position,
         top_labels=[token_labels(tokenizer, row) for row in top.indices], top_ids=top.indices.numpy(),
         top_probs=top.values.numpy(), next_token_probs=next_probs.numpy(), logits=logits, notices=notices,

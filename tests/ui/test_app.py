@@ -41,7 +41,7 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                 "/logit_lens", "/logit_lens_position", "/ablate_heads", "/rank_heads", "/next_token_distribution",
                 "/attention_token", "/attention_token_layer", "/attention_token_kind", "/attention_token_query",
                 "/attention_grid_head", "/gradient_step", "/train_live", "/stop_training", "/training_timeline",
-                "/activation_patching", "/open_model", "/open_upload", "/open_trained", "/push_to_hub", "/hub_timeline"}
+                "/activation_patching", "/prediction_routes", "/open_model", "/open_upload", "/open_trained", "/push_to_hub", "/hub_timeline"}
     private = {"decoding_mode", "compare_mode", "gen_model_note", "att_model_note", "trace_model_note",  # UI only
                "steps_model_note", "lens_model_note", "ablation_model_note", "sampling_model_note",
                "steps_kinds", "ablation_kinds", "steps_fold_example", "steps_pick_query", "lens_pick_position",
@@ -53,7 +53,7 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus", "train_live_preset",
                "train_live_leave_preset", "hub_timeline_open", "hub_timeline_measure", "hub_timeline_revision",
                "patching_grids", "patching_example_note", "patching_example",
-               "grad_example_target"}
+               "grad_example_target", "routes_model_note", "routes_node"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -74,7 +74,7 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
 
 def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model(client, tiny_checkpoints):
     *menus, gradient_menu, patching_menu, note = client.predict(api_name="/catalog")
-    assert len(menus) == 7  # generate, attention, forward pass, steps, lens, ablation, sampling
+    assert len(menus) == 8  # generate, attention, forward pass, steps, lens, ablation, sampling, routes
     # one gradient step and activation patching: the decoder-only models alone
     for decoder_menu in (gradient_menu, patching_menu):
         assert [value for _, value in decoder_menu["choices"]] == [m for m in MODELS if m != SEQ2SEQ_NAME]

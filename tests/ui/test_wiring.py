@@ -30,7 +30,7 @@ def test_the_tabs_give_the_page_its_menus_and_generates_decoding_controls(app):
     assert all(isinstance(parts, TabParts) for parts in built)
     names = dict(zip((view.__name__.rsplit(".", 1)[-1] for view in app.TABS), built))
     assert [m.elem_id for parts in built for m in parts.decoder_only] == ["patching-model", "grad-model"]
-    assert len([m for parts in built for m in parts.menus]) == 7
+    assert len([m for parts in built for m in parts.menus]) == 8
     assert [name for name, parts in names.items() if parts.decoding] == ["generate"]
     assert [name for name, parts in names.items() if parts.trained] == ["train_live"]
 

@@ -1,4 +1,4 @@
-"""The page's twelve tabs, one module each, in the page's order (``app.TABS``); each holds the tab's layout and its
+"""The page's thirteen tabs, one module each, in the page's order (``app.TABS``); each holds the tab's layout and its
 handlers side by side, and its ``tab(choices, value, decoding)`` returns a ``ui.tab.TabParts``:
 
 - ``generate``: Generate: a prompt continued (or rewritten, for an encoder-decoder) token by token, with the decoding
@@ -13,6 +13,8 @@ handlers side by side, and its ``tab(choices, value, decoding)`` returns a ``ui.
 - ``ablation``: Head ablation: chosen heads removed (loss and next token before and after), or every head ranked.
 - ``sampling``: Sampling, seen: the next-token distribution after temperature, top-k, top-p and the penalty.
 - ``patching``: Activation patching: a clean and a corrupted text, the grids of patched runs (decoder-only models).
+- ``routes``: How the prediction was made: the routes of one next-token prediction as a graph (heads and blocks whose
+  share of each residual vector passes a threshold), a clicked node's logit lens and what feeds it.
 - ``gradient_step``: One gradient step: the loss, every gradient norm, one SGD step before and after (decoder-only
   models).
 - ``train_live``: Train one yourself: a tiny Transformer trained in the app, streamed step by step; its model offered
