@@ -1,5 +1,5 @@
 """Benchmark of the parameter count from a config's numbers (``explorer.models.plans.count_parameters``), which every
-open runs before a weight is fetched: issue 53 asks for well under a second for any config, and never a model built.
+open runs before a weight is fetched: well under a second for any config, and never a model built.
 
     python -m benchmarks.parameter_count
 
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CONFIGS = {
     "GPT-2 small": {"model_type": "gpt2"},
-    "GPT-2, 10^6 layers (issue 53, row 3)": {"model_type": "gpt2", "n_layer": 10**6},
+    "GPT-2, 10^6 layers (a 405-byte hostile config)": {"model_type": "gpt2", "n_layer": 10**6},
     "GPT-2, 10^12 layers, d 10^6": {"model_type": "gpt2", "n_layer": 10**12, "n_embd": 10**6},
     "Llama 3 70B": {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
                     "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256},

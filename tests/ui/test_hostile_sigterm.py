@@ -1,4 +1,4 @@
-"""Issue 53, row 10: SIGTERM (how a Space stops the app on a restart) frees the unpacked uploads' disk, as a normal
+"""SIGTERM (how a Space stops the app on a restart) frees the unpacked uploads' disk, as a normal
 exit does. `python app.py` in a process of its own (tests/support/app_process.py), an upload opened through its
 real endpoint, then SIGTERM: the process ends and its uploads' folder is gone."""
 

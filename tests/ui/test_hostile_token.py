@@ -1,4 +1,4 @@
-"""Issue 53, rows 1 and 2: the operator's token is the operator's. Through the app's real endpoints (the app server of
+"""The operator's token is the operator's. Through the app's real endpoints (the app server of
 tests/conftest.py) against the local Hub (tests/support/fake_hub.py), with the machine's token (HF_TOKEN) set to the
 operator's. The app listens on 127.0.0.1 in these tests; ``reachable_by_others`` records the host a launch with
 ``server_name="0.0.0.0"`` records (``hub_files.serving_on``), which is what the app serves strangers on.

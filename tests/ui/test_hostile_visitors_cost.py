@@ -1,4 +1,4 @@
-"""Issue 53, cost bounded before work starts: rows 3, 4, 5, 9, 11 and 14, as a hostile visitor would try them, through
+"""Cost bounded before work starts, as a hostile visitor would try it, through
 the app's real endpoints (the app server of tests/conftest.py) against the local Hub (tests/support/fake_hub.py).
 
 - Row 3: a config with 10^6 layers (an upload, or a Hub repo) is refused from its numbers, before a weight comes.

@@ -1,4 +1,4 @@
-"""What issue 53 asks of explorer.models before any work starts: the parameter count from the config's numbers alone
+"""What explorer.models bounds before any work starts: the parameter count from the config's numbers alone
 (exact against built tiny models of every family), file caps alike for the Hub and uploads, whose token a request
 carries (``hub_files.access``), and what a visitor types as a repo (an id or a model page's address)."""
 

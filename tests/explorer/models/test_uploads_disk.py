@@ -1,4 +1,4 @@
-"""The uploads' disk is bounded before a byte is written (issue 53, "Cost is bounded before work starts"): per
+"""The uploads' disk is bounded before a byte is written: per
 browser session (``SCRATCH_UPLOAD_DISK_SESSION``) and for all of them (``SCRATCH_UPLOAD_DISK``), each upload in its
 session's folder; only the files a model needs come out of a zip."""
 

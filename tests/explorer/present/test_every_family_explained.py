@@ -1,4 +1,4 @@
-"""Every view explains the model in front of it (issue 54): for ours as shipped, the paper's post-norm encoder-decoder,
+"""Every view explains the model in front of it: for ours as shipped, the paper's post-norm encoder-decoder,
 GPT-2, Llama (grouped-query), Qwen2 (q/k/v biases), Mistral (one key/value head), GPT-NeoX (parallel residual, a quarter
 of each head rotated) and an attention-only model, the text of Attention step by step, Inside the forward pass, the
 Logit lens and the head types names what the model has and nothing it lacks; and every value a formula shows is

@@ -1,4 +1,4 @@
-"""One gradient step and Head ablation explain the model in front of it (issue 54): for every decoder-only family
+"""One gradient step and Head ablation explain the model in front of it: for every decoder-only family
 (ours as shipped, GPT-2, Llama with grouped-query attention, Qwen2 with q/k/v biases, Mistral with one key/value head,
 GPT-NeoX and an attention-only model) One gradient step's text names each parameter the model has, by state_dict name
 and true shape, with the role it plays, and no symbol of a part the model lacks; its per-head maps are each head's own
