@@ -16,14 +16,14 @@ from explorer.core.inputs import echo
 from explorer.models import opening, push
 
 from ui.events import OPENING, guarded, status
-from ui.menus import PageMenus, after_open, session_of
+from ui.menus import PageMenus, after_open
 from ui.open_model import NO_JSON, opened_line
 
 
 @guarded(result=NO_JSON)
-def open_trained(archive, request: gr.Request = None):
+def open_trained(archive):
     """Train one yourself's "Open in every tab": the zip the tab just made, opened for this browser session."""
-    opened = opening.open_upload(archive, session_of(request), source="trained")
+    opened = opening.open_upload(archive, source="trained")
     return opened.to_json(), opened_line(opened)
 
 

@@ -3,5 +3,7 @@
 - ``inputs``: what users type or send, checked before any work is done (``InputProblem`` says what was wrong and what
   is allowed), and echoed back safely;
 - ``machine``: the machine the app is sized for (``CORES``);
-- ``visitor``: who is asking (``current()``, set by the UI around each request).
+- ``visitor``: who is asking (``current()``, set by the UI around each request);
+- ``caches``: the one bounded cache type (``LRUCache``), whose values name the model they were computed from, so the
+  registry counts and drops them with it.
 """
