@@ -32,6 +32,7 @@ from explorer.models.plans import limits, megabytes
 OWN_MODELS = 2  # uploads and trained models a browser session keeps (its oldest goes)
 HUB_MODELS = 12  # Hub models a session lists (its oldest goes): Watch it learn opens up to 12 revisions of a repo
 GONE_REMEMBERED = 16  # per session: the models that went, and why (told when the session names one again)
+GONE_SESSIONS = 1024  # sessions whose gone models are remembered (the longest gone is forgotten first)
 
 
 @dataclass
@@ -50,7 +51,7 @@ class _Held:
 _lock = threading.RLock()
 _held: OrderedDict[tuple, _Held] = OrderedDict()  # source key -> its model in memory, least recently used first
 _listed: dict[str | None, OrderedDict[str, Opened]] = {}  # session -> its opened models by name, oldest first
-_gone: dict[str | None, OrderedDict[str, str]] = {}  # session -> name -> why that model went
+_gone: OrderedDict[str | None, OrderedDict[str, str]] = OrderedDict()  # session -> name -> why that model went
 
 
 # ----------------------------------------------------------------------------------------------
@@ -175,6 +176,12 @@ def opened(name) -> Opened | None:
         return _listed.get(current().session, {}).get(name) if isinstance(name, str) else None
 
 
+def owned(session: str | None) -> dict[str, Opened]:
+    """A session's opened models by name, oldest first."""
+    with _lock:
+        return dict(_listed.get(session, {}))
+
+
 def choices(session: str | None) -> list[tuple[str, str]]:
     """(menu line, name) of a session's opened models: its Hub models, then its uploads and trained models."""
     with _lock:
@@ -198,17 +205,27 @@ def add(opened_: Opened, session: str | None) -> Opened:
         mine[opened_.name] = opened_
         same_kind = [name for name, o in mine.items() if (o.source == "hub") == hub]
         dropped = [mine.pop(name) for name in same_kind[:-quota]]
-        gone = _gone.setdefault(session, OrderedDict())
-        gone.pop(opened_.name, None)
-        for old in dropped:
-            kind = "Hub models" if hub else "uploads and trained models"
-            gone[old.name] = (f"{old.name} was closed: each visitor keeps their {quota} newest {kind}, and you opened "
-                              "newer ones since. Open it again to use it.")
-        while len(gone) > GONE_REMEMBERED:
-            gone.popitem(last=False)
+        _gone.get(session, {}).pop(opened_.name, None)
+        kind = "Hub models" if hub else "uploads and trained models"
+        _remember_gone(session, [old.name for old in dropped], f"each visitor keeps their {quota} newest {kind}, and "
+                       "you opened newer ones since")
     for old in dropped:
         _release(old)
     return opened_
+
+
+def _remember_gone(session: str | None, names: list[str], why: str) -> None:
+    """Remember why ``names`` went from ``session``, to tell it when it names one again (the lock held)."""
+    if not names:
+        return
+    gone = _gone.setdefault(session, OrderedDict())
+    _gone.move_to_end(session)
+    for name in names:
+        gone[name] = f"{echo(name)} was closed: {why}. Open it again to use it."
+    while len(gone) > GONE_REMEMBERED:
+        gone.popitem(last=False)
+    while len(_gone) > GONE_SESSIONS:
+        _gone.popitem(last=False)
 
 
 def _release(old: Opened) -> None:
@@ -227,7 +244,8 @@ def forget_session(session: str | None) -> list[str]:
     """A browser session went (its page closed): its models leave the registry, their files too. Returns their names."""
     with _lock:
         mine = _listed.pop(session, OrderedDict())
-        _gone.pop(session, None)
+        _remember_gone(session, list(mine), "this page's session with the app ended (the page was closed or lost its "
+                       "connection)")
     for old in mine.values():
         _release(old)
     return list(mine)

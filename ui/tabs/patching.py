@@ -8,10 +8,11 @@ import gradio as gr
 from explorer.models import registry
 from explorer.views.patching import analysis, grids, texts
 from explorer.core.inputs import InputProblem, echo
+from explorer.core.visitor import visiting
 from explorer.present import patching as present
 
 from ui.controls import DecodingControls
-from ui.events import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
+from ui.events import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status, visitor_now
 from ui.menus import decoder_only, model_menu
 from ui.tab import TabParts
 
@@ -103,7 +104,8 @@ def grids_offered(name, ticked, offered):
     and one it gains (back from an attention-only model) ticked; the grids now offered; the feed-forward grid's plot,
     shown only for a model that has one. Unchanged: nothing."""
     try:
-        _, model, _ = registry.resolve(name)
+        with visiting(visitor_now()):  # not a guarded event: the visitor's own models resolve for them alone
+            _, model, _ = registry.resolve(name)
     except InputProblem:
         return KEPT, KEPT, KEPT  # the Patch button says what is wrong with the name
     has = grids.grids_of(model)
