@@ -209,3 +209,24 @@ def test_a_tokenizers_memory_counts_and_goes_with_its_model(app_server, hub, tmp
     alice.predict("tiny/ours", "", api_name="/open_model")
     gc.collect()
     assert key not in registry.held_bytes() and tokenizer_object() is None
+
+
+def test_keep_trained_called_by_name_never_pushes_another_visitors_model_out(tmp_path, monkeypatch):
+    """Row 13: on a Space, 256 uploads and 256 calls of the private ``keep_trained`` endpoint, and another visitor's
+    kept trained model was gone. (The endpoint is wired on a Space only: its function, as gradio calls it.)"""
+    from types import SimpleNamespace
+
+    from ui import trained_model
+
+    monkeypatch.setattr(trained_model, "_kept", {})  # this test's own table: the flood does not outlive it
+    archive = tmp_path / "model.zip"
+    archive.write_bytes(b"zip")
+    key = trained_model.keep_trained(str(archive), {"steps_done": 3}, SimpleNamespace(session_hash="victim"))
+    for number in range(2 * trained_model.KEPT_MOST):  # one hostile session, then as many as it likes
+        for session in ("hostile", f"hostile-{number}"):
+            flood = tmp_path / f"flood-{session}-{number}.zip"
+            flood.write_bytes(b"zip")
+            trained_model.keep_trained(str(flood), {}, SimpleNamespace(session_hash=session))
+    assert trained_model.kept_model(key) == (str(archive), {"steps_done": 3})
+    kept_by = [kept[3] for kept in trained_model._kept.values()]
+    assert kept_by.count("hostile") <= trained_model.KEPT_PER_SESSION and len(kept_by) <= trained_model.KEPT_MOST
