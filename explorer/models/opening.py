@@ -62,6 +62,7 @@ def start_open(repo_id, revision=None) -> Opening:
         known = registry.described(key)
         if known is None:  # not opened by anyone yet: loaded and measured (else loaded again when used, if it went)
             job.report("converting to our Transformer and measuring parity", hub=False)
+            registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
             model, parity, tokenizer = load_folder(folder, plan_, name)
             registry.hold(key, model, tokenizer, folder)
         return Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, commit,
@@ -98,6 +99,7 @@ def open_folder(folder: Path, title: str, source: str) -> Opened:
                            "Train one on text to open it in every tab.")
     plan_ = plan(where, sizes, (folder / "config.json").read_bytes())
     name = _session_name(title)
+    registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
     model, parity, tokenizer = load_folder(folder, plan_, where)
     key = ("folder", str(folder))
     registry.hold(key, model, tokenizer, folder)

@@ -13,6 +13,8 @@
   source can be loaded again from its files, and is, when a name that lists it is used again.
 """
 
+import ctypes
+import gc
 import shutil
 import threading
 from collections import OrderedDict
@@ -75,20 +77,37 @@ def hold(key: tuple, model, tokenizer, folder) -> None:
     shrink()
 
 
-def shrink() -> list[tuple]:
-    """Let the least recently used sources go while the whole is over ``SCRATCH_HUB_MEMORY`` (the newest stays):
-    their cached views go with them. Returns the keys let go."""
-    budget = limits()["memory"]
+def shrink(incoming: int = 0) -> list[tuple]:
+    """Let the least recently used sources go while the whole is over ``SCRATCH_HUB_MEMORY``: their cached views go
+    with them. ``incoming``: the bytes of a model about to load, room made for it first (every source may go);
+    otherwise the newest stays. Returns the keys let go."""
+    budget = limits()["memory"] - incoming
     with _lock:
         sizes = {key: held.bytes() for key, held in _held.items()}
         total, gone = sum(sizes.values()), []
-        for key in list(_held)[:-1]:
+        for key in list(_held)[:len(_held) - (0 if incoming else 1)]:
             if total <= budget:
                 break
             total -= sizes[key]
             caches.release(_held.pop(key).model)
             gone.append(key)
-        return gone
+    if gone:
+        gc.collect()  # a model's modules refer to each other: their memory returns at a collection, not at once
+        _trim_heap()
+    return gone
+
+
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc keeps freed tensors' memory in its arenas otherwise)."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
+def expected_bytes(n_parameters: int, folder) -> int:
+    """What a model about to load will take: float32 weights and its tokenizer (room is made for it first)."""
+    return 4 * n_parameters + tokenizer_bytes(folder)
 
 
 def held_bytes() -> dict[tuple, int]:
@@ -112,8 +131,10 @@ def _loaded(key: tuple, what: CheckpointInfo | Opened) -> tuple:
         with catalog.LOAD_LOCK:
             held = _in_memory(key)
             if held is None:
+                folder = what.path if isinstance(what, CheckpointInfo) else what.folder
+                shrink(expected_bytes(what.n_parameters or 0, folder))
                 model, tokenizer = _load(what)
-                hold(key, model, tokenizer, what.path if isinstance(what, CheckpointInfo) else what.folder)
+                hold(key, model, tokenizer, folder)
                 return model, tokenizer
     return held.model, held.tokenizer
 
