@@ -6,6 +6,7 @@
 - ``app_latency``: the app as a user meets it, over HTTP (``--load``: many clients at once, through ``app_load``);
 - ``app_load``: C clients at once, each running rounds of /generate then /attention;
 - ``hub_open``: Open a model at GPT-2 small's size, from a Hub on 127.0.0.1;
+- ``hub_memory``: N visitors opening models at once under the memory bound: RSS baseline, peak and steady;
 - ``live_training``: a live training job, and whether an induction head forms within a budget;
 - ``patching``: how long activation patching takes, grid by grid;
 - ``device``: the --device, --dtype and --compile flags every benchmark shares;
