@@ -62,9 +62,10 @@ def start_open(repo_id, revision=None) -> Opening:
         known = registry.described(key)
         if known is None:  # not opened by anyone yet: loaded and measured (else loaded again when used, if it went)
             job.report("converting to our Transformer and measuring parity", hub=False)
-            registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
-            model, parity, tokenizer = load_folder(folder, plan_, name)
-            registry.hold(key, model, tokenizer, folder)
+            with catalog.LOAD_LOCK:  # one model loading and converting at a time: room made for it, then held
+                registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
+                model, parity, tokenizer = load_folder(folder, plan_, name)
+                registry.hold(key, model, tokenizer, folder)
         return Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, commit,
                       parity if known is None else known.parity, folder, plan_, key, repo_id, revision,
                       time.perf_counter() - start)
@@ -99,10 +100,11 @@ def open_folder(folder: Path, title: str, source: str) -> Opened:
                            "Train one on text to open it in every tab.")
     plan_ = plan(where, sizes, (folder / "config.json").read_bytes())
     name = _session_name(title)
-    registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
-    model, parity, tokenizer = load_folder(folder, plan_, where)
     key = ("folder", str(folder))
-    registry.hold(key, model, tokenizer, folder)
+    with catalog.LOAD_LOCK:  # one model loading and converting at a time: room made for it, then held
+        registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
+        model, parity, tokenizer = load_folder(folder, plan_, where)
+        registry.hold(key, model, tokenizer, folder)
     opened_ = Opened(name, source, family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, None, parity,
                      folder, plan_, key, seconds=time.perf_counter() - start)
     return registry.add(opened_, current().session)
