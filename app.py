@@ -21,10 +21,10 @@ import signal
 import gradio as gr
 from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
 
-from explorer.models import catalog, hub_files, uploads
+from explorer.models import catalog, hub_files, registry, uploads
 from explorer.present import figures
 from explorer.present.encodings import extrapolation_figure
-from ui import menus, open_model, style, trained_model
+from ui import events, menus, open_model, style, trained_model
 from ui.tab import TabParts
 from ui.tabs import ablation, attention, encodings, generate, gradient_step, lens, patching, routes, sampling, steps, \
     trace, train_live, watch_it_learn
@@ -74,9 +74,11 @@ def build_demo() -> gr.Blocks:
         page = menus.PageMenus(tuple(m for parts in built for m in parts.menus),
                                tuple(m for parts in built for m in parts.decoder_only), catalog_status)
         demo.load(menus.catalog_event(page), None, page.outputs(), api_name="catalog")
+        demo.unload(open_model.visitor_left)  # a closed page's models go (and an upload's files)
         open_model.wire(opening, page)
         for trained in (parts.trained for parts in built if parts.trained):  # Train one yourself's model
             trained_model.wire(trained, page, demo, tabs)
+    events.serve_as_visitors(demo)  # every handler, private ones too, answers its own visitor only
     demo.queue(default_concurrency_limit=4)
     return demo
 
@@ -119,7 +121,7 @@ def warm_up(threads: int = 1) -> None:
         found, main = catalog.discover_checkpoints(), catalog.read_results().main_model
         for info in sorted(found.values(), key=lambda info: info.name != main):  # the default model first
             if info.usable:
-                catalog.load_model(info)
+                registry.shipped_model(info)
         figures.heatmap_figure([[0.0]], "", "", "").to_json()  # plotly imports its validators on first use: not in a request
         extrapolation_figure({"": {1: 1.0}}, {}).to_json()
     except Exception:  # noqa: BLE001 - a request will show the problem

@@ -7,6 +7,7 @@
 - ``app_load``: C clients at once, each running rounds of /generate then /attention;
 - ``hub_open``: Open a model at GPT-2 small's size, from a Hub on 127.0.0.1;
 - ``parameter_count``: counting a config's parameters from its numbers (any size, no model built);
+- ``hub_memory``: N visitors opening models at once under the memory bound: RSS baseline, peak and steady;
 - ``live_training``: a live training job, and whether an induction head forms within a budget;
 - ``patching``: how long activation patching takes, grid by grid;
 - ``routes``: how long the routes of one prediction take (How the prediction was made), as a multiple of one forward pass;

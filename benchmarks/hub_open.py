@@ -71,7 +71,7 @@ def main() -> None:
         os.environ.update(HF_ENDPOINT=hub.url, HF_HOME=str(tmp / "home"))
         os.environ.pop("HF_HUB_CACHE", None)
         os.environ.pop("HF_HUB_OFFLINE", None)
-        from explorer.models import held, opening
+        from explorer.models import opening, registry
         from ui.tabs import attention
 
         figures = {}
@@ -84,7 +84,7 @@ def main() -> None:
         for mode in ("cache", "offline"):
             seconds = []
             for _ in range(args.repeats):
-                held.forget_all()  # as a fresh process: nothing held, the files on disk
+                registry.forget_all()  # as a fresh process: nothing held, the files on disk
                 if mode == "offline":
                     os.environ["HF_HUB_OFFLINE"] = "1"
                 start = time.perf_counter()
@@ -94,7 +94,7 @@ def main() -> None:
             figures[f"open_from_{mode}_s"] = seconds
             print(f"open from the local cache{' (HF_HUB_OFFLINE=1)' if mode == 'offline' else ''}: median "
                   f"{statistics.median(seconds):.2f} s of {[round(s, 2) for s in seconds]} (target <= 10 s)")
-        _, _, tokenizer = held.resolve(REPO_ID)
+        _, _, tokenizer = registry.resolve(REPO_ID)
         seconds = []
         for variant in range(args.repeats + 1):
             text = text_of_tokens(tokenizer, 128 - variant)  # a new text each time: no cached run

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from explorer.models import catalog
+from explorer.models import catalog, registry
 from explorer.views.patching.analysis import activation_patching
 from explorer.views.patching.grids import GRIDS
 from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS
@@ -58,7 +58,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     info = catalog.describe_folder(Path(args.model))
-    model, tokenizer = catalog.load_model(info)
+    model, tokenizer = registry.shipped_model(info)
     clean = text_of_length(tokenizer, args.tokens)
     corrupted, change = change_one_word(tokenizer, clean, args.word)
     changed = [i for i, (a, b) in enumerate(zip(tokenizer(clean).input_ids, tokenizer(corrupted).input_ids)) if a != b]

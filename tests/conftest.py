@@ -137,8 +137,8 @@ def start_fake_hub(tmp_path_factory):
 
 
 def forget_opened_hub_models() -> None:
-    """Close every Hub model the app opened in this process (none where explorer.models.held was never imported)."""
-    opener = sys.modules.get("explorer.models.held")
+    """Close every model the app opened in this process (none where explorer.models.registry was never imported)."""
+    opener = sys.modules.get("explorer.models.registry")
     if opener is not None:
         opener.forget_all()
 

@@ -8,7 +8,7 @@ import gradio as gr
 
 from explorer.core import inputs
 from explorer.generation import decoding
-from explorer.models import catalog
+from explorer.models import registry
 from explorer.present import clickable_html
 
 PROMPT_EXAMPLE = "Shall I compare thee to a summer's day?"
@@ -57,7 +57,7 @@ def view_inputs(text, model_name, controls):
     """(text, info, model, tokenizer, decoding settings, notices) for a view of one text."""
     text, notices = inputs.require_text(text, "some text")
     settings, more = decoding_of(controls)
-    info, model, tokenizer = catalog.resolve(model_name)
+    info, model, tokenizer = registry.resolve(model_name)
     return text, info, model, tokenizer, settings, notices + (more if info.is_encoder_decoder else [])
 
 

@@ -60,27 +60,19 @@ def guarded(**on_failure):
         return (*(dict(value) if isinstance(value, dict) else value for value in on_failure.values()), f"⚠️ {message}")
 
     def wrap(fn):
+        fn = as_visitor(fn)
         if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def run(*args, **kwargs):
                 try:
-                    with visiting(visitor_now()):
-                        steps = fn(*args, **kwargs)
-                    while True:  # gradio may run each step in another thread: the visitor is set for each
-                        with visiting(visitor_now()):
-                            try:
-                                update = next(steps)
-                            except StopIteration:
-                                return
-                        yield update
+                    yield from fn(*args, **kwargs)
                 except Exception as error:  # noqa: BLE001 - every failure becomes a message
                     yield failure(error)
         else:
             @functools.wraps(fn)
             def run(*args, **kwargs):
                 try:
-                    with visiting(visitor_now()):
-                        return fn(*args, **kwargs)
+                    return fn(*args, **kwargs)
                 except Exception as error:  # noqa: BLE001
                     return failure(error)
         run.failure_values = dict(on_failure)
@@ -109,6 +101,40 @@ def visitor_of(request) -> Visitor:
 def visitor_now() -> Visitor:
     """The visitor of the event gradio is serving in this thread (gradio sets its request around every call)."""
     return visitor_of(LocalContext.request.get(None))
+
+
+def as_visitor(fn):
+    """Run an event handler as the visitor whose request it serves (``explorer.core.visitor``), so that a model name
+    resolves to that browser session's models alone, whichever endpoint is called. ``guarded`` handlers get it
+    themselves; a handler that is not guarded and reads a model takes it directly. Generators: gradio may run each
+    step in another thread, so the visitor is set around each step. The wrapped handler has ``runs_as_visitor``."""
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with visiting(visitor_now()):
+                steps = fn(*args, **kwargs)
+            while True:
+                with visiting(visitor_now()):
+                    try:
+                        update = next(steps)
+                    except StopIteration:
+                        return
+                yield update
+    else:
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            with visiting(visitor_now()):
+                return fn(*args, **kwargs)
+    run.runs_as_visitor = True
+    return run
+
+
+def serve_as_visitors(demo: gr.Blocks) -> None:
+    """Every event handler of the page runs as its visitor (``as_visitor``), guarded or not, private or public: a
+    session's models answer to that session alone through whichever endpoint is called by name."""
+    for block in demo.fns.values():
+        if block.fn is not None and not getattr(block.fn, "runs_as_visitor", False):
+            block.fn = as_visitor(block.fn)
 
 
 def status(*lines: str) -> str:

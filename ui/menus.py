@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from explorer.core import inputs
-from explorer.models import catalog
+from explorer.models import catalog, registry
 from explorer.views import attention
 from modeling import POSITION_ENCODINGS
 
@@ -23,7 +23,7 @@ def session_of(request) -> str | None:
 
 def menus_now(session: str | None = None):
     """(choices, default value, status line) of the model menus: the checkpoints on disk now, then the models opened
-    in the app that this browser session sees (everyone's from the Hub, and its own)."""
+    in the app by this browser session (its own: no one else's are listed, and no one else's resolve)."""
     found, results = catalog.discover_checkpoints(), catalog.read_results()
     notes = [] if found else [catalog.no_checkpoints_message()]
     damaged = [f"⚠ {info.name} cannot be used: {'; '.join(info.problems)}"
@@ -35,7 +35,7 @@ def menus_now(session: str | None = None):
         notes.append(results.notice)
     usable = [name for name, info in found.items() if info.usable]
     summary = f"{len(usable)} model(s) ready: {', '.join(usable)}." if usable else ""
-    opened = catalog.opened_choices(session)
+    opened = registry.choices(session)
     if opened:
         summary += f" Opened in the app: {', '.join(inputs.echo(name, 60) for _, name in opened)}."
     return (catalog.menu_choices(found, results) + opened, catalog.default_model(found, results),
@@ -44,10 +44,10 @@ def menus_now(session: str | None = None):
 
 def decoder_only(choices, value) -> tuple[list[tuple[str, str]], str | None]:
     """A menu's choices and value kept to the decoder-only models (what reads one text and predicts its next
-    token: every model opened in the app is one); the value None when it names an encoder-decoder."""
+    token: every model opened in the app is one, and a menu lists only the shipped ones and the session's own); the
+    value None when it names an encoder-decoder."""
     found = catalog.discover_checkpoints()
-    kept = [(label, name) for label, name in choices
-            if (name in found and not found[name].is_encoder_decoder) or catalog.is_opened(name)]
+    kept = [(label, name) for label, name in choices if name not in found or not found[name].is_encoder_decoder]
     return kept, value if value in [name for _, name in kept] else None
 
 
@@ -105,7 +105,7 @@ def after_open(page: PageMenus):
 def model_note(name, request: gr.Request = None) -> str:
     """The chosen model's line in full, under its menu (a menu shows only the start of a long line)."""
     choices = catalog.menu_choices(catalog.discover_checkpoints(), catalog.read_results())
-    lines = {value: label for label, value in choices + catalog.opened_choices(session_of(request))}
+    lines = {value: label for label, value in choices + registry.choices(session_of(request))}
     return lines.get(name, "") if isinstance(name, str) else ""
 
 

@@ -1,13 +1,14 @@
 """Open a model: a Hub repo (``open_model``) or a zip of a save_pretrained folder (``open_upload``), converted into our
-Transformer (``explorer.models.opening``) and added to every tab's model menu: a Hub model to every visitor's menus, an upload
-to this browser session's only. Above the tabs, so it is at hand from whichever tab a visitor is on."""
+Transformer (``explorer.models.opening``) and added to every tab's model menu of this browser session only (a Hub model's
+weights are shared with every visitor who opens the same commit). Above the tabs, so it is at hand from whichever tab a
+visitor is on. ``visitor_left``: a session whose page closed lets its models go (``explorer.models.registry``)."""
 
 from dataclasses import dataclass
 
 import gradio as gr
 
 from explorer.core.inputs import echo
-from explorer.models import held, opening, plans
+from explorer.models import held, opening, plans, registry
 
 from ui.events import OPENING, guarded, status
 from ui.menus import PageMenus, after_open, session_of
@@ -19,7 +20,7 @@ def opened_line(opened: held.Opened) -> str:
     """The status line after an open: what was opened, its parity with transformers' own class, whose menus list it."""
     parity = ("loaded with our own classes, no conversion" if opened.parity is None else
               f"parity with transformers' own {opened.family} class: max |logit difference| {opened.parity:.1e} on a fixed input")
-    where = "every visitor's menus" if opened.session is None else "this browser tab's menus only: no one else sees it"
+    where = "this browser tab's menus only: no one else sees it"
     return status(f"Opened **{echo(opened.name, 90)}**: {opened.family}, {opened.n_parameters:,} parameters"
                   + (f", commit `{opened.commit[:12]}`" if opened.commit else "") + f", in {opened.seconds:.1f} s.",
                   parity.capitalize() + ".", f"It is now in the model menu of every tab ({where}), and picked there.")
@@ -27,8 +28,8 @@ def opened_line(opened: held.Opened) -> str:
 
 @guarded(result=NO_JSON)
 def open_model(repo_id, revision=None):
-    """Open a Hub repo (``revision`` empty: its default branch) in every tab; streams the download's progress, then
-    the JSON: menu name, family, parameter count, resolved commit, parity."""
+    """Open a Hub repo (``revision`` empty: its default branch) in every tab of this browser session; streams the
+    download's progress, then the JSON: menu name, family, parameter count, resolved commit, parity."""
     job = opening.start_open(repo_id, revision)
     shown = echo(str(repo_id).strip(), 90)
     for line in job.follow():
@@ -38,12 +39,17 @@ def open_model(repo_id, revision=None):
 
 
 @guarded(result=NO_JSON)
-def open_upload(file, request: gr.Request = None):
+def open_upload(file):
     """Open an uploaded zip of a save_pretrained folder (Train one yourself's download is one) for this browser
     session, with the Hub's checks and limits."""
     path = file.get("path") if isinstance(file, dict) else file
-    opened = opening.open_upload(path, session_of(request))
+    opened = opening.open_upload(path)
     return opened.to_json(), opened_line(opened)
+
+
+def visitor_left(request: gr.Request = None):
+    """The page's unload event (its tab closed or reloaded): that session's models go, an upload's files with them."""
+    registry.forget_session(session_of(request))
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from ui.open_model import NO_JSON, opened_line
 
 
 @guarded(result=NO_JSON)
-def open_trained(archive, request: gr.Request = None):
+def open_trained(archive):
     """Train one yourself's "Open in every tab": the zip the tab just made, opened for this browser session."""
-    opened = opening.open_upload(archive, session_of(request), source="trained")
+    opened = opening.open_upload(archive, source="trained")
     return opened.to_json(), opened_line(opened)
 
 
@@ -46,32 +46,39 @@ def push_to_hub(archive, job, repo_name, oauth_token: gr.OAuthToken | None = Non
 BACK_PARAM, BACK_TO = "back_to", "train-live"
 MARK_BACK_JS = f"() => {{ history.replaceState(null, '', '?{BACK_PARAM}={BACK_TO}'); }}"
 KEPT_SECONDS, KEPT_MOST = 7200, 256  # as long as gradio's cache keeps the zip (app.py: delete_cache=(3600, 7200))
-_kept: dict[str, tuple[float, str, dict]] = {}  # key -> (when, the zip in gradio's cache, the job's JSON)
+KEPT_PER_SESSION = 2  # a browser session's newest kept models: one session never pushes another's out
+KEPT_JOB_BYTES = 256_000  # the most of a job's JSON kept (a real one is a few kB)
+_kept: dict[str, tuple[float, str, dict, str | None]] = {}  # key -> (when, the zip in gradio's cache, its JSON, session)
 _kept_lock = threading.Lock()
 
 
-def keep_trained(archive, job):
-    """After a training job: keep its model (zip and JSON) under a new random key, which goes to the browser."""
-    if not archive or not isinstance(job, dict):
+def keep_trained(archive, job, request: gr.Request = None):
+    """After a training job: keep its model (zip and JSON) under a new random key, which goes to the browser. A session
+    keeps its ``KEPT_PER_SESSION`` newest; when ``KEPT_MOST`` are kept, nothing more is until some expire (whoever
+    calls this endpoint, by name or not, never removes another session's)."""
+    if not archive or not isinstance(job, dict) or not Path(str(archive)).is_file() or len(str(job)) > KEPT_JOB_BYTES:
         return gr.skip()
-    now = time.time()
+    now, session = time.time(), session_of(request)
     with _kept_lock:
-        for key, (when, path, _) in list(_kept.items()):
+        for key, (when, path, _, owner) in list(_kept.items()):
             if now - when > KEPT_SECONDS:
                 del _kept[key]
-            elif path == str(archive):  # the model already kept (brought back after a sign-in)
+            elif path == str(archive) and owner == session:  # the model already kept (brought back after a sign-in)
                 return key
-        while len(_kept) >= KEPT_MOST:
-            del _kept[next(iter(_kept))]  # the oldest
+        mine = [key for key, kept in _kept.items() if kept[3] == session]
+        for key in mine[:len(mine) - KEPT_PER_SESSION + 1]:  # this session's oldest, to keep its newest
+            del _kept[key]
+        if len(_kept) >= KEPT_MOST:
+            return gr.skip()
         key = secrets.token_urlsafe(24)
-        _kept[key] = (now, str(archive), job)
+        _kept[key] = (now, str(archive), job, session)
     return key
 
 
 def kept_model(key) -> tuple[str, dict] | None:
     """(zip, JSON) kept under ``key``; None when none is (unknown key, expired, or the zip is gone)."""
     with _kept_lock:
-        when, path, job = _kept.get(key, (0, "", {})) if isinstance(key, str) else (0, "", {})
+        when, path, job, _ = _kept.get(key, (0, "", {}, None)) if isinstance(key, str) else (0, "", {}, None)
     return (path, job) if time.time() - when <= KEPT_SECONDS and Path(path).is_file() else None
 
 

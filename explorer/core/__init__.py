@@ -4,5 +4,7 @@
   is allowed), and echoed back safely;
 - ``parity``: how an opened model's parity (its largest logit gap to transformers') reads, good or not;
 - ``machine``: the machine the app is sized for (``CORES``);
-- ``visitor``: who is asking (``current()``, set by the UI around each request).
+- ``visitor``: who is asking (``current()``, set by the UI around each request);
+- ``caches``: the one bounded cache type (``LRUCache``), whose values name the model they were computed from, so the
+  registry counts and drops them with it.
 """

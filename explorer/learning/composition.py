@@ -7,7 +7,7 @@ from checkpointing.training_run import TIMELINE_FILE
 from modeling import ablate_heads, record
 
 from explorer.learning.training_runs import TrainingRun, file_key, snapshot_model
-from explorer.views.forward_pass import LRUCache
+from explorer.core.caches import LRUCache
 
 COMPOSITIONS = LRUCache(8)  # (timeline.json, its mtime and size) -> every pair's composition at every snapshot
 

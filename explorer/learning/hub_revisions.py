@@ -23,7 +23,7 @@ from huggingface_hub import errors as hub_errors
 
 from checkpointing.in_context import head_scores, induction_baseline, INDUCTION_LENGTH
 
-from explorer.models import catalog, held, hub_files, jobs, opening
+from explorer.models import hub_files, jobs, opening, registry
 from explorer.views.attention import attention_maps
 from explorer.generation.decoding import generate_ids
 from explorer.core.inputs import InputProblem, echo, kind_of
@@ -126,8 +126,8 @@ class RevisionView:
 
 def revision_view(name: str, text: str) -> RevisionView:
     """One opened revision seen as a training run's snapshot is."""
-    opened = held.opened(name)
-    _, model, tokenizer = catalog.resolve(name)
+    opened = registry.opened(name)
+    _, model, tokenizer = registry.resolve(name)
     scores = head_scores(model)
     induction, previous = scores["induction"], scores["previous token"]
     top = best(induction)
@@ -236,5 +236,5 @@ def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | 
 
 
 def attention_tokens(name: str, text: str) -> list[str]:
-    _, model, tokenizer = catalog.resolve(name)
+    _, model, tokenizer = registry.resolve(name)
     return recorded_pass(model, tokenizer, text, GREEDY).tokens("target")

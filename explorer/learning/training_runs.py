@@ -16,7 +16,7 @@ from checkpointing.training_run import TIMELINE_FILE, is_timeline, load_snapshot
 from explorer.core.inputs import InputProblem, echo, kind_of, whole_number
 from explorer.learning.timeline import Timeline
 from explorer.models import catalog
-from explorer.views.forward_pass import LRUCache
+from explorer.core.caches import LRUCache
 
 DEFAULT_RUN, CONTROL_RUN = "timeline-repeats", "timeline-plain"  # the run the tab opens on, and its control
 TIMELINES = LRUCache(8)  # (timeline.json, its mtime and size) -> its contents

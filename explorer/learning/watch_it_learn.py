@@ -18,7 +18,7 @@ from explorer.learning.composition import run_composition
 from explorer.learning.guesses import guessed_tokens, guesses_line, guesses_right, repeated_ending, shown_token
 from explorer.learning.timeline import CIRCUIT
 from explorer.learning.training_runs import TrainingRun, partner, pick_run, pick_snapshot, snapshot_model
-from explorer.models import catalog
+from explorer.models import registry
 from explorer.views.attention import AttentionMaps, View, attention_maps
 from explorer.views.forward_pass import recorded_pass
 
@@ -147,7 +147,7 @@ def timeline_view(run, snapshot, text, root: Path | None = None) -> TimelineView
     context the model was trained at. Bad input is an InputProblem saying what is allowed."""
     chosen = pick_run(run, root)
     index = pick_snapshot(snapshot, chosen)
-    _, final, tokenizer = catalog.resolve(chosen.name, root)
+    _, final, tokenizer = registry.resolve(chosen.name, root)
     context = final.config.context_length
     text, notices = check_text(text, context)
     model = snapshot_model(chosen, index, final)

@@ -1,5 +1,6 @@
 """The checkpoints on disk and the evaluation's results: what each model is, whether it can be served, one
-line per model for the menus, and the loader every request shares.
+line per model for the menus, and the lock every load in the app takes (``LOAD_LOCK``). The models themselves are
+held by ``explorer.models.registry``.
 
 Discovery reads each folder's config.json and the header of its weights file (the parameter count), and
 asks ``checkpointing.loading.checkpoint_problems`` what would keep it from loading (no weight is loaded:
@@ -12,17 +13,14 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
-
-import torch
 from safetensors import safe_open
 
-from checkpointing.loading import WEIGHTS_FILE, CheckpointError, checkpoint_problems, load_checkpoint
+from checkpointing.loading import WEIGHTS_FILE, checkpoint_problems
 from checkpointing.paths import CHECKPOINTS_ENV, checkpoints_dir
 from checkpointing.training_run import is_timeline
 from modeling import POSITION_ENCODINGS, ScratchTransformerConfig
 
-from explorer.core.inputs import InputProblem, echo, error_text, model_name
+from explorer.core.inputs import error_text
 
 RESULTS_FILE = "results.json"
 
@@ -51,7 +49,7 @@ class CheckpointInfo:
         return None if self.config is None else self.config.position_encoding
 
 
-def _signature(folder: Path) -> tuple:
+def files_signature(folder: Path) -> tuple:
     """What changes when any file discovery reads changes: (mtime, size) of each."""
     stats = []
     for name in ("config.json", WEIGHTS_FILE, "tokenizer.json"):
@@ -79,7 +77,7 @@ _described_lock = threading.Lock()
 def describe_folder(folder: Path) -> CheckpointInfo | None:
     """The CheckpointInfo of one folder, or None when it holds another kind of model."""
     folder = Path(folder)
-    signature = _signature(folder)
+    signature = files_signature(folder)
     with _described_lock:
         known = _described.get(folder)
     if known is not None and known[0] == signature:
@@ -256,95 +254,12 @@ def config_summary(name: str, config: ScratchTransformerConfig) -> str:
             f"{layers}, {feed_forward}, vocab={config.vocab_size}, {'pre' if config.norm_first else 'post'}-norm.")
 
 
-_models: dict[tuple, tuple[torch.nn.Module, object]] = {}
-# THE load lock: every from_pretrained in the app runs behind it (shipped checkpoints here, opened models in
-# explorer.models.converting), and so does every model the app builds (live training, recorded-run snapshots). transformers 5.23
-# loading in two threads at once can leave a tied lm_head uninitialised or parameters on the meta device, and while
-# it loads it makes torch's init functions no-ops for the whole process.
+# THE load lock: every from_pretrained in the app runs behind it (shipped checkpoints and opened models, in
+# explorer.models.registry and explorer.models.converting), and so does every model the app builds (live training,
+# recorded-run snapshots). transformers 5.23 loading in two threads at once can leave a tied lm_head uninitialised or
+# parameters on the meta device, and while it loads it makes torch's init functions no-ops for the whole process.
 LOAD_LOCK = threading.RLock()
-_models_lock = threading.Lock()  # the dict only: a request for a loaded model never waits on a load
-
-
-def load_model(info: CheckpointInfo) -> tuple[torch.nn.Module, object]:
-    """(model in eval mode, tokenizer) of a checkpoint, loaded once per version of its files and shared by
-    every request; ``checkpointing.loading.load_checkpoint`` refuses damaged ones (``CheckpointError``)."""
-    key = (str(info.path.resolve()), _signature(info.path))
-    with _models_lock:
-        if key in _models:
-            return _models[key]
-    with LOAD_LOCK:
-        with _models_lock:
-            if key in _models:
-                return _models[key]
-        model, tokenizer = load_checkpoint(info.path)
-        with _models_lock:
-            for stale in [k for k in _models if k[0] == key[0]]:
-                del _models[stale]
-            _models[key] = (model.requires_grad_(False), tokenizer)
-            return _models[key]
 
 
 def no_checkpoints_message() -> str:
     return (f"No checkpoints found: train them (see the README), or set {CHECKPOINTS_ENV} to a folder of checkpoints.")
-
-
-@dataclass(frozen=True)
-class OpenedEntry:
-    """A model opened in the app (``explorer.models.opening``: the Hub, an upload, one trained in the app), listed in the menus
-    by name beside the shipped checkpoints: its menu line, how to get (info, model, tokenizer), and the browser
-    session whose menus list it (None: every visitor's)."""
-
-    label: str
-    load: Callable[[], tuple]
-    session: str | None = None
-
-
-_opened: dict[str, OpenedEntry] = {}
-_opened_lock = threading.Lock()
-
-
-def open_model(name: str, entry: OpenedEntry) -> None:
-    with _opened_lock:
-        _opened[name] = entry
-
-
-def close_model(name: str) -> None:
-    with _opened_lock:
-        _opened.pop(name, None)
-
-
-def opened_choices(session: str | None = None) -> list[tuple[str, str]]:
-    """(label, name) of the opened models a browser session sees: everyone's, then its own."""
-    with _opened_lock:
-        entries = list(_opened.items())
-    return ([(e.label, name) for name, e in entries if e.session is None]
-            + [(e.label, name) for name, e in entries if e.session is not None and e.session == session])
-
-
-def is_opened(name) -> bool:
-    with _opened_lock:
-        return isinstance(name, str) and name.strip() in _opened
-
-
-def resolve(name, root: Path | None = None) -> tuple[CheckpointInfo, torch.nn.Module, object]:
-    """(info, model, tokenizer) for a model name from a menu or an API call (a shipped checkpoint, or a model
-    opened in the app); InputProblem when the name is not text, names no model, or names a damaged one (with the
-    reasons)."""
-    name = model_name(name)
-    with _opened_lock:
-        entry = _opened.get(name)
-    if entry is not None:
-        return entry.load()
-    catalog = discover_checkpoints(root)
-    if not catalog:
-        raise InputProblem(no_checkpoints_message())
-    if name not in catalog:
-        raise InputProblem(f"Unknown model {echo(name)}; pick one of: {', '.join(catalog)}.")
-    info = catalog[name]
-    if not info.usable:
-        raise InputProblem(f"{name} cannot be used: {'; '.join(info.problems)}")
-    try:
-        model, tokenizer = load_model(info)
-    except CheckpointError as error:
-        raise InputProblem(str(error)) from None
-    return info, model, tokenizer

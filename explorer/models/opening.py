@@ -1,46 +1,76 @@
-"""Opening a model as OUR Transformer: a Hub repo at a revision (``start_open`` starts, or joins, the one job that
-fetches, checks, converts and measures parity; ``open_repo`` waits for it), or an uploaded zip of a save_pretrained
-folder for one browser session (``open_upload``; the zip Train one yourself made is one). What opens is registered
-(``held.register``) and joins the menus.
+"""Opening a model as OUR Transformer, for the visitor asking (``explorer.core.visitor.current()``): a Hub repo at a
+revision (``start_open`` starts, or joins, the one job that fetches, checks, converts and measures parity, shared by
+every visitor; ``open_repo`` waits for it), or an uploaded zip of a save_pretrained folder (``open_upload``; the zip
+Train one yourself made is one). What opens joins that visitor's menus (``registry.add``); its weights are held once
+(``registry.hold``), whoever opened them.
 """
 
 import secrets
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from explorer.models import held, hub_files, uploads
+from explorer.models import catalog, hub_files, registry, uploads
 from explorer.models.converting import load_folder
 from explorer.models.held import Opened
 from explorer.models.jobs import Job, run_shared
 from explorer.models.plans import family_name, plan
 from explorer.core.inputs import InputProblem
+from explorer.core.visitor import current
 
 
 # ----------------------------------------------------------------------------------------------
-# A Hub repo, for every visitor
+# A Hub repo: fetched and loaded once, whoever asks; listed for each visitor who opens it
 # ----------------------------------------------------------------------------------------------
+
+HUB_PREFIX = "hub:"  # before a Hub model's name that a shipped checkpoint has: the shipped name keeps its meaning
 
 
 def _menu_name(repo_id: str, revision: str | None) -> str:
-    return f"{repo_id}@{revision}" if revision else repo_id
+    """The menu name of a Hub model: ``repo@revision``, never a shipped checkpoint's name (a repo at the endpoint's
+    root may be called ``shakespeare-main``: it is listed as ``hub:shakespeare-main``)."""
+    name = f"{repo_id}@{revision}" if revision else repo_id
+    return HUB_PREFIX + name if name in catalog.discover_checkpoints() else name
 
 
-def start_open(repo_id, revision=None) -> Job:
-    """Check what was typed and start (or join) the job that opens it; follow the job, then ``job.outcome()``."""
+@dataclass
+class Opening:
+    """A Hub open under way for one browser session: ``follow`` the shared job's progress; its ``outcome()`` lists
+    the model in that session's menus."""
+
+    job: Job
+    session: str | None
+
+    def follow(self, every: float = 0.5):
+        return self.job.follow(every)
+
+    def outcome(self) -> Opened:
+        return registry.add(self.job.outcome(), self.session)
+
+
+def start_open(repo_id, revision=None) -> Opening:
+    """Check what was typed and start (or join) the job that opens it, for the visitor asking; follow it, then
+    ``outcome()``."""
     repo_id, revision = hub_files.check_repo_id(repo_id), hub_files.check_revision(revision)
     name = _menu_name(repo_id, revision)
 
     def work(job: Job) -> Opened:
         start = time.perf_counter()
         folder, commit, plan_ = hub_files.fetch(job, repo_id, revision)
-        job.report("converting to our Transformer and measuring parity", hub=False)
-        model, parity, tokenizer = load_folder(folder, plan_, name)
-        opened_ = Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, commit,
-                         parity, folder, plan_, None, repo_id, revision, time.perf_counter() - start)
-        return held.register(opened_, model, tokenizer)
+        key = ("hub", repo_id, commit)
+        known = registry.described(key)
+        if known is None:  # not opened by anyone yet: loaded and measured (else loaded again when used, if it went)
+            job.report("converting to our Transformer and measuring parity", hub=False)
+            with catalog.LOAD_LOCK:  # one model loading and converting at a time: room made for it, then held
+                registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
+                model, parity, tokenizer = load_folder(folder, plan_, name)
+                registry.hold(key, model, tokenizer, folder)
+        return Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, commit,
+                      parity if known is None else known.parity, folder, plan_, key, repo_id, revision,
+                      time.perf_counter() - start)
 
-    return run_shared(("hub", name), work)
+    return Opening(run_shared(("hub", name), work), current().session)
 
 
 def open_repo(repo_id, revision=None) -> Opened:
@@ -49,7 +79,7 @@ def open_repo(repo_id, revision=None) -> Opened:
 
 
 # ----------------------------------------------------------------------------------------------
-# A session's own model: an upload, or a model trained in the app
+# A visitor's own model: an upload, or a model trained in the app
 # ----------------------------------------------------------------------------------------------
 
 
@@ -58,8 +88,8 @@ def _session_name(title: str) -> str:
     return f"yours/{title}-{secrets.token_hex(4)}"
 
 
-def open_folder(folder: Path, title: str, source: str, session: str | None) -> Opened:
-    """Open a save_pretrained folder on disk for ``session`` only, with the Hub's checks and limits."""
+def open_folder(folder: Path, title: str, source: str) -> Opened:
+    """Open a save_pretrained folder on disk for the visitor asking only, with the Hub's checks and limits."""
     start = time.perf_counter()
     where = {"upload": "Your upload", "trained": "Your trained model"}[source]
     sizes = {p.name: p.stat().st_size for p in folder.iterdir() if p.is_file()}
@@ -70,20 +100,22 @@ def open_folder(folder: Path, title: str, source: str, session: str | None) -> O
                            "Train one on text to open it in every tab.")
     plan_ = plan(where, sizes, (folder / "config.json").read_bytes())
     name = _session_name(title)
-    model, parity, tokenizer = load_folder(folder, plan_, where)
+    key = ("folder", str(folder))
+    with catalog.LOAD_LOCK:  # one model loading and converting at a time: room made for it, then held
+        registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
+        model, parity, tokenizer = load_folder(folder, plan_, where)
+        registry.hold(key, model, tokenizer, folder)
     opened_ = Opened(name, source, family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, None, parity,
-                     folder, plan_, session, seconds=time.perf_counter() - start)
-    held.register(opened_, model, tokenizer)
-    held.keep_for_session(session, name)
-    return opened_
+                     folder, plan_, key, seconds=time.perf_counter() - start)
+    return registry.add(opened_, current().session)
 
 
-def open_upload(path, session: str | None = None, source: str = "upload") -> Opened:
-    """Open an uploaded zip of a save_pretrained folder for this browser session (``source`` "trained": the zip
-    Train one yourself made)."""
+def open_upload(path, source: str = "upload") -> Opened:
+    """Open an uploaded zip of a save_pretrained folder for the visitor asking (``source`` "trained": the zip Train
+    one yourself made)."""
     folder, title = uploads.unpack_upload(path, source)
     try:
-        return open_folder(folder, title, source, session)
+        return open_folder(folder, title, source)
     except Exception:
         shutil.rmtree(folder, ignore_errors=True)
         raise

@@ -12,7 +12,8 @@ import torch
 from checkpointing import scoring
 from modeling.modeling_scratch_transformer import alibi_slopes, rope_angles, sinusoidal_encoding
 
-from explorer.models.catalog import CheckpointInfo, encoding_models, load_model
+from explorer.models.catalog import CheckpointInfo, encoding_models
+from explorer.models.registry import shipped_model
 
 
 def sinusoidal_table(n_positions: int, d_model: int) -> np.ndarray:
@@ -92,7 +93,7 @@ def encoding_tables(catalog: dict[str, CheckpointInfo], max_positions_shown: int
         notices.append("No checkpoints found: showing the formula encodings at d_model=256, 4 heads.")
     learned = None
     if "learned" in family:
-        model, _ = load_model(catalog[family["learned"]])
+        model, _ = shipped_model(catalog[family["learned"]])
         learned = learned_table(model)[:n_positions]
     else:
         notices.append("No learned-position checkpoint found: its table will appear once it is trained.")
@@ -196,7 +197,7 @@ def recompute_extrapolation(catalog: dict[str, CheckpointInfo], text: str, lengt
     deadline = time.monotonic() + time_limit
     texts, longest = {}, 0
     for name in family.values():
-        model, tokenizer = load_model(catalog[name])
+        model, tokenizer = shipped_model(catalog[name])
         texts[name], n_tokens = within_tokens(tokenizer, text, max_tokens)
         longest = max(longest, n_tokens)
     if longest > max_tokens:
@@ -207,7 +208,7 @@ def recompute_extrapolation(catalog: dict[str, CheckpointInfo], text: str, lengt
     yield state
     for length in lengths:
         for name in family.values():
-            model, tokenizer = load_model(catalog[name])
+            model, tokenizer = shipped_model(catalog[name])
             try:
                 if time.monotonic() > deadline:
                     raise TimeLimit

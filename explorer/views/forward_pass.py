@@ -3,12 +3,12 @@ shared by every view of that text (attention, step by step, logit lens, the abla
 
 For an encoder-decoder model the pass also holds the decoder's input: the model's own rewrite of the text,
 generated once with the decoding settings. Passes are kept in a bounded cache (least recently used out first),
-shared by all sessions. A kind of attention is an ``AttentionKind``: it knows its module, its record and its mask,
+shared by all sessions; each names its model as its owner, so the registry counts it against the memory bound and
+drops it with the model (``explorer.core.caches``). A kind of attention is an ``AttentionKind``: it knows its module, its record and its mask,
 so no view works out where a kind of attention lives.
 """
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import torch
@@ -16,6 +16,7 @@ import torch
 from modeling import Site, record
 from modeling.recording import AttentionRecord, Recording
 
+from explorer.core.caches import LRUCache
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import InputProblem, echo
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, ForwardInputs, forward_inputs, numbered, token_labels
@@ -152,45 +153,6 @@ def record_pass(model, tokenizer, text: str, decoding: DecodingSettings, max_tok
     return RecordedPass(model, tokenizer, read, logits, recording)
 
 
-class LRUCache:
-    """The ``size`` most recently used values by key, shared by all threads. Requests for a key being computed wait
-    for it, so concurrent requests for one text cost one run."""
-
-    def __init__(self, size: int):
-        self.size = size
-        self._values: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-        self._computing: dict = {}  # key -> the lock its computation holds
-
-    def _cached(self, key):
-        with self._lock:
-            if key in self._values:
-                self._values.move_to_end(key)
-                return True, self._values[key]
-            return False, self._computing.setdefault(key, threading.Lock())
-
-    def get(self, key, compute):
-        found, value = self._cached(key)
-        if found:
-            return value
-        with value:  # the key's lock: one computation at a time per key
-            found, cached = self._cached(key)
-            if found:
-                return cached
-            try:
-                result = compute()
-            except BaseException:
-                with self._lock:
-                    self._computing.pop(key, None)
-                raise
-            with self._lock:
-                self._computing.pop(key, None)
-                self._values[key] = result
-                while len(self._values) > self.size:
-                    self._values.popitem(last=False)
-            return result
-
-
 PASSES = LRUCache(PASSES_KEPT)
 
 
@@ -199,4 +161,4 @@ def recorded_pass(model, tokenizer, text: str, decoding: DecodingSettings = Deco
     """The run of (this model, text, decoding) from the cache, recorded on first use. A decoder-only model does not
     decode, so its key leaves the decoding settings out. The run holds the model, so its id stays its own."""
     key = (id(model), text, decoding if model.config.is_encoder_decoder else None, max_tokens)
-    return PASSES.get(key, lambda: record_pass(model, tokenizer, text, decoding, max_tokens))
+    return PASSES.get(key, lambda: record_pass(model, tokenizer, text, decoding, max_tokens), owner=model)

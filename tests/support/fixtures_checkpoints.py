@@ -88,9 +88,9 @@ def seq2seq_lm(tokenizer, seed: int = 0, **overrides) -> ScratchTransformerForSe
 
 def load_named(root, name: str):
     """(model, tokenizer) of the checkpoint ``name`` under ``root``, through the app's loader."""
-    from explorer.models import catalog
+    from explorer.models import catalog, registry
 
-    return catalog.load_model(catalog.discover_checkpoints(root)[name])
+    return registry.shipped_model(catalog.discover_checkpoints(root)[name])
 
 
 def save_checkpoint(model, tokenizer, directory: Path) -> Path:

@@ -3,7 +3,7 @@ app's own loader, once per session; and the same for the tiny test checkpoints."
 
 from pathlib import Path
 
-from explorer.models import catalog
+from explorer.models import catalog, registry
 from explorer.generation.decoding import DecodingSettings
 from explorer.generation.tokens import forward_inputs
 
@@ -13,7 +13,7 @@ GREEDY = DecodingSettings(False)
 
 def load(root: Path, name: str):
     """(model, tokenizer) of checkpoint ``root/name``."""
-    return catalog.load_model(catalog.describe_folder(Path(root) / name))
+    return registry.shipped_model(catalog.describe_folder(Path(root) / name))
 
 
 def shipped(name: str):

@@ -53,7 +53,7 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus", "train_live_preset",
                "train_live_leave_preset", "hub_timeline_open", "hub_timeline_measure", "hub_timeline_revision",
                "patching_grids", "patching_example_note", "patching_example",
-               "grad_example_target", "routes_model_note", "routes_node"}
+               "grad_example_target", "routes_model_note", "routes_node", "visitor_left"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 

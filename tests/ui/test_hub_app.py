@@ -36,7 +36,7 @@ def test_open_model_returns_its_json_and_joins_every_menu(client, hub):
     assert (result["name"], result["family"], result["commit"]) == (GPT2, "GPT-2", hub.repos[GPT2]["sha"])
     assert result["parity"] <= 1e-4 and result["parameters"] > 0
     assert "Opened" in line and "Parity" in line
-    choices, _, note = menus.menus_now()
+    choices, _, note = menus.menus_now(client.session_hash)  # the menus of the visitor who opened it
     assert GPT2 in [name for _, name in choices] and GPT2 in note
     decoders, _ = menus.decoder_only(choices, None)
     assert GPT2 in [name for _, name in decoders]  # One gradient step's menu too
@@ -93,7 +93,7 @@ def test_a_hanging_hub_answers_within_30_s_and_the_app_keeps_serving(app_server,
 
 
 def test_an_upload_opens_in_its_own_session_only(app_server, hub, tmp_path):
-    from explorer.models import catalog
+    from explorer.models import registry
 
     folder = hub_repos.save_ours(tmp_path / "mine")
     archive = tmp_path / "mine.zip"
@@ -104,7 +104,8 @@ def test_an_upload_opens_in_its_own_session_only(app_server, hub, tmp_path):
     result, line = mine.predict(handle_file(str(archive)), api_name="/open_upload")
     assert result["family"] == "ours (scratch_transformer)" and result["source"] == "upload"
     assert "no one else sees it" in line
-    assert result["name"] not in [name for _, name in catalog.opened_choices(None)]
+    assert result["name"] in [name for _, name in registry.choices(mine.session_hash)]
+    assert result["name"] not in [name for _, name in registry.choices(None)]
     *_, note = mine.predict(TEXT, result["name"], "self", "0", "average", api_name="/attention")
     assert "⚠" not in note and result["name"] in note
     (tmp_path / "fake.zip").write_text("not a zip at all")

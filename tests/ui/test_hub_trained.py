@@ -61,14 +61,14 @@ def test_push_makes_a_repo_under_the_visitors_account_with_everything(hub, train
 
 
 def test_the_pushed_repo_opens_again_with_open_model(hub, trained):
-    from explorer.models import catalog, opening
+    from explorer.models import opening, registry
     from explorer.models.push import push_trained
 
     archive, job, model = trained
     pushed = push_trained(archive, job, "hf_token_alice", "reopened")
     opened = opening.open_repo(pushed["repo_id"])
     assert opened.model_type == "scratch_transformer" and opened.commit == pushed["commit"]
-    _, again, _ = catalog.resolve(pushed["repo_id"])
+    _, again, _ = registry.resolve(pushed["repo_id"])
     ids = torch.arange(3, 15)[None]
     with torch.no_grad():
         assert torch.equal(again(ids).logits, model(ids).logits)
@@ -110,14 +110,16 @@ def test_a_push_without_sign_in_or_a_model_says_what_to_do(hub, trained, tmp_pat
 
 
 def test_open_in_every_tab_is_for_this_session_only(hub, trained):
-    from explorer.models import catalog, opening
+    from explorer.core.visitor import Visitor, visiting
+    from explorer.models import opening, registry
 
     archive, _, model = trained
-    opened = opening.open_upload(archive, session="trainer", source="trained")
+    with visiting(Visitor("trainer")):
+        opened = opening.open_upload(archive, source="trained")
+        _, again, _ = registry.resolve(opened.name)
     assert opened.source == "trained" and "trained by you" in opened.label
-    assert opened.name in [n for _, n in catalog.opened_choices("trainer")]
-    assert opened.name not in [n for _, n in catalog.opened_choices("someone-else")]
-    _, again, _ = catalog.resolve(opened.name)
+    assert opened.name in [n for _, n in registry.choices("trainer")]
+    assert opened.name not in [n for _, n in registry.choices("someone-else")]
     ids = torch.arange(3, 15)[None]
     with torch.no_grad():
         assert torch.equal(again(ids).logits, model(ids).logits)
@@ -133,7 +135,7 @@ def test_a_random_token_model_is_refused_with_the_reason(tmp_path):
     *_, result = train_live.train_live(settings)
     archive = live_result.save_zip(result, tmp_path)
     with pytest.raises(InputProblem, match="random tokens"):
-        opening.open_upload(archive, session="s", source="trained")
+        opening.open_upload(archive, source="trained")
     assert Path(archive).exists()
 
 
@@ -146,7 +148,7 @@ def test_an_opened_upload_is_unpacked_under_the_process_and_removed_when_it_exit
 
 
     archive = trained[0]
-    code = ("import json; from explorer.models import opening, uploads; opened = opening.open_upload(%r, session='s'); "
+    code = ("import json; from explorer.models import opening, uploads; opened = opening.open_upload(%r); "
             "print(json.dumps([str(uploads.ROOT), str(opened.folder), opened.folder.is_dir()]))" % str(archive))
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO_ROOT,

@@ -57,6 +57,39 @@ def test_every_guarded_event_names_a_failure_value_for_each_output_but_its_statu
     assert checked >= 30  # every event of every tab that computes something
 
 
+def test_every_event_of_the_page_runs_as_its_visitor(app):
+    """A session's models resolve for that session alone, whichever endpoint is called by name, private ones
+    included: every handler of the page is served as its visitor (ui.events.as_visitor)."""
+    handlers = [block.fn for block in app.demo.fns.values() if block.fn is not None]
+    assert len(handlers) >= 60
+    assert all(getattr(fn, "runs_as_visitor", False) for fn in handlers), [
+        getattr(fn, "__qualname__", fn) for fn in handlers if not getattr(fn, "runs_as_visitor", False)]
+
+
+def test_as_visitor_serves_plain_and_streaming_handlers_as_the_request_s_visitor():
+    from gradio.context import LocalContext
+    from explorer.core import visitor
+    from ui.events import as_visitor
+
+    class Request:  # what gradio's LocalContext holds during an event: a request with its session
+        session_hash, request = "abc", None
+
+    seen = []
+    plain = as_visitor(lambda: visitor.current().session)
+
+    def stream():
+        yield visitor.current().session
+        yield visitor.current().session
+
+    token = LocalContext.request.set(Request())
+    try:
+        seen.append(plain())
+        seen.extend(as_visitor(stream)())
+    finally:
+        LocalContext.request.reset(token)
+    assert seen == ["abc", "abc", "abc"] and visitor.current() == visitor.LOCAL
+
+
 def test_a_failure_clears_the_named_outputs_and_says_what_went_wrong_in_the_status_line():
     from explorer.core.inputs import InputProblem
     from ui.events import NO_FIGURE, NO_TEXT, guarded

@@ -4,7 +4,7 @@ enlarged, and one token's attention in every head of a layer. The pickers read t
 import gradio as gr
 
 from explorer.views import attention, heads
-from explorer.models import catalog
+from explorer.models import registry
 from explorer.present import attention as present, clickable_html, figures
 from explorer.core import inputs
 
@@ -19,7 +19,7 @@ def attention_of(text, model_name, decoding):
     """(info, maps) of a text, read from its recorded run (recorded once per (checkpoint, text, decoding))."""
     text, notices = inputs.require_text(text, "some text")
     settings, more = decoding_of(decoding)
-    info, model, tokenizer = catalog.resolve(model_name)
+    info, model, tokenizer = registry.resolve(model_name)
     maps = attention.attention_maps(model, tokenizer, text, settings)
     return info, maps, notices + (more if info.is_encoder_decoder else [])
 
@@ -28,7 +28,7 @@ def head_types_of(model_name, maps, kind: str):
     """The head types of ``kind`` (None for cross-attention, which has none), scored on the maps' text."""
     if attention.ATTENTION_KINDS[kind].is_cross:
         return None
-    _, model, _ = catalog.resolve(model_name)
+    _, model, _ = registry.resolve(model_name)
     return heads.head_types(model, maps.weights[kind], kind)
 
 

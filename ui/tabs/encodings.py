@@ -4,7 +4,7 @@ each encoding's model."""
 
 import gradio as gr
 
-from explorer.models import catalog
+from explorer.models import catalog, registry
 from explorer.views import encodings, experiment
 from explorer.present import encodings as present
 from explorer.generation import decoding
@@ -78,7 +78,7 @@ def compare_encodings(prompt, max_new_tokens, mode="Sampling", seed=0):
     for encoding, name in family.items():
         outputs[encoding] = "…"
         yield (*outputs.values(), status(f"Generating with {name}…", *notices))
-        info, model, tokenizer = catalog.resolve(name)
+        info, model, tokenizer = registry.resolve(name)
         continuation, cut = decoding.generate_text(model, tokenizer, text, settings)
         outputs[encoding] = text + continuation
         notices += [f"{name}: {c}" for c in cut]

@@ -6,7 +6,7 @@ from contextlib import closing
 
 import gradio as gr
 
-from explorer.models import catalog
+from explorer.models import catalog, registry
 from explorer.generation import decoding, streaming
 from explorer.core import inputs
 from explorer.present import generate as present
@@ -28,7 +28,7 @@ def generate(prompt, model_name, mode, temperature, top_k, top_p, repetition_pen
     (``streaming.stream_generation``); the Stop button sets this session's flag."""
     text, notices = inputs.require_text(prompt)
     settings, more = decoding.sanitize_decoding(mode, temperature, top_k, top_p, repetition_penalty, max_new_tokens, seed)
-    info, model, tokenizer = catalog.resolve(model_name)
+    info, model, tokenizer = registry.resolve(model_name)
     notices += more
     session, stop = getattr(request, "session_hash", None), threading.Event()
     stops.register(session, stop)

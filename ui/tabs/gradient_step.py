@@ -4,7 +4,7 @@ next tokens before and after (``explorer.learning.gradient_step``)."""
 
 import gradio as gr
 
-from explorer.models import catalog
+from explorer.models import registry
 from explorer.present import gradient_step as present
 from explorer.present.figures import percent
 from explorer.learning.gradient_step import MAX_LEARNING_RATE, gradient_step as take_step
@@ -25,7 +25,7 @@ NO_JSON = None
 def gradient_step(text, model_name, position, target, learning_rate):
     """One SGD step θ ← θ − lr·∇θ(−log p(target | tokens 0..position)) on a copy of the model: the figures
     before and after, the gradient norms drawn per layer and per head, and the numbers as JSON."""
-    info, model, tokenizer = catalog.resolve(model_name)
+    info, model, tokenizer = registry.resolve(model_name)
     step = take_step(text, model, tokenizer, position, target, learning_rate)
     context = "".join(step.tokens[-6:])
     line = (f"**{info.name}**, after {echo(context, 60)} ({token_count(len(step.tokens))}), target "
@@ -50,7 +50,7 @@ def example_target(model_name, target, shown):
     if target != shown:
         return KEPT, KEPT
     try:
-        _, _, tokenizer = catalog.resolve(model_name)
+        _, _, tokenizer = registry.resolve(model_name)
     except InputProblem:
         return KEPT, KEPT  # the button says what is wrong with the name
     ids = tokenizer(EXAMPLE_TARGET, add_special_tokens=False).input_ids

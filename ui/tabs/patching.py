@@ -5,7 +5,7 @@ import time
 
 import gradio as gr
 
-from explorer.models import catalog
+from explorer.models import registry
 from explorer.views.patching import analysis, grids, texts
 from explorer.core.inputs import InputProblem, echo
 from explorer.present import patching as present
@@ -95,7 +95,7 @@ def _figures(result, names, config):
 def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_answer, sites, progress=gr.Progress()):
     """Every patched run of the chosen grids: one heat map per grid, the numbers as JSON, what they show.
     ``sites``: the grids' names; the endpoint's parameter is named after it, so the name stays."""
-    info, model, tokenizer = catalog.resolve(model_name)
+    info, model, tokenizer = registry.resolve(model_name)
     started = time.perf_counter()
     result = analysis.activation_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites,
                                           progress=lambda f, d: progress(f, desc=d))
@@ -126,7 +126,7 @@ def show_cell(result, evt: gr.EventData):
 @guarded(corrupted=KEPT)
 def corrupted_copy(model_name, clean_text, how):
     """The clean text made into a corrupted one: one word changed, or the first half's words swapped in pairs."""
-    _, _, tokenizer = catalog.resolve(model_name)
+    _, _, tokenizer = registry.resolve(model_name)
     make = texts.change_one_word if how == "word" else texts.swap_repeated_half
     corrupted, note = make(tokenizer, clean_text)
     return corrupted, status(f"Corrupted copy: {note}.")
@@ -139,7 +139,7 @@ def example_note(model_name, clean_text, corrupted_text):
         return gr.update(value=present.DEFAULT_NOTE, visible=True)
     if texts.may_be_symbols(clean_text):
         try:
-            _, _, tokenizer = catalog.resolve(model_name)
+            _, _, tokenizer = registry.resolve(model_name)
         except InputProblem:
             return gr.update(visible=False)
         found = texts.symbol_example(tokenizer)
@@ -154,7 +154,7 @@ def example_texts(model_name, clean_text, corrupted_text, shown):
     if shown is None or [clean_text, corrupted_text] != list(shown):
         return KEPT, KEPT, KEPT
     try:
-        _, _, tokenizer = catalog.resolve(model_name)
+        _, _, tokenizer = registry.resolve(model_name)
     except InputProblem:
         return KEPT, KEPT, KEPT  # the Patch button says what is wrong with the name
     clean, corrupted = texts.example_texts(tokenizer)
@@ -166,7 +166,7 @@ def grids_offered(name, ticked, offered):
     and one it gains (back from an attention-only model) ticked; the grids now offered; the feed-forward grid's plot,
     shown only for a model that has one. Unchanged: nothing."""
     try:
-        _, model, _ = catalog.resolve(name)
+        _, model, _ = registry.resolve(name)
     except InputProblem:
         return KEPT, KEPT, KEPT  # the Patch button says what is wrong with the name
     has = grids.grids_of(model)

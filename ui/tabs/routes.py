@@ -6,7 +6,7 @@ import time
 import gradio as gr
 
 from explorer.core import inputs
-from explorer.models import catalog
+from explorer.models import registry
 from explorer.present import clickable_html, routes as present
 from explorer.views.routes import graph
 
@@ -60,7 +60,7 @@ def prediction_routes(model_name, text, position, threshold):
     """The routes of the prediction after ``position`` (−1: the last token), edges over ``threshold``: the graph,
     its JSON (threshold, nodes, edges), the prediction's own node in the side panel."""
     text, notices = inputs.require_text(text, "some text")
-    info, model, tokenizer = catalog.resolve(model_name)
+    info, model, tokenizer = registry.resolve(model_name)
     started = time.perf_counter()
     routes = graph.prediction_routes(model, tokenizer, text, position, threshold)
     seconds = time.perf_counter() - started

@@ -3,7 +3,7 @@ penalty, exactly as ``generate`` samples from it, redrawn as the sliders move.""
 
 import gradio as gr
 
-from explorer.models import catalog
+from explorer.models import registry
 from explorer.core import inputs
 from explorer.views import sampling
 from explorer.present import sampling as present
@@ -21,7 +21,7 @@ def next_token_distribution(prompt, model_name, temperature, top_k, top_p, repet
     """The next-token distribution after temperature, top-k and top-p, as generate samples from it."""
     text, notices = inputs.require_text(prompt)
     settings = sampling.sampling_settings(temperature, top_k, top_p, repetition_penalty)
-    info, model, tokenizer = catalog.resolve(model_name)
+    info, model, tokenizer = registry.resolve(model_name)
     d = sampling.next_token_distribution(model, tokenizer, text, settings)
     first = "the first token of the rewrite" if info.is_encoder_decoder else "the next token"
     return present.distribution_figure(d), status(

@@ -10,7 +10,7 @@ from contextlib import closing
 
 import gradio as gr
 
-from explorer.models import catalog
+from explorer.models import registry
 from explorer.generation import decoding
 from explorer.present import train_live as present
 from explorer.learning import live_data, live_result, live_settings, live_snapshots
@@ -90,7 +90,7 @@ def train_live(n_layers, n_heads, d_model, steps, learning_rate, position_encodi
     settings = live_settings.check_settings(**values)
     tokenizer = None
     if settings.data in live_settings.TEXT_KINDS:  # text is read with the shipped main model's tokenizer
-        catalog.resolve(live_data.TOKENIZER_MODEL)  # there and usable, else a message naming what there is
+        registry.resolve(live_data.TOKENIZER_MODEL)  # there and usable, else a message naming what there is
         tokenizer = live_data.shipped_tokenizer()  # the job's own copy: a fast tokenizer is not shared across threads
     uniform = uniform_loss(settings, tokenizer)
     described = (f"{settings.n_layers} layer(s), {settings.n_heads} heads, d_model {settings.d_model}"

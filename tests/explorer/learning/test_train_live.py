@@ -125,7 +125,7 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
     ablation, a gradient step and the next-token view run."""
     from explorer.views import ablation, attention, heads, lens, sampling, steps, trace
     from explorer.views.patching import analysis, grids, texts
-    from explorer.models import catalog, held, opening
+    from explorer.models import catalog, opening, registry
     from explorer.learning import gradient_step
     from explorer.generation.decoding import DecodingSettings
 
@@ -133,8 +133,8 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
                               steps=3, log_every=3, sample_tokens=2)
     _, result = run(settings)
     try:
-        opened = opening.open_upload(save_zip(result, tmp_path), session="attention-only", source="trained")
-        _, model, tokenizer = catalog.resolve(opened.name)
+        opened = opening.open_upload(save_zip(result, tmp_path), source="trained")
+        _, model, tokenizer = registry.resolve(opened.name)
         assert model.config.feed_forward == "none"
         text, greedy = "ROMEO. But soft, what light through yonder window breaks? ROMEO. But soft", DecodingSettings(False)
         forward = trace.forward_trace(model, tokenizer, text, greedy)
@@ -167,7 +167,7 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
         assert feed_forward_plot["visible"] is True
         assert grids_offered("shakespeare-main", ["heads"], offered) == (gr.skip(),) * 3
     finally:
-        held.forget_all()
+        registry.forget_all()
 
 
 def test_the_induction_preset_is_a_choice_named_for_it():

@@ -276,15 +276,15 @@ def test_composition_is_the_induction_score_a_later_head_loses_without_an_earlie
 def test_the_shipped_circuit_pair_rises_when_the_induction_head_forms():
     """timeline-repeats: the pair feeding the first induction head to form goes from nothing to nearly all of its
     score, at the snapshot where that head forms; the control's pairs stay low."""
-    from explorer.models import catalog
+    from explorer.models import registry
     from explorer.learning.composition import run_composition
     from explorer.learning.training_runs import pick_run
 
     run = pick_run(DEFAULT_RUN)
-    composition = run_composition(run, catalog.resolve(DEFAULT_RUN)[1])
+    composition = run_composition(run, registry.resolve(DEFAULT_RUN)[1])
     layer, head, step = run.heads_formed()[0]
     pair = max((p for p in composition if p[2:] == (layer, head)), key=lambda p: composition[p][-1])
     formed = run.steps.index(step)
     assert composition[pair][0] < 0.05 and composition[pair][formed - 1] < 0.2 and composition[pair][-1] > 0.9
     control = pick_run(CONTROL_RUN)
-    assert max(max(v) for v in run_composition(control, catalog.resolve(CONTROL_RUN)[1]).values()) < 0.3
+    assert max(max(v) for v in run_composition(control, registry.resolve(CONTROL_RUN)[1]).values()) < 0.3

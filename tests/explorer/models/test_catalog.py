@@ -9,7 +9,7 @@ from safetensors.torch import load_file, save_file
 from support.fixtures_checkpoints import SLOW_MODEL
 from checkpointing import paths
 from checkpointing.loading import checkpoint_problems
-from explorer.models import catalog
+from explorer.models import catalog, registry
 from explorer.core.inputs import InputProblem
 from support.fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME, TIMELINE_RUNS
 from modeling import ScratchTransformerConfig, ScratchTransformerForSeq2SeqLM
@@ -30,7 +30,7 @@ def test_discover_finds_every_checkpoint_and_tells_seq2seq(tiny_checkpoints):
 
 def test_parameter_count_is_read_from_the_weights_file(tiny_checkpoints):
     info = catalog.discover_checkpoints(tiny_checkpoints)["shakespeare-rope"]
-    model, _ = catalog.load_model(info)
+    model, _ = registry.shipped_model(info)
     assert info.n_parameters == sum(p.numel() for p in model.parameters())  # tied embeddings counted once
 
 
@@ -85,7 +85,7 @@ def test_a_damaged_checkpoint_is_listed_with_its_reason_and_refused(tiny_checkpo
     assert lines["broken"].startswith("broken · ⚠ cannot be used: ")
     assert catalog.default_model(found, catalog.Results()) == "good"
     with pytest.raises(InputProblem, match="broken cannot be used: ") as problem:
-        catalog.resolve("broken", root)
+        registry.resolve("broken", root)
     assert reason.split(":")[0] in str(problem.value)
     assert "broken" not in catalog.encoding_models(found).values()
     assert (found["broken"].config is None) == (how == "config")
@@ -97,7 +97,7 @@ def test_a_checkpoint_damaged_after_discovery_is_refused_when_loaded(tiny_checkp
     info = catalog.discover_checkpoints(tmp_path)["later"]
     damage(tmp_path / "later", "missing tensor")
     with pytest.raises(Exception, match="lacks 1 tensor.*linear2.weight"):
-        catalog.load_model(info)
+        registry.shipped_model(info)
 
 
 def test_discover_skips_other_models_and_is_remembered_until_a_file_changes(tiny_checkpoints, tmp_path):
@@ -205,9 +205,9 @@ def test_default_model_is_the_main_model_else_the_first_usable_language_model(ti
 
 def test_load_model_loads_once_and_in_eval_mode(tiny_checkpoints):
     found = catalog.discover_checkpoints(tiny_checkpoints)
-    first = catalog.load_model(found["shakespeare-none"])
-    assert catalog.load_model(found["shakespeare-none"])[0] is first[0] and not first[0].training
-    assert isinstance(catalog.load_model(found[SEQ2SEQ_NAME])[0], ScratchTransformerForSeq2SeqLM)
+    first = registry.shipped_model(found["shakespeare-none"])
+    assert registry.shipped_model(found["shakespeare-none"])[0] is first[0] and not first[0].training
+    assert isinstance(registry.shipped_model(found[SEQ2SEQ_NAME])[0], ScratchTransformerForSeq2SeqLM)
 
 
 @pytest.mark.parametrize("name, message", [
@@ -218,13 +218,13 @@ def test_load_model_loads_once_and_in_eval_mode(tiny_checkpoints):
 ])
 def test_resolve_names_what_exists(tiny_checkpoints, name, message):
     with pytest.raises(InputProblem) as problem:
-        catalog.resolve(name, tiny_checkpoints)
+        registry.resolve(name, tiny_checkpoints)
     assert message in str(problem.value)
 
 
 def test_no_checkpoints_message_hides_the_servers_paths(tmp_path):
     with pytest.raises(InputProblem) as problem:
-        catalog.resolve("shakespeare-rope", tmp_path)
+        registry.resolve("shakespeare-rope", tmp_path)
     assert "No checkpoints found" in str(problem.value) and str(tmp_path) not in str(problem.value)
     assert json.dumps(catalog.no_checkpoints_message()).count("/") == 0
 

@@ -72,16 +72,16 @@ def test_a_hub_model_opens_as_our_transformer_with_commit_and_parity(hub, repos,
         "parameters": sum(p.numel() for p in theirs.parameters()), "commit": hub.repos[repo]["sha"],
         "parity": opened.parity, "source": "hub", "repo_id": repo, "revision": None, "seconds": 0}
     assert opened.parity is not None and opened.parity <= TOLERANCE
-    from explorer.models import catalog
+    from explorer.models import registry
 
-    info, model, _ = catalog.resolve(repo)
+    info, model, _ = registry.resolve(repo)
     assert type(model).__name__ == "ScratchTransformerForCausalLM" and info.name == repo
 
 
 @pytest.mark.parametrize("model_type", sorted(CONVERTERS))
 def test_every_view_reads_the_same_numbers_as_transformers(hub, repos, model_type):
     """Attention weights (every layer and head), the logits, and the logit lens's final layer."""
-    from explorer.models import catalog
+    from explorer.models import registry
     from explorer.views.attention import attention_maps
     from explorer.generation.decoding import DecodingSettings
     from explorer.views.lens import logit_lens
@@ -89,7 +89,7 @@ def test_every_view_reads_the_same_numbers_as_transformers(hub, repos, model_typ
 
     repo = f"tiny/{model_type}"
     opening.open_repo(repo)
-    _, model, tokenizer = catalog.resolve(repo)
+    _, model, tokenizer = registry.resolve(repo)
     run = recorded_pass(model, tokenizer, TEXT)
     ids = run.read.inputs["input_ids"]
     assert ids.shape[1] > 10
@@ -105,10 +105,10 @@ def test_every_view_reads_the_same_numbers_as_transformers(hub, repos, model_typ
 
 
 def test_greedy_generation_of_a_hub_gpt2_equals_transformers(hub, repos):
-    from explorer.models import catalog
+    from explorer.models import registry
 
     opening.open_repo("tiny/gpt2")
-    _, model, tokenizer = catalog.resolve("tiny/gpt2")
+    _, model, tokenizer = registry.resolve("tiny/gpt2")
     ids = tokenizer("Shall I compare", return_tensors="pt").input_ids
     ours = model.generate(ids, max_new_tokens=12, do_sample=False)
     theirs = reference(repos["tiny/gpt2"]).generate(ids, max_new_tokens=12, do_sample=False)
@@ -116,12 +116,12 @@ def test_greedy_generation_of_a_hub_gpt2_equals_transformers(hub, repos):
 
 
 def test_our_own_repo_loads_with_our_classes_and_ignores_its_code(hub, repos):
-    from explorer.models import catalog
+    from explorer.models import registry
     from modeling import ScratchTransformerForCausalLM
 
     opened = opening.open_repo("tiny/ours")
     assert (opened.family, opened.parity, opened.model_type) == ("ours (scratch_transformer)", None, "scratch_transformer")
-    _, model, tokenizer = catalog.resolve("tiny/ours")
+    _, model, tokenizer = registry.resolve("tiny/ours")
     saved = ScratchTransformerForCausalLM.from_pretrained(repos["tiny/ours"]).eval()
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
     with torch.no_grad():
@@ -178,7 +178,7 @@ def test_pickled_weights_are_read_with_weights_only(hub):
 
 
 def test_revisions_open_as_models_of_their_own(hub):
-    from explorer.models import catalog
+    from explorer.models import registry
     from explorer.core.inputs import InputProblem
 
     first, second = opening.open_repo("tiny/neox-run", "step0"), opening.open_repo("tiny/neox-run", "step1")
@@ -186,7 +186,7 @@ def test_revisions_open_as_models_of_their_own(hub):
     assert first.commit == hub.repos["tiny/neox-run"]["revisions"]["step0"]["sha"] != second.commit
     ids = torch.arange(3, 13)[None]
     with torch.no_grad():
-        a, b = (catalog.resolve(n)[1](ids).logits for n in (first.name, second.name))
+        a, b = (registry.resolve(n)[1](ids).logits for n in (first.name, second.name))
     assert (a - b).abs().max() > 1e-3
     with pytest.raises(InputProblem, match="no such revision"):
         opening.open_repo("tiny/neox-run", "step2")
@@ -230,7 +230,7 @@ def test_many_asking_for_one_repo_download_it_once(hub, repos):
 
 def test_a_hanging_hub_gives_a_clear_error_within_30_s_and_stalls_nobody_else(hub, monkeypatch):
     """A hanging repo on the same Hub, then a Hub that never answers at all; meanwhile others open and load."""
-    from explorer.models import catalog
+    from explorer.models import registry
     from explorer.core.inputs import InputProblem
 
     hub.hanging.add("slow/hangs")
@@ -249,7 +249,7 @@ def test_a_hanging_hub_gives_a_clear_error_within_30_s_and_stalls_nobody_else(hu
     time.sleep(0.5)
     start = time.perf_counter()
     opening.open_repo("tiny/ours", "main")  # another repo opens meanwhile, behind nobody
-    catalog.resolve("tiny/gpt2")
+    registry.resolve("tiny/gpt2")
     assert time.perf_counter() - start < 5
     waiting.join(35)
     assert outcome["seconds"] < 30 and "did not answer in time" in outcome["message"]
@@ -267,7 +267,7 @@ def test_hub_loads_wait_for_the_one_load_lock(hub, repos):
 
     hub.add_folder("tiny/locked", repos["tiny/gpt2"])
     with catalog.LOAD_LOCK:
-        job = opening.start_open("tiny/locked")
+        job = opening.start_open("tiny/locked").job
         deadline = time.monotonic() + 20
         while "converting" not in job.phase and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -279,7 +279,7 @@ def test_hub_loads_wait_for_the_one_load_lock(hub, repos):
 def test_loads_beside_a_checkpoint_load_are_whole(hub, repos, tmp_path):
     """A GPT-2 from the Hub and a shipped-layout checkpoint loading at once, three times: every tied LM head is its
     embedding, nothing on the meta device, parity holds (transformers 5.23 fails this without the lock)."""
-    from explorer.models import catalog
+    from explorer.models import catalog, registry
     from support.fixtures_checkpoints import checkpoint_config, save_checkpoint, train_tokenizer
     from modeling import ScratchTransformerForCausalLM
 
@@ -292,14 +292,14 @@ def test_loads_beside_a_checkpoint_load_are_whole(hub, repos, tmp_path):
         results = {}
         threads = [threading.Thread(target=lambda: results.update(hub=opening.open_repo(f"tiny/beside-{attempt}"))),
                    threading.Thread(target=lambda: results.update(
-                       local=catalog.load_model(catalog.describe_folder(tmp_path / f"local-{attempt}"))))]
+                       local=registry.shipped_model(catalog.describe_folder(tmp_path / f"local-{attempt}"))))]
         for t in threads:
             t.start()
         for t in threads:
             t.join(60)
         assert results["hub"].parity <= TOLERANCE
         for name in (f"tiny/beside-{attempt}",):
-            model = catalog.resolve(name)[1]
+            model = registry.resolve(name)[1]
             assert model.lm_head.weight is model.model.decoder.embed.token.weight
         local = results["local"][0]
         assert local.lm_head.weight.data_ptr() == local.model.decoder.embed.token.weight.data_ptr()
@@ -307,22 +307,23 @@ def test_loads_beside_a_checkpoint_load_are_whole(hub, repos, tmp_path):
 
 
 def test_eviction_keeps_memory_bounded_and_breaks_no_request(hub, repos, monkeypatch):
-    from explorer.models import catalog
+    from explorer.models import registry
 
     hub.add_folder("tiny/evict-a", repos["tiny/gpt2"])
     hub.add_folder("tiny/evict-b", repos["tiny/llama"] if "llama" in CONVERTERS else repos["tiny/gpt2"])
     opening.open_repo("tiny/evict-a")
-    _, in_flight, tokenizer = catalog.resolve("tiny/evict-a")  # a request in flight holds it
+    _, in_flight, tokenizer = registry.resolve("tiny/evict-a")  # a request in flight holds it
     ids = torch.arange(3, 20)[None]
     with torch.no_grad():
         before = in_flight(ids).logits
     monkeypatch.setenv("SCRATCH_HUB_MEMORY", str(held.model_bytes(in_flight)))
     opening.open_repo("tiny/evict-b")
-    assert "tiny/evict-a" not in held.HELD.names() and "tiny/evict-b" in held.HELD.names()
+    in_memory = [key[1] for key in registry.held_bytes()]
+    assert "tiny/evict-a" not in in_memory and "tiny/evict-b" in in_memory
     with torch.no_grad():
         assert torch.equal(in_flight(ids).logits, before)  # the request still computes, with the same weights
     gets = len(hub.requests)
-    _, again, _ = catalog.resolve("tiny/evict-a")  # picked again: loaded again from the files on disk
+    _, again, _ = registry.resolve("tiny/evict-a")  # picked again: loaded again from the files on disk
     assert again is not in_flight and len(hub.requests) == gets
     with torch.no_grad():
         assert torch.equal(again(ids).logits, before)
@@ -338,24 +339,28 @@ def zipped(folder: Path, archive: Path, prefix: str = "", extra: dict | None = N
 
 
 def test_an_upload_opens_for_its_session_only(hub, repos, tmp_path):
-    from explorer.models import catalog
+    from explorer.core.visitor import Visitor, visiting
+    from explorer.models import registry
 
     archive = zipped(repos["tiny/gpt2"], tmp_path / "my model.zip", extra={"../escape.txt": b"x", "evil.py": b"x"})
-    opened = opening.open_upload(archive, session="visitor-1")
+    with visiting(Visitor("visitor-1")):
+        opened = opening.open_upload(archive)
     assert opened.name.startswith("yours/my-model-") and opened.parity <= TOLERANCE and opened.source == "upload"
-    assert opened.name in [n for _, n in catalog.opened_choices("visitor-1")]
-    assert opened.name not in [n for _, n in catalog.opened_choices("visitor-2")]
-    assert opened.name not in [n for _, n in catalog.opened_choices(None)]
+    assert opened.name in [n for _, n in registry.choices("visitor-1")]
+    assert opened.name not in [n for _, n in registry.choices("visitor-2")]
+    assert opened.name not in [n for _, n in registry.choices(None)]
     assert not (tmp_path.parent / "escape.txt").exists() and not (opened.folder / "evil.py").exists()
-    for _ in range(held.MAX_SESSION_MODELS):  # a session keeps its newest few
-        opening.open_upload(archive, session="visitor-1")
-    assert opened.name not in [n for _, n in catalog.opened_choices("visitor-1")]
-    assert len(held.session_models("visitor-1")) == held.MAX_SESSION_MODELS
+    with visiting(Visitor("visitor-1")):
+        for _ in range(registry.OWN_MODELS):  # a session keeps its newest few
+            opening.open_upload(archive)
+    assert opened.name not in [n for _, n in registry.choices("visitor-1")]
+    assert len(registry.choices("visitor-1")) == registry.OWN_MODELS
+    assert not opened.folder.exists()  # the upload that went took its files with it
 
 
 def test_an_upload_in_a_folder_of_the_zip_opens(hub, repos, tmp_path):
     archive = zipped(repos["tiny/ours"], tmp_path / "model.zip", prefix="model/")
-    assert opening.open_upload(archive, session="v").family == "ours (scratch_transformer)"
+    assert opening.open_upload(archive).family == "ours (scratch_transformer)"
 
 
 def test_a_bad_upload_is_refused_naming_why(hub, tmp_path):

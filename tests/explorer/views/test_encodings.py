@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from checkpointing import scoring
-from explorer.models import catalog
+from explorer.models import catalog, registry
 from explorer.views import encodings
 from support.fixtures_checkpoints import ENCODINGS, causal_lm, checkpoint_config
 from modeling import ScratchTransformerForSeq2SeqLM
@@ -119,7 +119,7 @@ def test_recompute_extrapolation_scores_at_most_its_token_budget(tiny_checkpoint
     found = catalog.discover_checkpoints(tiny_checkpoints)
     text = "天地玄黄 宇宙洪荒 日月盈昃 " * 400
     *_, state = encodings.recompute_extrapolation(found, text, [16], max_tokens=200)
-    model, tokenizer = catalog.load_model(found["shakespeare-rope"])
+    model, tokenizer = registry.shipped_model(found["shakespeare-rope"])
     cut, n_tokens = encodings.within_tokens(tokenizer, text, 200)
     assert state.curves["shakespeare-rope"][16] == encodings.bits_per_character(model, tokenizer, cut, 16)
     assert state.notices[0] == f"Your text is {n_tokens:,} tokens: scoring its first 200 to keep the job short."
@@ -165,7 +165,7 @@ def test_a_sonnet_gives_a_curve_of_several_points_with_the_shipped_models():
     found = catalog.discover_checkpoints(checkpoints_dir())
     *_, state = encodings.recompute_extrapolation(found, SONNET)
     assert state.finished and len(state.curves) == 5
-    _, tokenizer = catalog.load_model(found[next(iter(state.curves))])
+    _, tokenizer = registry.shipped_model(found[next(iter(state.curves))])
     n_tokens = len(tokenizer(SONNET, add_special_tokens=False).input_ids)
     for curve in state.curves.values():
         measured = [n for n, bits in curve.items() if bits is not None]
