@@ -245,13 +245,24 @@ def menu_choices(catalog: dict[str, CheckpointInfo], results: Results) -> list[t
 
 
 def config_summary(name: str, config: ScratchTransformerConfig) -> str:
-    """A Markdown line with the architecture of a model, from its config."""
+    """A Markdown line with the architecture of a model, from its config: sizes, the norm and where it sits, the
+    feed-forward, key/value heads shared or not, the rotary share, the residual, the head."""
     layers = (f"{config.n_encoder_layers} encoder + {config.n_layers} decoder layers" if config.is_encoder_decoder
               else f"{config.n_layers} layers")
-    feed_forward = "attention only (no feed-forward)" if config.feed_forward == "none" else f"d_ff={config.d_ff}"
+    feed_forward = {"none": "attention only (no feed-forward)", "gated": f"gated feed-forward ({config.activation}), "
+                    f"d_ff={config.d_ff}"}.get(config.feed_forward, f"feed-forward ({config.activation}), d_ff={config.d_ff}")
+    heads = f"heads={config.n_heads} (d_head={config.d_head})"
+    if config.n_kv_heads < config.n_heads:
+        heads += f", {config.n_kv_heads} key/value head{'s' if config.n_kv_heads > 1 else ''} (shared)"
+    position = config.position_encoding
+    if position == "rope" and config.rotary_fraction < 1:
+        position += f" on {config.d_rotary} of {config.d_head} dims"
+    norm = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}.get(config.norm, config.norm)
+    residual = "parallel residual" if config.parallel_residual else ("pre" if config.norm_first else "post") + "-norm"
+    head = "tied head" if config.tie_word_embeddings else "untied head"
     return (f"**{name}**: {'encoder-decoder' if config.is_encoder_decoder else 'decoder-only'}, position encoding "
-            f"**{config.position_encoding}**, d_model={config.d_model}, heads={config.n_heads} (d_head={config.d_head}), "
-            f"{layers}, {feed_forward}, vocab={config.vocab_size}, {'pre' if config.norm_first else 'post'}-norm.")
+            f"**{position}**, d_model={config.d_model}, {heads}, {layers}, {feed_forward}, vocab={config.vocab_size}, "
+            f"{norm}, {residual}, {head}.")
 
 
 # THE load lock: every from_pretrained in the app runs behind it (shipped checkpoints and opened models, in

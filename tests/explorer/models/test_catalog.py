@@ -242,3 +242,17 @@ def test_encoding_family_maps_each_encoding_and_finds_the_shared_training_contex
     assert mixed.models == {"rope": "shakespeare-rope", "alibi": "shakespeare-alibi"} and mixed.context is None  # no one context
     assert catalog.encoding_family({}) == catalog.EncodingFamily({}, None)
 
+
+
+def test_the_architecture_line_names_the_norm_feed_forward_shared_heads_rotary_share_residual_and_head():
+    llama_like = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, d_ff=64,
+                                          norm="rmsnorm", feed_forward="gated", activation="silu",
+                                          tie_word_embeddings=False, position_encoding="rope")
+    line = catalog.config_summary("l", llama_like)
+    assert "RMSNorm" in line and "LayerNorm" not in line and "gated feed-forward (silu)" in line
+    assert "2 key/value heads (shared)" in line and "untied head" in line and "pre-norm" in line
+    neox_like = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, d_ff=64, position_encoding="rope",
+                                         rotary_fraction=0.25, parallel_residual=True, activation="gelu")
+    line = catalog.config_summary("n", neox_like)
+    assert "rope on 2 of 8 dims" in line and "parallel residual" in line and "feed-forward (gelu)" in line
+    assert "LayerNorm" in line and "key/value" not in line
