@@ -87,7 +87,7 @@ demo = build_demo()
 # launch() options: uploads (Open a model's zip) up to the Hub's weight limit and room for the rest; Gradio's own
 # errors (e.g. too few arguments in an API call) reach the client with their message; a sign-in the visitor denied
 # comes back to the page, not to an error page (ui.trained_model.sign_in_refused)
-LAUNCH_OPTIONS = dict(css=style.CSS, max_file_size=uploads.max_upload_bytes(), show_error=True,
+LAUNCH_OPTIONS = dict(css=style.CSS, head=style.HEAD, max_file_size=uploads.max_upload_bytes(), show_error=True,
                       app_kwargs=dict(exception_handlers={OAuthError: trained_model.sign_in_refused}))
 
 

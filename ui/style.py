@@ -1,5 +1,6 @@
 """The page's CSS (``app.LAUNCH_OPTIONS`` hands it to ``launch``): fonts, status lines, plot rows, monospace and
-aligned text boxes, the experiment's tables, the model notes, the trace table, one colour per position encoding."""
+aligned text boxes, the experiment's tables, the model notes, the trace table, one colour per position encoding; and
+the page's head script (``HEAD``): every plotly figure of every tab fails alone (``PLOTLY_GUARD_JS``)."""
 
 from explorer.present import figures
 
@@ -20,3 +21,43 @@ CSS = "\n".join([
     *(f"#compare-{e} textarea {{border-left: 5px solid {c}}} #compare-{e} label span {{color: {c}; font-weight: 600}}"
       for e, c in figures.ENCODING_COLOURS.items()),
 ])
+
+
+PLOTLY_GUARD_JS = """
+// (every tab: the page head runs it before plotly loads) A figure plotly cannot draw throws from gr.Plot's update: uncaught, it stops the page's updates (progress stuck,
+// tabs no longer switch). Plotly.react is wrapped so that such a figure fails alone: its plot stays empty with a
+// line saying so, and the page goes on. gr.Plot loads plotly with the first plot, as window.Plotly, and calls
+// that object's react: it is wrapped as it is set (or now, if a plot of another tab loaded it already).
+const guardPlotly = (plotly) => {
+  if (!plotly || plotly.__guarded) return;
+  const react = plotly.react, resize = plotly.Plots && plotly.Plots.resize;
+  const note = (div, error) => {
+    console.warn('A figure could not be drawn:', error);
+    if (!div || !div.parentElement || div.parentElement.querySelector(':scope > .figure-failed')) return;
+    const line = document.createElement('p');
+    line.className = 'figure-failed';
+    line.textContent = 'This figure could not be drawn (' + String(error && error.message || error) +
+      '). The rest of the page works; press the button again, or reload the page if it stays blank.';
+    div.parentElement.insertBefore(line, div);
+  };
+  plotly.react = function (div, ...rest) {
+    div && div.parentElement && div.parentElement.querySelectorAll(':scope > .figure-failed').forEach((n) => n.remove());
+    try {
+      const drawn = react.call(this, div, ...rest);
+      return drawn && drawn.catch ? drawn.catch((error) => { note(div, error); return div; }) : drawn;
+    } catch (error) { note(div, error); return Promise.resolve(div); }
+  };
+  if (resize) plotly.Plots.resize = function (div) {
+    try { const done = resize.call(this, div); return done && done.catch ? done.catch(() => div) : done; }
+    catch (error) { return Promise.resolve(div); }
+  };
+  plotly.__guarded = true;
+};
+if (window.Plotly) guardPlotly(window.Plotly);
+else if (!Object.getOwnPropertyDescriptor(window, 'Plotly')) {
+  let loaded;
+  Object.defineProperty(window, 'Plotly', {configurable: true, enumerable: true, get: () => loaded,
+                                           set: (plotly) => { guardPlotly(plotly); loaded = plotly; }});
+}
+"""
+HEAD = f"<script>{PLOTLY_GUARD_JS}</script>"

@@ -25,41 +25,6 @@ PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in grids.GR
 # with the grid's name, the heat map (curve) and the cell's row and column. The panel it sits in stays in sight beside
 # the grids (sticky); where the page is too narrow for both, a click scrolls the answer into sight below them
 CLICK_BRIDGE_JS = """
-// A figure plotly cannot draw throws from gr.Plot's update: uncaught, it stops the page's updates (progress stuck,
-// tabs no longer switch). Plotly.react is wrapped so that such a figure fails alone: its plot stays empty with a
-// line saying so, and the page goes on. gr.Plot loads plotly with the first plot, as window.Plotly, and calls
-// that object's react: it is wrapped as it is set (or now, if a plot of another tab loaded it already).
-const guardPlotly = (plotly) => {
-  if (!plotly || plotly.__guarded) return;
-  const react = plotly.react, resize = plotly.Plots && plotly.Plots.resize;
-  const note = (div, error) => {
-    console.warn('A figure could not be drawn:', error);
-    if (!div || !div.parentElement || div.parentElement.querySelector(':scope > .figure-failed')) return;
-    const line = document.createElement('p');
-    line.className = 'figure-failed';
-    line.textContent = 'This figure could not be drawn (' + String(error && error.message || error) +
-      '). The rest of the page works; press the button again, or reload the page if it stays blank.';
-    div.parentElement.insertBefore(line, div);
-  };
-  plotly.react = function (div, ...rest) {
-    div && div.parentElement && div.parentElement.querySelectorAll(':scope > .figure-failed').forEach((n) => n.remove());
-    try {
-      const drawn = react.call(this, div, ...rest);
-      return drawn && drawn.catch ? drawn.catch((error) => { note(div, error); return div; }) : drawn;
-    } catch (error) { note(div, error); return Promise.resolve(div); }
-  };
-  if (resize) plotly.Plots.resize = function (div) {
-    try { const done = resize.call(this, div); return done && done.catch ? done.catch(() => div) : done; }
-    catch (error) { return Promise.resolve(div); }
-  };
-  plotly.__guarded = true;
-};
-if (window.Plotly) guardPlotly(window.Plotly);
-else if (!Object.getOwnPropertyDescriptor(window, 'Plotly')) {
-  let loaded;
-  Object.defineProperty(window, 'Plotly', {configurable: true, enumerable: true, get: () => loaded,
-                                           set: (plotly) => { guardPlotly(plotly); loaded = plotly; }});
-}
 const attach = () => {
   document.querySelectorAll('[id^="patching-plot-"] .js-plotly-plot').forEach((plot) => {
     if (typeof plot.on !== 'function' || (plot._ev && plot.__patchingClick &&

@@ -201,6 +201,9 @@ def test_attention_grid_appears(page):
     page.evaluate("window.scrollTo(0, 0)")
     screenshots(page, "05-attention")
     assert_no_error_shown(page)
+    # the plotly gr.Plot loaded (here, before Activation patching was ever opened) is guarded: a figure it cannot
+    # draw fails alone, on every tab (ui.style.PLOTLY_GUARD_JS, in the page's head)
+    assert page.evaluate("() => window.Plotly && window.Plotly.__guarded === true")
 
 
 def test_user_text_echoed_on_the_page_is_text_not_html(page):
