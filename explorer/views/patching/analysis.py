@@ -11,7 +11,7 @@ import torch
 
 from explorer.core.inputs import InputProblem, echo, require_text
 from explorer.generation.tokens import one_token, token_labels
-from explorer.views.forward_pass import recorded_pass
+from explorer.views.forward_pass import RecordedPass, recorded_pass
 from explorer.views.patching.grids import GRIDS, GridKind, model_grids, parse_grids
 from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS, run_batched, trimmed
 
@@ -197,6 +197,41 @@ def patch_grids(kinds: list[GridKind], scores: torch.Tensor, top: CellResults, n
     return grids
 
 
+@dataclass
+class PairedRuns:
+    """The checked request: the grids the model has, the two texts' ids and recorded runs, the answers and the
+    metric of each run; what the exact grids and their estimate (``estimates``) both start from."""
+
+    names: list[str]
+    clean_ids: torch.Tensor
+    corrupted_ids: torch.Tensor
+    changed: list[int]
+    clean: RecordedPass
+    corrupted: RecordedPass
+    answer_id: int
+    wrong_id: int
+    clean_ld: float
+    corrupted_ld: float
+    notices: list[str]
+
+
+def paired_runs(model, tokenizer, clean_text, corrupted_text, answer=None, wrong_answer=None, grids=None,
+                max_tokens: int = MAX_TOKENS) -> PairedRuns:
+    """The model, texts, answers and grids checked (an InputProblem says what is wrong), and the two runs."""
+    check_model(model)
+    names, left_out = model_grids(model, parse_grids(grids))
+    limit = min(max_tokens, model.config.position_limit or max_tokens)
+    clean_text, clean_ids, corrupted_text, corrupted_ids = paired_texts(tokenizer, clean_text, corrupted_text, limit)
+    changed = torch.nonzero(clean_ids != corrupted_ids).flatten().tolist()
+    clean, corrupted = recorded_pass(model, tokenizer, clean_text), recorded_pass(model, tokenizer, corrupted_text)
+    answer_id, wrong_id = answer_ids(tokenizer, clean.logits[-1], answer, wrong_answer)
+    clean_ld = float(logit_difference(clean.logits[-1], answer_id, wrong_id))
+    corrupted_ld = float(logit_difference(corrupted.logits[-1], answer_id, wrong_id))
+    notices = left_out + metric_notices(changed, clean_ld, corrupted_ld)
+    return PairedRuns(names, clean_ids, corrupted_ids, changed, clean, corrupted, answer_id, wrong_id, clean_ld,
+                      corrupted_ld, notices)
+
+
 def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=None, wrong_answer=None, grids=None,
                         progress=None, max_tokens: int = MAX_TOKENS, chunk_tokens: int = CHUNK_TOKENS,
                         workers: int = WORKERS) -> Patching:
@@ -205,26 +240,17 @@ def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=Non
     ``answer`` and ``wrong_answer``: one token each; empty: the clean run's most likely and second most likely
     next tokens. ``progress(fraction, description)`` as the patched runs finish; ``chunk_tokens`` and ``workers``:
     ``run_batched``."""
-    check_model(model)
-    names, left_out = model_grids(model, parse_grids(grids))
-    limit = min(max_tokens, model.config.position_limit or max_tokens)
-    clean_text, clean_ids, corrupted_text, corrupted_ids = paired_texts(tokenizer, clean_text, corrupted_text, limit)
-    changed = torch.nonzero(clean_ids != corrupted_ids).flatten().tolist()
-    clean, corrupted = recorded_pass(model, tokenizer, clean_text), recorded_pass(model, tokenizer, corrupted_text)
-    clean_last, corrupted_last = clean.logits[-1], corrupted.logits[-1]
-    answer_id, wrong_id = answer_ids(tokenizer, clean_last, answer, wrong_answer)
-    clean_ld = float(logit_difference(clean_last, answer_id, wrong_id))
-    corrupted_ld = float(logit_difference(corrupted_last, answer_id, wrong_id))
-    notices = left_out + metric_notices(changed, clean_ld, corrupted_ld)
-
-    kinds = [GRIDS[name] for name in names]
+    runs = paired_runs(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, grids, max_tokens)
+    clean, corrupted, answer_id, wrong_id = runs.clean, runs.corrupted, runs.answer_id, runs.wrong_id
+    clean_ld, corrupted_ld = runs.clean_ld, runs.corrupted_ld
+    kinds = [GRIDS[name] for name in runs.names]
     results = cell_results(model, kinds, clean, corrupted, answer_id, wrong_id, progress, chunk_tokens, workers)
     scores = (results.metric - corrupted_ld) / (clean_ld - corrupted_ld)
-    tokens, n_heads = token_labels(tokenizer, clean_ids), model.config.n_heads
+    tokens, n_heads = token_labels(tokenizer, runs.clean_ids), model.config.n_heads
     return Patching(
-        tokens=tokens, corrupted_tokens=token_labels(tokenizer, corrupted_ids), changed=changed,
+        tokens=tokens, corrupted_tokens=token_labels(tokenizer, runs.corrupted_ids), changed=runs.changed,
         answer=token_labels(tokenizer, [answer_id])[0], wrong_answer=token_labels(tokenizer, [wrong_id])[0],
         answer_id=answer_id, wrong_id=wrong_id, clean_metric=clean_ld, corrupted_metric=corrupted_ld,
-        clean_top=top_tokens(tokenizer, clean_last), corrupted_top=top_tokens(tokenizer, corrupted_last),
+        clean_top=top_tokens(tokenizer, clean.logits[-1]), corrupted_top=top_tokens(tokenizer, corrupted.logits[-1]),
         grids=patch_grids(kinds, scores, results, model.config.n_layers, n_heads, tokens),
-        n_heads=n_heads, labels=lambda ids: token_labels(tokenizer, ids), notices=notices + list(clean.read.notices))
+        n_heads=n_heads, labels=lambda ids: token_labels(tokenizer, ids), notices=runs.notices + list(clean.read.notices))
