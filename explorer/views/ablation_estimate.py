@@ -8,9 +8,10 @@ effect on later attention patterns (a softmax that saturates), on the norms, and
 """
 
 import numpy as np
+import torch
 
 from explorer.generation.decoding import DecodingSettings
-from explorer.views.ablation import HeadRanking, prepare, token_losses
+from explorer.views.ablation import HeadRanking, prepare
 from explorer.views.first_order import site_gradients
 
 
@@ -20,8 +21,10 @@ def estimate_head_ranking(model, tokenizer, text: str, kind: str = "self",
     attention, run, losses = prepare(model, tokenizer, text, kind, decoding)
     sites = [attention.site(layer, "heads") for layer in range(attention.n_layers(model.config))]
 
-    def mean_loss(logits):
-        return token_losses(run, logits[0].float()).mean()
+    targets = run.read.target_ids[1:].clone()  # made under inference_mode: a copy autograd can save
+
+    def mean_loss(logits):  # ``ablation.token_losses``, with those targets
+        return torch.nn.functional.cross_entropy(logits[0, :-1].float(), targets)
 
     gradients = site_gradients(model, run.read.inputs, sites, mean_loss)
     increase = np.stack([-(run.recording[site][0] * gradients[site][0]).sum((1, 2)).double().numpy() for site in sites])

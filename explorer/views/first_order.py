@@ -36,6 +36,8 @@ def site_gradients(model, inputs: dict, sites: list[Site], metric: Callable[[tor
             return value + probes[site]
         return edit
 
+    # inputs made under inference_mode (an encoder-decoder's generated rewrite) cannot be saved for backward: copies
+    inputs = {name: value.clone() if isinstance(value, torch.Tensor) else value for name, value in inputs.items()}
     with torch.enable_grad(), record(keep=_keep_nothing, edits={site: probe(site) for site in sites}):
         value = metric(model(**inputs, use_cache=False, logits_to_keep=logits_to_keep).logits)
     return dict(zip(sites, torch.autograd.grad(value, [probes[site] for site in sites])))

@@ -13,24 +13,29 @@ is not linear: a softmax that saturates (a patch that moves an attention pattern
 the stream's size (AtP*, Kramár et al., recomputes the attention pattern for the patched keys and queries).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.generation.tokens import token_labels
 from explorer.views.first_order import site_gradients
-from explorer.views.patching.analysis import PairedRuns, logit_difference, paired_runs
+from explorer.views.patching.analysis import PairedRuns, PatchGrid, logit_difference, paired_runs
 from explorer.views.patching.grids import GRIDS, GridKind
 
 
 @dataclass
 class PatchingEstimate:
-    """One grid per name, (rows, columns) normalised as ``analysis.PatchGrid.values`` (the same rows and columns)."""
+    """One ``PatchGrid`` per grid, its values the estimate (normalised as the exact grid's, the same rows and
+    columns; no top tokens: no patched run was made); the texts' token labels as ``analysis.Patching`` has them."""
 
-    grids: dict[str, np.ndarray]
-    runs: PairedRuns
+    grids: dict[str, PatchGrid]
+    runs: PairedRuns = field(repr=False)
+    tokens: list[str]
+    corrupted_tokens: list[str]
+    changed: list[int]
 
     def to_json(self) -> dict:
-        return {name: [[round(float(v), 6) for v in row] for row in grid] for name, grid in self.grids.items()}
+        return {name: [[round(float(v), 6) for v in row] for row in grid.values] for name, grid in self.grids.items()}
 
 
 def cell_estimates(kind: GridKind, runs: PairedRuns, gradients: dict, n_layers: int) -> np.ndarray:
@@ -45,21 +50,25 @@ def cell_estimates(kind: GridKind, runs: PairedRuns, gradients: dict, n_layers: 
     return np.array(rows) / (runs.clean_ld - runs.corrupted_ld)
 
 
-def estimate_grids(model, runs: PairedRuns) -> dict[str, np.ndarray]:
+def estimate_grids(model, runs: PairedRuns, tokens: list[str]) -> dict[str, PatchGrid]:
     """Every cell of the grids ``runs.names`` from one backward pass of the corrupted run."""
     kinds = [GRIDS[name] for name in runs.names]
-    n_layers = model.config.n_layers
+    n_layers, n_heads = model.config.n_layers, model.config.n_heads
     sites = [kind.site(layer) for kind in kinds for layer in range(n_layers)]
 
     def metric(logits):
         return logit_difference(logits[0, -1].float(), runs.answer_id, runs.wrong_id)
 
     gradients = site_gradients(model, runs.corrupted.read.inputs, sites, metric, logits_to_keep=1)
-    return {kind.name: cell_estimates(kind, runs, gradients, n_layers) for kind in kinds}
+    none = np.zeros((0,))
+    return {kind.name: PatchGrid(kind.name, kind.title, kind.row_labels(n_layers, n_heads), kind.columns(tokens),
+                                 cell_estimates(kind, runs, gradients, n_layers), none, none) for kind in kinds}
 
 
 def attribution_patching(model, tokenizer, clean_text, corrupted_text, answer=None, wrong_answer=None,
                          grids=None) -> PatchingEstimate:
     """Every grid of ``analysis.activation_patching`` estimated to first order: the same checks, the same runs."""
     runs = paired_runs(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, grids)
-    return PatchingEstimate(estimate_grids(model, runs), runs)
+    tokens = token_labels(tokenizer, runs.clean_ids)
+    return PatchingEstimate(estimate_grids(model, runs, tokens), runs, tokens,
+                            token_labels(tokenizer, runs.corrupted_ids), runs.changed)

@@ -73,7 +73,7 @@ def test_each_patching_estimate_is_the_directional_derivative_by_hand(tokenizer,
             else:
                 mask[0, column] = 1
             by_hand = by_differences(model, ids, site, delta * mask, ld) / scale
-            assert estimate.grids[name][row, column] == pytest.approx(by_hand, abs=TOLERANCE), (name, row, column)
+            assert estimate.grids[name].values[row, column] == pytest.approx(by_hand, abs=TOLERANCE), (name, row, column)
 
 
 def test_the_estimate_is_exact_where_the_metric_is_linear_in_the_patched_value(tokenizer):
@@ -87,9 +87,9 @@ def test_the_estimate_is_exact_where_the_metric_is_linear_in_the_patched_value(t
     last_layer, last = model.config.n_layers - 1, len(exact.tokens) - 1
     value = exact.grids["feed_forward"].values[last_layer, last]
     assert abs(value) > 0.05  # the cell does something
-    assert estimate.grids["feed_forward"][last_layer, last] == pytest.approx(value, abs=TOLERANCE)
+    assert estimate.grids["feed_forward"].values[last_layer, last] == pytest.approx(value, abs=TOLERANCE)
     # and where it is not linear (an earlier layer), the two differ
-    assert not np.allclose(estimate.grids["feed_forward"][0], exact.grids["feed_forward"].values[0], atol=1e-3)
+    assert not np.allclose(estimate.grids["feed_forward"].values[0], exact.grids["feed_forward"].values[0], atol=1e-3)
 
 
 @pytest.mark.parametrize("kind_overrides", [{}, {"n_kv_heads": 2}])
