@@ -7,7 +7,10 @@
 - ``app_load``: C clients at once, each running rounds of /generate then /attention;
 - ``hub_open``: Open a model at GPT-2 small's size, from a Hub on 127.0.0.1;
 - ``live_training``: a live training job, and whether an induction head forms within a budget;
-- ``patching``: how long activation patching takes, grid by grid;
+- ``patching``: how long activation patching takes, grid by grid (``--size gpt2-small``: every grid at once and its
+  first-order estimate, at GPT-2 small's size);
+- ``ablation``: the head ranking of Head ablation at GPT-2 small's size, exact and estimated;
+- ``real_size``: what those two share: a random GPT-2-small-size model, one forward pass's time, a call's memory;
 - ``device``: the --device, --dtype and --compile flags every benchmark shares;
 - ``gpt2_reference``: the GPT2LMHeadModel both speed benchmarks race;
 - ``minimal_gpt``: the minimal GPT the training step races.
