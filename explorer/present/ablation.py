@@ -13,7 +13,8 @@ ABLATION = """### Head ablation: switch heads off
   probabilities, with and without the heads you remove; per token, how much harder the text became.
 - **How it works:** removing head h multiplies its output softmax(q k^T/√d_k + bias) v by 0 before the heads
   are concatenated, so its slice of the input of W_O is zero (an edit at the heads' site, `modeling.ablate_heads`). *Rank every head*
-  removes each head alone, one forward pass each, and draws the rise in loss as a layer × head map.
+  removes each head alone (the model run again from that head's layer on: the layers below compute what they
+  did) and draws the rise in loss as a layer × head map, beside a first-order estimate that comes first.
 - **How to read it:** red cells are heads the model needs on this text; near-zero ones it can do without
   here. A removal can also lower the loss: no head is tuned to one text."""
 
