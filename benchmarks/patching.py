@@ -2,6 +2,11 @@
 
     python -m benchmarks.patching --threads 1 --tokens 64             # as the app runs it: one torch thread per worker
     python -m benchmarks.patching --threads 1 --tokens 64 --word My   # the first token changed: every patch is run
+    python -m benchmarks.patching --size gpt2-small --tokens 32       # a GPT-2-small-size model (issue 55)
+
+With ``--size gpt2-small`` the model is a random GPT-2 small (``benchmarks.real_size``), and the JSON adds: one
+forward pass of the clean text (seconds), every grid at once ("all": seconds, and as a multiple of that forward
+pass; the resident memory the call added), and the first-order estimate of every grid (attribution patching).
 
 The clean text is the opening of the passage below, cut to exactly --tokens tokens; the corrupted one changes one
 word (``explorer.views.patching.texts.change_one_word``; the JSON says which, and the positions it changes: a patch before the
@@ -22,7 +27,9 @@ from pathlib import Path
 import torch
 
 from explorer.models import catalog, registry
+from benchmarks import real_size
 from explorer.views.patching.analysis import activation_patching
+from explorer.views.patching.estimates import attribution_patching
 from explorer.views.patching.grids import GRIDS
 from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS
 from explorer.views.patching.texts import change_one_word
@@ -48,6 +55,8 @@ def text_of_length(tokenizer, tokens: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="checkpoints/shakespeare-main")
+    parser.add_argument("--size", choices=["checkpoint", "gpt2-small"], default="checkpoint",
+                        help="gpt2-small: a random GPT-2 small instead of --model")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--workers", type=int, default=WORKERS)
@@ -55,22 +64,27 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--word", default=None, help="the word to change (default: change_one_word's choice); 'My', "
                         "the first, is the slowest case: no patch writes what is already there")
+    parser.add_argument("--all-only", action="store_true", help="skip timing each grid alone")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    info = catalog.describe_folder(Path(args.model))
-    model, tokenizer = registry.shipped_model(info)
+    if args.size == "gpt2-small":
+        model, tokenizer = real_size.gpt2_small()
+        model_name = "gpt2-small-random"
+    else:
+        info = catalog.describe_folder(Path(args.model))
+        (model, tokenizer), model_name = registry.shipped_model(info), info.name
     clean = text_of_length(tokenizer, args.tokens)
     corrupted, change = change_one_word(tokenizer, clean, args.word)
     changed = [i for i, (a, b) in enumerate(zip(tokenizer(clean).input_ids, tokenizer(corrupted).input_ids)) if a != b]
 
     options = dict(chunk_tokens=args.chunk_tokens, workers=args.workers)
-    result = {"model": info.name, "tokens": args.tokens, "threads": args.threads, "workers": args.workers,
+    result = {"model": model_name, "tokens": args.tokens, "threads": args.threads, "workers": args.workers,
               "chunk_tokens": args.chunk_tokens, "cpus": os.cpu_count(),
               "corruption": change, "changed_positions": changed}
     layers, heads = model.config.n_layers, model.config.n_heads
     runs = {"residual": layers * args.tokens, "heads": layers * heads * 2, "attention": layers * args.tokens,
             "feed_forward": layers * args.tokens}
-    for name in GRIDS:
+    for name in GRIDS if not args.all_only else []:
         activation_patching(model, tokenizer, clean, corrupted, grids=[name], **options)  # warm-up (and the two runs, cached)
         times, cpu = [], []
         for _ in range(args.repeat):
@@ -80,6 +94,12 @@ def main() -> None:
             cpu.append(time.process_time() - started_cpu)
         result[name] = {"seconds": round(statistics.median(times), 3), "cpu_seconds": round(statistics.median(cpu), 3),
                         "patched_runs": runs[name], "all": [round(t, 3) for t in times]}
+    forward = real_size.forward_seconds(model, tokenizer(clean, return_tensors="pt").input_ids)
+    result["forward_seconds"] = round(forward, 4)
+    every = real_size.timed(lambda: activation_patching(model, tokenizer, clean, corrupted, **options), args.repeat)
+    estimate = real_size.timed(lambda: attribution_patching(model, tokenizer, clean, corrupted), args.repeat)
+    for key, figures in (("all", every), ("estimate", estimate)):
+        result[key] = {**figures, "forward_passes": round(figures["seconds"] / forward, 1)}
     print(json.dumps(result))
 
 

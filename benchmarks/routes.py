@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from explorer.models import catalog
+from explorer.models import catalog, registry
 from explorer.views.routes.graph import DEFAULT_THRESHOLD, Tracer
 from modeling import record
 from modeling.convert import from_transformers
@@ -80,7 +80,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    model, tokenizer = catalog.load_model(catalog.describe_folder(Path(args.model)))
+    model, tokenizer = registry.shipped_model(catalog.describe_folder(Path(args.model)))
     ids = tokenizer(PASSAGE * 8, return_tensors="pt").input_ids
     if ids.shape[1] < args.main_tokens:
         raise SystemExit(f"--main-tokens: the repeated passage is {ids.shape[1]} tokens; ask for at most that")

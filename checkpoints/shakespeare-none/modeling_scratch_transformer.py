@@ -408,11 +408,12 @@ class TransformerStack(nn.Module):
                 attention_mask: torch.Tensor | BlockMask | None = None, query_offset: int | torch.Tensor = 0,
                 key_length: int | None = None, memory: torch.Tensor | None = None,
                 memory_mask: torch.Tensor | BlockMask | None = None, past_key_values: Cache | None = None,
-                **kwargs) -> torch.Tensor:
+                first_layer: int = 0, **kwargs) -> torch.Tensor:
         """x (B, T, D) -> the stack's output (B, T, D).
 
         ``position_ids`` (B, T): the queries' positions (RoPE). ALiBi counts distance in cache slots: the
-        queries fill slots ``query_offset`` .. + T - 1 of ``key_length`` (default T).
+        queries fill slots ``query_offset`` .. + T - 1 of ``key_length`` (default T). ``first_layer``: x is the
+        residual stream entering that layer, and the layers before it do not run (a model is causal in depth).
         """
         note = note_for(current_recording())
         batch, length = x.shape[:2]
@@ -427,7 +428,9 @@ class TransformerStack(nn.Module):
             query_slots = torch.arange(length, device=x.device) + query_offset
             # the full (B, H, T, S): flex attention indexes it by batch and head
             position_bias = alibi_bias(query_slots[None], key_slots[None], self.n_heads).to(x.dtype).expand(batch, -1, -1, -1)
-        for layer in self.layers:
+        if not 0 <= first_layer < len(self.layers):
+            raise ValueError(f"first_layer must be one of the stack's layers, 0 to {len(self.layers) - 1}; got {first_layer}")
+        for layer in self.layers[first_layer:]:
             x = layer(x, position_bias, rotary, memory, attention_mask=attention_mask, memory_mask=memory_mask,
                       past_key_values=past_key_values, **kwargs)
         if self.norm is not None:
@@ -536,10 +539,11 @@ class Decoder(nn.Module):
                 encoder_attention_mask: torch.Tensor | None = None, past_key_values: Cache | None = None,
                 inputs_embeds: torch.Tensor | None = None, use_cache: bool = False, output_attentions: bool = False,
                 output_hidden_states: bool = False, input_names: tuple[str, str] = ("input_ids", "inputs_embeds"),
-                **kwargs) -> BaseModelOutputWithPastAndCrossAttentions:
+                first_layer: int | None = None, **kwargs) -> BaseModelOutputWithPastAndCrossAttentions:
         """``attention_mask``: (B, past + T) with 1 for tokens and 0 for padding, or a 4D mask already built
         for the backend (``generate`` builds one for a static cache). Without ``position_ids`` a 2D mask
-        gives the positions (left padding shifts nothing), else they continue the cache."""
+        gives the positions (left padding shifts nothing), else they continue the cache. ``first_layer``: see
+        ``forward_from`` (None: embed the tokens, then every layer)."""
         cross = self.config.is_encoder_decoder
         batch, length = check_inputs(input_ids, inputs_embeds, self.config.d_model, input_names)
         device = (input_ids if input_ids is not None else inputs_embeds).device
@@ -567,7 +571,7 @@ class Decoder(nn.Module):
             position_ids = (positions_from_mask(attention_mask)[:, -length:] if flat_mask
                             else (torch.arange(length, device=device) + past).expand(batch, -1))
         with capturing(output_attentions, output_hidden_states) as captured:
-            x = self.embed(input_ids, position_ids, inputs_embeds)
+            x = inputs_embeds if first_layer is not None else self.embed(input_ids, position_ids, inputs_embeds)
             mask = create_causal_mask(self.config, x, attention_mask, past_key_values, position_ids=given_positions)
             memory_mask = None
             if cross:
@@ -575,13 +579,28 @@ class Decoder(nn.Module):
                                                         encoder_hidden_states=encoder_hidden_states)
             x = self.stack(x, position_ids=position_ids, attention_mask=mask, query_offset=past, key_length=key_length,
                            memory=encoder_hidden_states if cross else None, memory_mask=memory_mask,
-                           past_key_values=past_key_values, **kwargs)
+                           past_key_values=past_key_values, first_layer=first_layer or 0, **kwargs)
         return BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=x, past_key_values=past_key_values if use_cache else None,
             hidden_states=captured.hidden_states("decoder") if output_hidden_states else None,
             attentions=captured.attentions("decoder") if output_attentions else None,
             cross_attentions=captured.attentions("decoder", "cross") if output_attentions and cross else None,
         )
+
+    def forward_from(self, layer: int, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     position_ids: torch.Tensor | None = None, encoder_hidden_states: torch.Tensor | None = None,
+                     encoder_attention_mask: torch.Tensor | None = None, past_key_values: Cache | None = None,
+                     use_cache: bool = False, **kwargs) -> BaseModelOutputWithPastAndCrossAttentions:
+        """The layers from ``layer`` on, then the final norm: ``hidden_states`` (B, T, D) is the residual stream
+        entering layer ``layer`` (a recording's ``(decoder, layer, None, "input")``). A model is causal in depth:
+        layers below ``layer`` would compute what ``hidden_states`` already holds, so they do not run. Masks,
+        positions (RoPE's angles, ALiBi's distances), the cache and the encoder memory as ``forward`` takes them;
+        learned and sinusoidal positions were added at the embeddings, so they are in ``hidden_states`` already.
+        ``forward_from(0, embeddings)`` is ``forward``. A recording opened around it sees the layers it runs."""
+        return self.forward(attention_mask=attention_mask, position_ids=position_ids,
+                            encoder_hidden_states=encoder_hidden_states, encoder_attention_mask=encoder_attention_mask,
+                            past_key_values=past_key_values, inputs_embeds=hidden_states, use_cache=use_cache,
+                            input_names=("hidden_states", "hidden_states"), first_layer=layer, **kwargs)
 
 
 class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
@@ -606,6 +625,16 @@ class ScratchTransformerModel(ScratchTransformerPreTrainedModel):
 
     def get_encoder(self, modality: str | None = None):
         return self.encoder
+
+    def forward_from(self, layer: int, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     position_ids: torch.Tensor | None = None, past_key_values: Cache | None = None,
+                     encoder_hidden_states: torch.Tensor | None = None, encoder_attention_mask: torch.Tensor | None = None,
+                     use_cache: bool = False, **kwargs) -> BaseModelOutputWithPastAndCrossAttentions:
+        """The decoder from layer ``layer`` on (``Decoder.forward_from``): ``hidden_states`` (B, T, D) is the residual
+        stream entering it; an encoder-decoder's decoder reads ``encoder_hidden_states`` (the encoder's output) with
+        ``encoder_attention_mask`` (the source's padding mask), ``attention_mask`` being the decoder tokens'."""
+        return self.decoder.forward_from(layer, hidden_states, attention_mask, position_ids, encoder_hidden_states,
+                                         encoder_attention_mask, past_key_values, use_cache, **kwargs)
 
     def forward(self, input_ids: torch.Tensor | None = None, attention_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, decoder_input_ids: torch.Tensor | None = None,
@@ -707,6 +736,18 @@ class ScratchTransformerForCausalLM(ScratchTransformerLanguageModel, GenerationM
         output = CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=out.past_key_values,
                                         hidden_states=out.hidden_states, attentions=out.attentions)
         return output if return_dict else output.to_tuple()
+
+
+    def forward_from(self, layer: int, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                     position_ids: torch.Tensor | None = None, past_key_values: Cache | None = None,
+                     labels: torch.Tensor | None = None, use_cache: bool = False,
+                     logits_to_keep: int | torch.Tensor = 0, **kwargs) -> CausalLMOutputWithPast:
+        """``forward`` from layer ``layer`` on: ``hidden_states`` (B, T, D) is the residual stream entering that layer
+        (``ScratchTransformerModel.forward_from``), then the final norm and the LM head, as ``forward``."""
+        out = self.model.forward_from(layer, hidden_states, attention_mask, position_ids, past_key_values,
+                                      use_cache=use_cache, **kwargs)
+        logits, loss = self.logits_and_loss(out.last_hidden_state, labels, logits_to_keep, **kwargs)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=out.past_key_values)
 
 
 class ScratchTransformerForSeq2SeqLM(ScratchTransformerLanguageModel, GenerationMixin):

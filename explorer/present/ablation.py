@@ -15,8 +15,9 @@ ABLATION = """### Head ablation: switch heads off
   are concatenated, so its slice of the input of W_O is zero (an edit at the heads' site, `modeling.ablate_heads`;
   the bias is the mask's, and ALiBi's where the model uses it). A head here is a query head: where query heads share
   a key/value head (Llama, Qwen2, Mistral) the shared keys and values stay for the rest of the group, as the status
-  line says for such a model. *Rank every head* removes each head alone, one forward pass each, and draws the rise
-  in loss as a layer × head map.
+  line says for such a model. *Rank every head* removes each head alone (the model run again from that head's layer
+  on: the layers below compute what they did) and draws the rise in loss as a layer × head map, beside a
+  first-order estimate that comes first.
 - **How to read it:** red cells are heads the model needs on this text; near-zero ones it can do without
   here. A removal can also lower the loss: no head is tuned to one text."""
 
@@ -61,4 +62,33 @@ def ranking_figure(r: HeadRanking) -> go.Figure:
     fig.update_layout(title=f"Rise in loss, each head removed alone (full model {r.loss:.4f})",
                       xaxis_title="head", yaxis_title="layer", height=max(300, 140 + 46 * n_layers), **LAYOUT)
     fig.update_yaxes(autorange="reversed")
+    return fig
+
+
+ESTIMATE = """**The estimate, first.** *Rank every head* first shows each head's cost to first order (Michel et al. 2019):
+give head h a mask m_h = 1 multiplying its output o_h; removing it sets m_h to 0, and the loss changes by about
+−dL/dm_h = −(o_h · dL/do_h). One backward pass gives every head at once. The exact ranking (each head removed, the
+model run again from that head's layer on) then appears beside it, with × on the heads whose estimate has the wrong
+sign and ○ on the exact ranking's costliest heads that the estimate did not rank among its own costliest. A
+first-order estimate misses what bends: a removed head changes the attention patterns of later layers (a saturated
+softmax barely moves for a small change, then jumps), the norms divide by the stream's size, and later heads can
+copy what the removed one wrote (the loss can then barely move: backup heads)."""
+
+
+def estimate_ranking_figure(estimate: HeadRanking, agreement=None) -> go.Figure:
+    """``ranking_figure`` of the first-order estimate; with ``agreement`` (``explorer.views.first_order``) its
+    disagreement with the exact ranking marked on the map and said in the title."""
+    fig = ranking_figure(estimate)
+    fig.update_traces(hovertemplate="layer %{y}, head %{x}<br>estimated Δ loss %{z:+.4f} nats<extra></extra>",
+                      selector=dict(type="heatmap"))
+    title = f"Estimated rise in loss (first order: −o_h · dL/do_h; full model {estimate.loss:.4f})"
+    if agreement is not None:
+        title += f"<br><sup>{plotly_text(agreement.line())}</sup>"
+        for cells, symbol, name in ((agreement.wrong_sign, "x-thin-open", "wrong sign"),
+                                    (agreement.off_rank, "circle-open", f"exact top {agreement.k}, not the estimate's")):
+            fig.add_scatter(x=[f"H{h}" for _, h in cells], y=[f"L{l}" for l, _ in cells], mode="markers", name=name,
+                            hoverinfo="skip", marker=dict(symbol=symbol, size=16, color="#111111",
+                                                          line=dict(width=2, color="#111111")))
+        fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0), margin=dict(t=90))
+    fig.update_layout(title=title)
     return fig

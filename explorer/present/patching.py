@@ -190,3 +190,57 @@ def explanation(result: Patching) -> str:
             tops = ", ".join(f"{heads.rows[i]} ({heads.values[i, column]:.2f})" for i in order)
             lines.append(f"Heads patched at {where}, the three that restore most: {tops}.")
     return "\n\n".join(line for line in [*lines, colour_note(result)] if line)
+
+
+# ----------------------------------------------------------------------------------------------
+# The first-order estimate (attribution patching) beside the exact grids
+# ----------------------------------------------------------------------------------------------
+
+ESTIMATE_TEACHING = """**The estimate, first.** Before the patched runs finish, each grid is *estimated* by attribution
+patching (AtP; Nanda 2023, Kramár et al. 2024): restored ≈ (a_clean − a_corrupted) · dLD/da at the corrupted run,
+over the patched value a, normalised as the exact grid. One backward pass of the corrupted run gives every cell of
+every grid at once. It is the first-order term of a Taylor expansion, so it is exact only where LD is linear in a
+(the last layer's feed-forward output at the last position, in a model without a final norm). It misses what bends:
+an attention softmax that **saturates** (a patched key or query that moves the pattern a lot, where the gradient of a
+saturated softmax is near 0), and the **norms**, which divide by the size of the stream they read. AtP\\* recomputes
+the attention pattern for patched queries and keys to fix part of the first; nothing first-order fixes all of it.
+When the exact grid arrives, the estimate's map marks where it was wrong: × its sign (on a cell the exact grid
+says matters), ○ one of the exact grid's largest cells that the estimate did not rank among its own largest."""
+
+WRONG_SIGN, OFF_RANK = "x-thin-open", "circle-open"
+
+
+def _marker_trace(x, y, symbol: str, name: str) -> go.Scatter:
+    return go.Scatter(x=x, y=y, mode="markers", name=name, hoverinfo="skip", showlegend=True,
+                      marker=dict(symbol=symbol, size=13, color="#111111", line=dict(width=2, color="#111111")))
+
+
+def mark_disagreement(fig: go.Figure, grid: PatchGrid, agreement, n_heads: int, x_labels: list[str] | None) -> None:
+    """Markers over ``fig``'s heat map(s): × the cells of the wrong sign, ○ the exact top cells ranked outside the
+    estimate's top (``explorer.views.first_order.Agreement``). ``x_labels``: a position grid's column values."""
+    for cells, symbol, name in ((agreement.wrong_sign, WRONG_SIGN, "wrong sign"),
+                                (agreement.off_rank, OFF_RANK, f"exact top {agreement.k}, not the estimate's")):
+        if x_labels is not None:
+            fig.add_trace(_marker_trace([x_labels[c] for _, c in cells], [grid.rows[r] for r, _ in cells], symbol, name))
+            continue
+        for column in range(2):
+            picked = [(r // n_heads, r % n_heads) for r, c in cells if c == column]
+            fig.add_trace(_marker_trace([f"H{h}" for _, h in picked], [f"L{l}" for l, _ in picked], symbol, name),
+                          1, column + 1)
+    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0))
+
+
+def estimate_figure(estimate, name: str, n_layers: int, n_heads: int, agreement=None) -> go.Figure:
+    """One grid's first-order estimate (``explorer.views.patching.estimates.PatchingEstimate``), drawn as the exact
+    grid is; with ``agreement``, its disagreement with the exact grid marked and said in the title."""
+    grid = estimate.grids[name]
+    grid = PatchGrid(grid.name, f"Estimate (AtP): {grid.title}", grid.rows, grid.columns, grid.values,
+                     grid.top_ids, grid.top_probs)
+    fig = heads_figure(estimate, grid, n_layers, n_heads) if name == "heads" else position_figure(estimate, grid)
+    fig.update_traces(hovertemplate="%{y}, %{x}<br>estimated restored %{z:.3f}<extra></extra>",
+                      selector=dict(type="heatmap"))
+    if agreement is not None:
+        mark_disagreement(fig, grid, agreement, n_heads, None if name == "heads" else token_axis(estimate)[0])
+        fig.update_layout(title_text=f"{fig.layout.title.text}<br><sup>{plotly_text(agreement.line())}</sup>",
+                          margin=dict(t=110))
+    return fig

@@ -13,7 +13,11 @@ name in ``ui.tabs`` wires it to widgets; ``explorer.present`` draws it). Every n
   query, each step compared with the pass's recording; ``worked_example``: the teaching notes' example, done right;
 - ``trace``: the shape of every step of one forward pass, read from its recording;
 - ``lens``: the logit lens, each layer's residual stream read by the final norm and the LM head;
-- ``ablation``: heads removed by an edit in a new recording, the loss before and after, every head ranked;
+- ``ablation``: heads removed by an edit in a new recording, the loss before and after, every head ranked (each
+  layer's heads run from that layer on); ``ablation_estimate``: every head's cost to first order (the head-mask
+  gradient, one backward pass);
+- ``first_order``: first-order estimates' common parts: the gradient of a metric at named sites (zero probes added
+  by ``record``'s edits), and how an estimate agrees with the exact answer (correlation, wrong signs, ranks);
 - ``patching``: activation patching, a package (its docstring lists its modules): the clean run's values written into
   the corrupted run's recording, cell by cell of each grid, batched;
 - ``routes``: how the prediction was made, a package (its docstring lists its modules): every update of the

@@ -146,27 +146,53 @@ class HeadRanking:
         return sorted(flat, key=lambda item: -item[2])
 
 
+def _keep_nothing(site) -> bool:
+    return False
+
+
+def losses_without_each_head(run: RecordedPass, attention: AttentionKind, layer: int) -> list[float]:
+    """The mean loss with each head of ``layer`` removed alone: one batch row per head (row h times 0 at head h),
+    run from that layer on (``forward_from``: the residual stream entering it is the run's own, recorded; the layers
+    below a removed head compute what the run already holds), then the LM head one row at a time (a row's (T,
+    vocab) logits, never the batch's)."""
+    n_heads = run.config.n_heads
+    keep = 1 - torch.eye(n_heads)  # row h: every head but h
+
+    def remove(value: torch.Tensor) -> torch.Tensor:  # (n_heads rows, H, T, d_head)
+        return value * keep.to(value.dtype)[:, :, None, None]
+
+    hidden = run.recording[attention.stack, layer, None, "input"].expand(n_heads, -1, -1)
+    memory = run.recording.get("encoder", None, None, "output")
+    head = run.model.get_output_embeddings()
+    with torch.inference_mode(), record(keep=_keep_nothing, edits={attention.site(layer, "heads"): remove}):
+        out = run.model.model.forward_from(layer, hidden, encoder_hidden_states=memory).last_hidden_state
+        return [float(token_losses(run, head(row).float()).mean()) for row in out]
+
+
 def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: DecodingSettings = DecodingSettings(False),
                progress=None, workers: int = CORES) -> HeadRanking:
-    """Every head removed alone, one forward pass each: how much the loss on the text rises.
+    """Every head removed alone: how much the loss on the text rises.
 
-    The passes are independent, so ``workers`` threads run them side by side: torch releases the GIL inside
-    its kernels, and the app runs one torch thread per request, so ``CORES`` workers use the machine's cores.
-    ``progress(fraction, description)`` is called as the passes finish."""
+    A decoder's heads (``losses_without_each_head``): one batch per layer, run from that layer on. An encoder's
+    (whose change reaches the whole decoder through its memory): one full pass per head (``ablated_pass``). The
+    batches are independent, so ``workers`` threads run them side by side: torch releases the GIL inside its
+    kernels, and the app runs one torch thread per request, so ``CORES`` workers use the machine's cores.
+    ``progress(fraction, description)`` is called as they finish."""
     attention, run, losses = prepare(model, tokenizer, text, kind, decoding)
     n_layers, n_heads = attention.n_layers(model.config), model.config.n_heads
     base = float(losses.mean())
-    heads = [(layer, head) for layer in range(n_layers) for head in range(n_heads)]
 
-    def loss_without(removed: tuple[int, int]) -> float:
-        return float(ablated_pass(run, attention, [removed])[1].mean())
+    def layer_losses(layer: int) -> list[float]:
+        if attention.stack == "decoder":
+            return losses_without_each_head(run, attention, layer)
+        return [float(ablated_pass(run, attention, [(layer, head)])[1].mean()) for head in range(n_heads)]
 
     increase = np.zeros((n_layers, n_heads))
     with ThreadPoolExecutor(max(1, workers)) as pool:
-        for done, ((layer, head), loss) in enumerate(zip(heads, pool.map(loss_without, heads)), start=1):
-            increase[layer, head] = loss - base
-            if progress is not None and done % n_heads == 0:
-                progress(done / len(heads), f"{done} of {len(heads)} heads removed, one at a time")
+        for done, (layer, layer_loss) in enumerate(zip(range(n_layers), pool.map(layer_losses, range(n_layers))), 1):
+            increase[layer] = np.array(layer_loss) - base
+            if progress is not None:
+                progress(done / n_layers, f"{done * n_heads} of {n_layers * n_heads} heads removed, one at a time")
     return HeadRanking(attention.name, base, increase, [*run.read.notices, *sharing_notes(model)])
 
 

@@ -79,11 +79,12 @@ def test_ablation_and_ranking(client):
     assert "heads removed: L0.H1, L1.H0, L1.H1, L1.H2, L1.H3" in note and "nats" in note
     assert "On 5 other passages (lines of the held-out test plays) removing these heads changes the loss by" in note
     assert figure(next_plot)["data"][0]["name"] == "all heads"
-    rank, note = client.predict(TEXT, "shakespeare-rope", "self", api_name="/rank_heads")
+    rank, estimate, note = client.predict(TEXT, "shakespeare-rope", "self", api_name="/rank_heads")
     assert "8 heads, each removed alone" in note and figure(rank)["data"][0]["type"] == "heatmap"
+    assert figure(estimate)["data"][0]["type"] == "heatmap" and "Estimate against exact: correlation" in note
     *_, note = client.predict(TEXT, "shakespeare-rope", "self", "2.0", api_name="/ablate_heads")
     assert note.startswith("⚠️ Heads to remove: heads as layer.head (layer 0–1, head 0–3)") and "layer 2 does not exist" in note
-    _, note = client.predict(TEXT, "folio-to-modern", "cross", api_name="/rank_heads")
+    _, _, note = client.predict(TEXT, "folio-to-modern", "cross", api_name="/rank_heads")
     assert "folio-to-modern" in note and not note.startswith("⚠️")
 
 

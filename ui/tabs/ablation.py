@@ -1,9 +1,12 @@
 """The Head ablation tab: chosen heads removed, with the loss and the next-token probabilities before and after;
 or every head removed alone, ranked by how much the loss rises."""
 
+import time
+
 import gradio as gr
 
-from explorer.views import ablation, attention
+from explorer.views import ablation, ablation_estimate, attention
+from explorer.views.first_order import agreement
 from explorer.present import ablation as present, figures
 
 from ui.controls import DecodingControls, view_inputs
@@ -27,20 +30,34 @@ def ablate_heads(text, model_name, kind, heads, *decoding):
                    *result.notices))
 
 
-@guarded(rank_plot=NO_FIGURE)
+@guarded(rank_plot=NO_FIGURE, estimate_plot=NO_FIGURE)
 def rank_heads(text, model_name, kind, *decoding, progress=gr.Progress()):
-    """Every head removed alone: the rise in loss, as a layer × head map."""
+    """Every head's cost to first order at once (shown first), then every head removed alone: the rise in loss, as
+    a layer × head map beside the estimate's, the estimate's disagreement marked."""
     text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
+    started = time.perf_counter()
+    estimate = ablation_estimate.estimate_head_ranking(model, tokenizer, text, kind, settings)
+    estimated = time.perf_counter() - started
+    yield NO_FIGURE, present.estimate_ranking_figure(estimate), status(
+        f"**{info.name}**: every head's cost estimated to first order in {estimated:.2f} s (one backward pass). "
+        "Removing each head alone is running; the exact map appears beside the estimate when it finishes.")
+    started = time.perf_counter()
     ranking = ablation.rank_heads(model, tokenizer, text, kind, settings, progress=lambda f, d: progress(f, desc=d))
+    seconds = time.perf_counter() - started
+    agreed = agreement(estimate.increase, ranking.increase)
     top = ", ".join(f"L{l}.H{h} ({figures.signed(v)})" for l, h, v in ranking.order()[:3])
-    return present.ranking_figure(ranking), status(
-        f"**{info.name}**: {ranking.increase.size} heads, each removed alone. Costliest: {top}.", *notices, *ranking.notices)
+    yield present.ranking_figure(ranking), present.estimate_ranking_figure(estimate, agreed), status(
+        f"**{info.name}**: {ranking.increase.size} heads, each removed alone, in {seconds:.1f} s (the estimate: "
+        f"{estimated:.2f} s). Costliest: {top}.", f"Estimate against exact: {agreed.line()}.", *notices,
+        *ranking.notices)
 
 
 def tab(choices, value, decoding: DecodingControls) -> TabParts:
     """The tab; its model menu."""
     with gr.Tab("Head ablation", id="ablation"):
         gr.Markdown(present.ABLATION)
+        with gr.Accordion("Rank every head: the estimate first, and what it misses", open=False):
+            gr.Markdown(present.ESTIMATE)
         with text_and_model("ablation", ablation.DEFAULT_TEXT, choices, value) as (text, menu):
             kind = kind_menu("ablation-kind")
         with gr.Row():
@@ -52,14 +69,18 @@ def tab(choices, value, decoding: DecodingControls) -> TabParts:
         with gr.Row():  # side by side when there is room for both, one above the other on narrow pages
             next_plot = gr.Plot(label="Next token", elem_id="plot-ablation", min_width=480)
             loss_plot = gr.Plot(label="Loss per token", elem_id="plot-token-loss", min_width=480)
-        rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank")
+        with gr.Row():  # the estimate first, the exact ranking beside it when it finishes
+            estimate_plot = gr.Plot(label="Every head's cost, estimated to first order", elem_id="plot-rank-estimate",
+                                    min_width=480)
+            rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank", min_width=480)
     menu.change(kind_choices, [menu, kind], kind, api_name="ablation_kinds", api_visibility="private", **UNCHECKED)
     button.click(ablate_heads, [text, menu, kind, heads, *decoding.all()], [next_plot, loss_plot, status_line],
                  api_name="ablate_heads", **INTERACTIVE, **UNCHECKED)
-    rank_button.click(rank_heads, [text, menu, kind, *decoding.all()], [rank_plot, status_line], api_name="rank_heads",
+    rank_button.click(rank_heads, [text, menu, kind, *decoding.all()], [rank_plot, estimate_plot, status_line], api_name="rank_heads",
                       **INTERACTIVE, **UNCHECKED)
     # the status line speaks of one request: the plots of the other kind of request are cleared, not left stale
-    button.click(lambda: NO_FIGURE, None, rank_plot, api_name="ablation_clear_rank", api_visibility="private")
+    button.click(lambda: (NO_FIGURE, NO_FIGURE), None, [rank_plot, estimate_plot], api_name="ablation_clear_rank",
+                 api_visibility="private")
     rank_button.click(lambda: (NO_FIGURE, NO_FIGURE), None, [next_plot, loss_plot], api_name="ablation_clear_removal",
                       api_visibility="private")
     return TabParts(menus=(menu,))

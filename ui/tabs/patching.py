@@ -6,7 +6,8 @@ import time
 import gradio as gr
 
 from explorer.models import registry
-from explorer.views.patching import analysis, grids, texts
+from explorer.views.first_order import agreement
+from explorer.views.patching import analysis, estimates, grids, texts
 from explorer.core.inputs import InputProblem, echo
 from explorer.present import patching as present
 
@@ -19,6 +20,7 @@ NO_JSON, NO_RESULT = None, None
 GRID_CHOICES = [("Residual stream (layer × position)", "residual"), ("Each head (layer × head)", "heads"),
                 ("Attention output (layer × position)", "attention"), ("Feed-forward output (layer × position)", "feed_forward")]
 PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in grids.GRIDS}
+ESTIMATE_IDS = {name: f"patching-estimate-{name.replace('_', '-')}" for name in grids.GRIDS}  # not clicked: no run
 
 # A click on a cell of a grid's plotly heat map: the gr.HTML beside the plots listens to every plot of this tab
 # (plotly's own 'plotly_click' event, attached again whenever a plot is drawn anew) and sends a 'click' event
@@ -55,22 +57,44 @@ def _figures(result, names, config):
             for name in grids.GRIDS]
 
 
+def _estimate_figures(estimate, config, agreements=None):
+    """The estimate's map of each grid asked for (its disagreement with the exact grid marked, once known)."""
+    return [present.estimate_figure(estimate, name, config.n_layers, config.n_heads,
+                                    None if agreements is None else agreements[name])
+            if name in estimate.grids else NO_FIGURE for name in grids.GRIDS]
+
+
+NOTHING_EXACT_YET = (*dict.fromkeys(grids.GRIDS, NO_FIGURE).values(), NO_JSON, NO_TEXT, NO_RESULT, NO_FIGURE, NO_TEXT)
+
+
 @guarded(**dict.fromkeys(grids.GRIDS, NO_FIGURE), numbers=NO_JSON, explained=NO_TEXT, result=NO_RESULT, cell_plot=NO_FIGURE,
-         cell_line=NO_TEXT)  # the grids' plots first, one per grid in grids.GRIDS' order
+         cell_line=NO_TEXT, **{f"estimate_{name}": NO_FIGURE for name in grids.GRIDS}, estimate_numbers=NO_JSON)
 def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_answer, sites, progress=gr.Progress()):
-    """Every patched run of the chosen grids: one heat map per grid, the numbers as JSON, what they show.
+    """The first-order estimate of every chosen grid at once (shown first), then every patched run: one heat map per
+    grid beside its estimate's, the estimate's disagreement marked, the numbers as JSON, what they show.
     ``sites``: the grids' names; the endpoint's parameter is named after it, so the name stays."""
     info, model, tokenizer = registry.resolve(model_name)
+    started = time.perf_counter()
+    estimate = estimates.attribution_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites)
+    estimated = time.perf_counter() - started
+    yield (*NOTHING_EXACT_YET, *_estimate_figures(estimate, model.config), {"estimate": estimate.to_json()},
+           status(f"**{info.name}**: every grid estimated to first order in {estimated:.2f} s (one backward pass). "
+                  "The exact patched runs are running; each grid appears beside its estimate when they finish.",
+                  *estimate.runs.notices))
     started = time.perf_counter()
     result = analysis.activation_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites,
                                           progress=lambda f, d: progress(f, desc=d))
     seconds = time.perf_counter() - started
+    agreements = {name: agreement(estimate.grids[name].values, grid.values) for name, grid in result.grids.items()}
     runs = sum(grid.values.size for grid in result.grids.values())
     line = (f"**{info.name}**, {len(result.tokens)} tokens: answer {echo(result.answer)} against "
             f"{echo(result.wrong_answer)}; logit difference clean {result.clean_metric:.3f}, corrupted "
-            f"{result.corrupted_metric:.3f}. {runs} patched runs in {seconds:.1f} s.")
-    return (*_figures(result, result.grids, model.config), result.to_json(), present.explanation(result), result,
-            NO_FIGURE, NO_TEXT, status(line, *result.notices))
+            f"{result.corrupted_metric:.3f}. {runs} patched runs in {seconds:.1f} s (the estimate: {estimated:.2f} s).")
+    agreeing = "Estimate against exact: " + "; ".join(f"{name}: {a.line()}" for name, a in agreements.items()) + "."
+    numbers = {"estimate": estimate.to_json(), "agreement": {name: a.to_json() for name, a in agreements.items()}}
+    yield (*_figures(result, result.grids, model.config), result.to_json(), present.explanation(result), result,
+           NO_FIGURE, NO_TEXT, *_estimate_figures(estimate, model.config, agreements), numbers,
+           status(line, agreeing, *result.notices))
 
 
 @guarded(cell_plot=NO_FIGURE)
@@ -129,7 +153,7 @@ def example_texts(model_name, clean_text, corrupted_text, shown):
 def grids_offered(name, ticked, offered):
     """The Grids checkboxes for the model picked: the grids it has (``grids.grids_of``), those ticked kept ticked
     and one it gains (back from an attention-only model) ticked; the grids now offered; the feed-forward grid's plot,
-    shown only for a model that has one. Unchanged: nothing."""
+    shown only for a model that has one (with its estimate's: the row of both). Unchanged: nothing."""
     try:
         _, model, _ = registry.resolve(name)
     except InputProblem:
@@ -149,6 +173,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
     with gr.Tab("Activation patching", id="patching"):
         with gr.Accordion("What patching asks, and how to read its grids", open=True, elem_id="patching-teaching-box"):
             gr.Markdown(present.TEACHING, elem_id="patching-teaching")
+            gr.Markdown(present.ESTIMATE_TEACHING, elem_id="patching-estimate-teaching")
         with gr.Row():
             with gr.Column(scale=3):
                 clean = gr.Textbox(label="Clean text (the model gets the answer right)", value=texts.DEFAULT_CLEAN,
@@ -173,7 +198,12 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
         explained = gr.Markdown(elem_id="patching-explanation")
         with gr.Row(equal_height=True):  # the side column as tall as the grids: its panel stays in sight
             with gr.Column(scale=3, min_width=480):
-                plots = {name: gr.Plot(label=grids.GRIDS[name].title, elem_id=PLOT_IDS[name]) for name in grids.GRIDS}
+                plots, estimate_plots, rows = {}, {}, {}
+                for name in grids.GRIDS:  # each grid beside its first-order estimate, which comes first
+                    with gr.Row() as rows[name]:
+                        estimate_plots[name] = gr.Plot(label=f"Estimate (AtP): {grids.GRIDS[name].title}",
+                                                       elem_id=ESTIMATE_IDS[name], min_width=320)
+                        plots[name] = gr.Plot(label=grids.GRIDS[name].title, elem_id=PLOT_IDS[name], min_width=320)
             with gr.Column(scale=2, min_width=320):
                 with gr.Column(elem_id="patching-cell-panel"):  # kept in sight beside the grids (CLICK_BRIDGE_JS)
                     bridge = gr.HTML(CLICK_HINT, elem_id="patching-click", js_on_load=CLICK_BRIDGE_JS)
@@ -181,15 +211,18 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                     cell_line = gr.Markdown(elem_id="patching-cell-status", elem_classes="status-line")
         numbers = gr.JSON(label="The numbers (clean_metric, corrupted_metric, each grid: [row][position], normalised)",
                           open=False, max_height=320, elem_id="patching-json")
+        estimate_numbers = gr.JSON(label="The estimate's numbers (each grid as above), and its agreement with the exact "
+                                   "grid", open=False, max_height=320, elem_id="patching-estimate-json")
         result = gr.State(NO_RESULT)
         offered = gr.State(list(grids.GRIDS))  # the grids the checkboxes offer now
         shown = gr.State([texts.DEFAULT_CLEAN, texts.DEFAULT_CORRUPTED])  # the example the tab put in the boxes last
     button.click(activation_patching, [menu, clean, corrupted, answer, wrong, grid_boxes],
-                 [*plots.values(), numbers, explained, result, cell_plot, cell_line, status_line],
+                 [*plots.values(), numbers, explained, result, cell_plot, cell_line, *estimate_plots.values(),
+                  estimate_numbers, status_line],
                  api_name="activation_patching",
                  **INTERACTIVE, **UNCHECKED)
     bridge.click(show_cell, result, [cell_plot, cell_line], api_name="patching_cell", api_visibility="private")
-    menu.change(grids_offered, [menu, grid_boxes, offered], [grid_boxes, offered, plots["feed_forward"]], api_name="patching_grids",
+    menu.change(grids_offered, [menu, grid_boxes, offered], [grid_boxes, offered, rows["feed_forward"]], api_name="patching_grids",
                 api_visibility="private", **INTERACTIVE, **UNCHECKED)
     menu.change(example_texts, [menu, clean, corrupted, shown], [clean, corrupted, shown], api_name="patching_example",
                 api_visibility="private", show_progress="hidden", **UNCHECKED)

@@ -15,9 +15,10 @@ other's patches.
 
 - ``grids``: the grids (what each patches, its rows and columns), one ``Patch`` per cell, and which grids a request
   asks for and a model has;
-- ``runs``: the patched forward passes, batched (batch row i carries patch i), the positions before the first patch
-  run once;
+- ``runs``: the patched forward passes, batched (batch row i carries patch i), each from its first patched layer
+  (``forward_from``) and position (the corrupted run's keys and values before it);
 - ``texts``: the default example and texts of its kind, and corrupted copies made from a clean text;
 - ``analysis``: ``activation_patching``: the texts and answers checked, the clean and corrupted runs, every cell's
-  patched run, and the result (``Patching``: one ``PatchGrid`` per grid, and its JSON).
+  patched run, and the result (``Patching``: one ``PatchGrid`` per grid, and its JSON);
+- ``estimates``: attribution patching, every cell of every grid to first order from one backward pass.
 """

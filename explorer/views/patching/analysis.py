@@ -4,15 +4,16 @@ and the result: one ``PatchGrid`` per grid, normalised (0 the corrupted run, 1 t
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from explorer.core.inputs import InputProblem, echo, require_text
 from explorer.generation.tokens import one_token, token_labels
-from explorer.views.forward_pass import recorded_pass
+from explorer.views.forward_pass import RecordedPass, recorded_pass
 from explorer.views.patching.grids import GRIDS, GridKind, model_grids, parse_grids
-from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS, changes_nothing, run_batched
+from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS, run_batched, trimmed
 
 # The least gap between the clean and corrupted logit differences for "restored" to mean anything. restored divides
 # each patched run's change of LD by this gap; 0.1 nats is the corruption changing the odds of answer against wrong
@@ -176,37 +177,90 @@ def metric_notices(changed: list[int], clean_ld: float, corrupted_ld: float) -> 
 # ----------------------------------------------------------------------------------------------
 
 
-def cell_logits(model, kinds: list[GridKind], clean, corrupted, progress=None, chunk_tokens: int = CHUNK_TOKENS,
-                workers: int = WORKERS) -> torch.Tensor:
-    """(cells, vocab) last-position logits of every cell of the grids ``kinds``, grid after grid, row by row, from
-    the recorded passes ``clean`` and ``corrupted``. A cell whose patches write what the corrupted run has there
-    is not run: its logits are the corrupted run's."""
+class CellResults(NamedTuple):
+    """Every cell's patched run, summarised: the logit difference (cells,), its top next tokens' probabilities and
+    ids (cells, TOP_K)."""
+
+    metric: torch.Tensor
+    top_probs: torch.Tensor
+    top_ids: torch.Tensor
+
+
+def cell_results(model, kinds: list[GridKind], clean, corrupted, answer_id: int, wrong_id: int, progress=None,
+                 chunk_tokens: int = CHUNK_TOKENS, workers: int = WORKERS) -> CellResults:
+    """Every cell of the grids ``kinds``, grid after grid, row by row, from the recorded passes ``clean`` and
+    ``corrupted``. A cell whose patches write what the corrupted run has there is not run: it is the corrupted run.
+    Each batch's logits are summarised as it finishes: no (cells, vocab) table is held."""
     config, length = model.config, corrupted.read.target_ids.shape[0]
     every = [cell for kind in kinds for cell in kind.cells(config.n_layers, config.n_heads, length)]
     values = {site: clean.recording[site] for site in {patch.site for cell in every for patch in cell}}
-    same = [changes_nothing(cell, values, corrupted.recording) for cell in every]
-    to_run = [cell for cell, unchanged in zip(every, same) if not unchanged]
-    report = None if progress is None else (
-        lambda done, total: progress(done / total, f"{len(to_run)} patched runs: {done} of {total} batches"))
-    logits = corrupted.logits[-1].expand(len(every), -1).clone()  # a patch that writes what is there: the corrupted run
-    logits[[i for i, unchanged in enumerate(same) if not unchanged]] = run_batched(
-        model, corrupted.read.target_ids, to_run, values, report, chunk_tokens, workers)
-    return logits
+    cells = [trimmed(cell, values, corrupted.recording) for cell in every]
+    to_run = [i for i, cell in enumerate(cells) if cell]
+
+    def summarise(logits: torch.Tensor) -> CellResults:
+        top = logits.softmax(-1).topk(TOP_K)
+        return CellResults(logit_difference(logits, answer_id, wrong_id), top.values, top.indices)
+
+    plain = summarise(corrupted.logits[-1][None])  # a cell that writes what is there: the corrupted run
+    results = CellResults(*(column.expand(len(every), *column.shape[1:]).clone() for column in plain))
+    if to_run:
+        report = None if progress is None else (
+            lambda done, total: progress(done / total, f"{len(to_run)} patched runs: {done} of {total} batches"))
+        ran = run_batched(model, corrupted.recording, [cells[i] for i in to_run], values, summarise, report,
+                          chunk_tokens, workers)
+        for column, part in zip(results, ran):
+            column[to_run] = part
+    return results
 
 
-def patch_grids(kinds: list[GridKind], scores: torch.Tensor, top, n_layers: int, n_heads: int,
+def patch_grids(kinds: list[GridKind], scores: torch.Tensor, top: CellResults, n_layers: int, n_heads: int,
                 tokens: list[str]) -> dict[str, PatchGrid]:
     """The grids from every cell's normalised ``scores`` (cells,) and ``top`` next tokens (cells, TOP_K), in the
-    order of ``cell_logits``; ``tokens``: the clean text's token labels."""
+    order of ``cell_results``; ``tokens``: the clean text's token labels."""
     grids, start = {}, 0
     for kind in kinds:
         rows, columns = kind.row_labels(n_layers, n_heads), kind.columns(tokens)
         shape, stop = (len(rows), len(columns)), start + len(rows) * len(columns)
         grids[kind.name] = PatchGrid(kind.name, kind.title, rows, columns, scores[start:stop].reshape(shape).numpy(),
-                                     top.indices[start:stop].reshape(*shape, TOP_K).numpy(),
-                                     top.values[start:stop].reshape(*shape, TOP_K).numpy())
+                                     top.top_ids[start:stop].reshape(*shape, TOP_K).numpy(),
+                                     top.top_probs[start:stop].reshape(*shape, TOP_K).numpy())
         start = stop
     return grids
+
+
+@dataclass
+class PairedRuns:
+    """The checked request: the grids the model has, the two texts' ids and recorded runs, the answers and the
+    metric of each run; what the exact grids and their estimate (``estimates``) both start from."""
+
+    names: list[str]
+    clean_ids: torch.Tensor
+    corrupted_ids: torch.Tensor
+    changed: list[int]
+    clean: RecordedPass
+    corrupted: RecordedPass
+    answer_id: int
+    wrong_id: int
+    clean_ld: float
+    corrupted_ld: float
+    notices: list[str]
+
+
+def paired_runs(model, tokenizer, clean_text, corrupted_text, answer=None, wrong_answer=None, grids=None,
+                max_tokens: int = MAX_TOKENS) -> PairedRuns:
+    """The model, texts, answers and grids checked (an InputProblem says what is wrong), and the two runs."""
+    check_model(model)
+    names, left_out = model_grids(model, parse_grids(grids))
+    limit = min(max_tokens, model.config.position_limit or max_tokens)
+    clean_text, clean_ids, corrupted_text, corrupted_ids = paired_texts(tokenizer, clean_text, corrupted_text, limit)
+    changed = torch.nonzero(clean_ids != corrupted_ids).flatten().tolist()
+    clean, corrupted = recorded_pass(model, tokenizer, clean_text), recorded_pass(model, tokenizer, corrupted_text)
+    answer_id, wrong_id, answer_notices = answer_ids(tokenizer, clean.logits[-1], answer, wrong_answer)
+    clean_ld = float(logit_difference(clean.logits[-1], answer_id, wrong_id))
+    corrupted_ld = float(logit_difference(corrupted.logits[-1], answer_id, wrong_id))
+    notices = left_out + answer_notices + metric_notices(changed, clean_ld, corrupted_ld)
+    return PairedRuns(names, clean_ids, corrupted_ids, changed, clean, corrupted, answer_id, wrong_id, clean_ld,
+                      corrupted_ld, notices)
 
 
 def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=None, wrong_answer=None, grids=None,
@@ -217,26 +271,17 @@ def activation_patching(model, tokenizer, clean_text, corrupted_text, answer=Non
     ``answer`` and ``wrong_answer``: one token each; empty: the clean run's most likely and second most likely
     next tokens. ``progress(fraction, description)`` as the patched runs finish; ``chunk_tokens`` and ``workers``:
     ``run_batched``."""
-    check_model(model)
-    names, left_out = model_grids(model, parse_grids(grids))
-    limit = min(max_tokens, model.config.position_limit or max_tokens)
-    clean_text, clean_ids, corrupted_text, corrupted_ids = paired_texts(tokenizer, clean_text, corrupted_text, limit)
-    changed = torch.nonzero(clean_ids != corrupted_ids).flatten().tolist()
-    clean, corrupted = recorded_pass(model, tokenizer, clean_text), recorded_pass(model, tokenizer, corrupted_text)
-    clean_last, corrupted_last = clean.logits[-1], corrupted.logits[-1]
-    answer_id, wrong_id, answer_notices = answer_ids(tokenizer, clean_last, answer, wrong_answer)
-    clean_ld = float(logit_difference(clean_last, answer_id, wrong_id))
-    corrupted_ld = float(logit_difference(corrupted_last, answer_id, wrong_id))
-    notices = left_out + answer_notices + metric_notices(changed, clean_ld, corrupted_ld)
-
-    kinds = [GRIDS[name] for name in names]
-    logits = cell_logits(model, kinds, clean, corrupted, progress, chunk_tokens, workers)
-    scores = (logit_difference(logits, answer_id, wrong_id) - corrupted_ld) / (clean_ld - corrupted_ld)
-    tokens, n_heads = token_labels(tokenizer, clean_ids), model.config.n_heads
+    runs = paired_runs(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, grids, max_tokens)
+    clean, corrupted, answer_id, wrong_id = runs.clean, runs.corrupted, runs.answer_id, runs.wrong_id
+    clean_ld, corrupted_ld = runs.clean_ld, runs.corrupted_ld
+    kinds = [GRIDS[name] for name in runs.names]
+    results = cell_results(model, kinds, clean, corrupted, answer_id, wrong_id, progress, chunk_tokens, workers)
+    scores = (results.metric - corrupted_ld) / (clean_ld - corrupted_ld)
+    tokens, n_heads = token_labels(tokenizer, runs.clean_ids), model.config.n_heads
     return Patching(
-        tokens=tokens, corrupted_tokens=token_labels(tokenizer, corrupted_ids), changed=changed,
+        tokens=tokens, corrupted_tokens=token_labels(tokenizer, runs.corrupted_ids), changed=runs.changed,
         answer=token_labels(tokenizer, [answer_id])[0], wrong_answer=token_labels(tokenizer, [wrong_id])[0],
         answer_id=answer_id, wrong_id=wrong_id, clean_metric=clean_ld, corrupted_metric=corrupted_ld,
-        clean_top=top_tokens(tokenizer, clean_last), corrupted_top=top_tokens(tokenizer, corrupted_last),
-        grids=patch_grids(kinds, scores, logits.softmax(-1).topk(TOP_K), model.config.n_layers, n_heads, tokens),
-        n_heads=n_heads, labels=lambda ids: token_labels(tokenizer, ids), notices=notices + list(clean.read.notices))
+        clean_top=top_tokens(tokenizer, clean.logits[-1]), corrupted_top=top_tokens(tokenizer, corrupted.logits[-1]),
+        grids=patch_grids(kinds, scores, results, model.config.n_layers, n_heads, tokens),
+        n_heads=n_heads, labels=lambda ids: token_labels(tokenizer, ids), notices=runs.notices + list(clean.read.notices))

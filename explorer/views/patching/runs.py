@@ -1,24 +1,44 @@
 """Patched forward passes, batched: batch row i carries the patches of one cell (an ``index_put`` of the clean
-values into that row), up to ``CHUNK_TOKENS`` tokens in one forward pass, ``WORKERS`` passes side by side.
+values into that row), rows with the same first patched layer side by side, ``WORKERS`` batches at a time.
 
-A model is causal: a patch at position p changes nothing before p. So a batch starts at its rows' first patched
-position: the positions before it run once, unbatched, and the batch reads on from their cached keys and values.
+A model is causal in time and in depth: a patch at layer l and position p changes nothing below layer l and
+nothing before position p. So a batch runs from its rows' first patched layer (``forward_from``: the residual
+stream entering it is the corrupted run's, recorded), at the positions from its rows' first patched position on;
+the positions before read the corrupted run's own keys and values (a cache made from its recording). A patch that
+writes at a position what the corrupted run already has there (a causal model's two runs agree before the first
+changed token; the embeddings agree wherever the tokens do) is dropped: a cell left with none is not run.
+
+Each batch's logits are summarised at once (``summarise``: the metric and the top tokens), so no (cells, vocab)
+table is ever held.
 """
 
 from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
 
 import torch
+from transformers.cache_utils import DynamicCache
 
-from modeling import Site, record
+from modeling import Recording, Site, record
 
 from explorer.core.machine import CORES
 from explorer.views.patching.grids import Patch
 
-CHUNK_TOKENS = 4096  # batch rows x tokens in one patched forward pass: bounds memory (about 4 MB per d_model-wide
-#                      tensor at d_model 256), and big enough that a forward pass is mostly arithmetic
-WORKERS = CORES  # chunks run side by side, one a core: torch releases the GIL in its kernels
+CHUNK_TOKENS = 4096  # batch rows x tokens in one patched forward pass: bounds memory (about 12 MB per d_model-wide
+#                      tensor at GPT-2 small's 768), and big enough that a forward pass is mostly arithmetic
+MERGE_POSITIONS = 6  # a row joins a batch that starts up to this many positions before its own first patch: the
+#                      tokens it recomputes cost less than another pass over every layer's weights (a batch of a
+#                      few rows reads each weight matrix once for few tokens)
+WORKERS = CORES  # batches run side by side, one a core: torch releases the GIL in its kernels
+
+
+class Batch(NamedTuple):
+    """Rows (cell indices) run together from ``layer`` and ``position`` on."""
+
+    layer: int
+    position: int
+    rows: list[int]
 
 
 def _overwrite(clean: torch.Tensor, rows: list[int], heads: list[int | None], positions: list[int], start: int
@@ -57,15 +77,27 @@ def patch_edits(batch: list[list[Patch]], clean, start: int = 0) -> dict[Site, C
 
 
 def patched_part(value: torch.Tensor, patch: Patch) -> torch.Tensor:
-    """The entries of a (1, ...) site value that ``patch`` overwrites."""
+    """The entries of a (1, ...) site value that ``patch`` overwrites: (positions, ...)."""
     positions = list(patch.positions)
     return value[0, positions] if patch.head is None else value[0, patch.head, positions]
 
 
+def trimmed(patches: list[Patch], clean, corrupted) -> list[Patch]:
+    """``patches`` without the positions where they write exactly what the corrupted run has there (a write that
+    changes nothing); a patch left with no position is dropped. [] : the cell's run IS the corrupted run."""
+    kept = []
+    for patch in patches:
+        same = (patched_part(clean[patch.site], patch) == patched_part(corrupted[patch.site], patch))
+        differ = ~same.flatten(1).all(1)
+        positions = tuple(p for p, d in zip(patch.positions, differ.tolist()) if d)
+        if positions:
+            kept.append(patch._replace(positions=positions))
+    return kept
+
+
 def changes_nothing(patches: list[Patch], clean, corrupted) -> bool:
-    """Whether every patch writes exactly the value the corrupted run has there (a causal model's two runs agree
-    before the first changed token, and the embeddings agree wherever the tokens do): its run IS the corrupted run."""
-    return all(torch.equal(patched_part(clean[p.site], p), patched_part(corrupted[p.site], p)) for p in patches)
+    """Whether every patch writes exactly the value the corrupted run has there: its run IS the corrupted run."""
+    return not trimmed(patches, clean, corrupted)
 
 
 def _keep_nothing(site: Site) -> bool:
@@ -77,51 +109,80 @@ def first_position(patches: list[Patch], length: int) -> int:
     return min((min(patch.positions) for patch in patches), default=length - 1)
 
 
-def patched_logits(model, ids: torch.Tensor, batch: list[list[Patch]], clean, start: int = 0) -> torch.Tensor:
-    """(len(batch), vocab) last-position logits of ``ids`` (T,), batch row i run with the patches ``batch[i]``
+def first_layer(patches: list[Patch], n_layers: int) -> int:
+    """The first layer a row's patches touch (the last layer for none)."""
+    return min((patch.site.layer for patch in patches), default=n_layers - 1)
+
+
+def corrupted_cache(corrupted: Recording, config, stop: int, rows: int) -> DynamicCache | None:
+    """The keys and values of the corrupted run's positions 0 .. stop-1 in every self-attention layer, as the model's
+    own cache holds them (keys after RoPE's rotation; grouped-query attention's fewer key heads), for ``rows`` rows;
+    None for ``stop`` 0."""
+    if stop == 0:
+        return None
+    cache = DynamicCache(config=config)
+    for layer in range(config.n_layers):
+        key = corrupted.get("decoder", layer, "self", "key_rotated")
+        key = corrupted["decoder", layer, "self", "key"] if key is None else key
+        value = corrupted["decoder", layer, "self", "value"]
+        cache.update(key[:, :, :stop].expand(rows, -1, -1, -1), value[:, :, :stop].expand(rows, -1, -1, -1), layer)
+    return cache
+
+
+def patched_logits(model, corrupted: Recording, batch: list[list[Patch]], clean, layer: int = 0, start: int = 0
+                   ) -> torch.Tensor:
+    """(len(batch), vocab) last-position logits of the corrupted run, batch row i with the patches ``batch[i]``
     (an empty list: the plain run), in the caller's own recording.
 
-    The positions before ``start`` (no patch touches them) run once, unbatched, and the batch reads on from their
-    cached keys and values."""
-    past = None
-    with torch.inference_mode():
-        if start > 0:
-            with record(keep=_keep_nothing):  # positions 0 .. start-1: the corrupted run's own, unpatched
-                past = model(input_ids=ids[None, :start], use_cache=True).past_key_values
-            past.batch_repeat_interleave(len(batch))
-        with record(keep=_keep_nothing, edits=patch_edits(batch, clean, start)):
-            out = model(input_ids=ids[None, start:].expand(len(batch), -1), past_key_values=past,
-                        use_cache=past is not None, logits_to_keep=1)
+    The pass runs from ``layer`` on (``forward_from``: the residual stream entering it is the corrupted run's) at
+    the positions from ``start`` on; the positions before read the corrupted run's keys and values."""
+    hidden = corrupted["decoder", layer, None, "input"][:, start:].expand(len(batch), -1, -1)
+    past = corrupted_cache(corrupted, model.config, start, len(batch))
+    with torch.inference_mode(), record(keep=_keep_nothing, edits=patch_edits(batch, clean, start)):
+        out = model.forward_from(layer, hidden, past_key_values=past, use_cache=past is not None, logits_to_keep=1)
     return out.logits[:, -1].float()
 
 
-def chunks_of(patches: list[list[Patch]], length: int, chunk_tokens: int) -> list[tuple[int, list[int]]]:
-    """(start, row indices) of each batch: rows in order of their first patched position, each batch at most
-    ``chunk_tokens`` tokens (rows x tokens from its start; at least one row)."""
-    order = sorted(range(len(patches)), key=lambda i: first_position(patches[i], length))
-    chunks: list[tuple[int, list[int]]] = []
-    for i in order:
-        if chunks and (len(chunks[-1][1]) + 1) * (length - chunks[-1][0]) <= chunk_tokens:
-            chunks[-1][1].append(i)
+def batches_of(patches: list[list[Patch]], n_layers: int, length: int, chunk_tokens: int = CHUNK_TOKENS,
+               merge: int = MERGE_POSITIONS) -> list[Batch]:
+    """The batches: rows with the same first patched layer, in order of their first patched position; a row joins
+    the batch before it when that starts at most ``merge`` positions before its own and stays within
+    ``chunk_tokens`` (rows x tokens from its start; at least one row)."""
+    def start(i):
+        return first_layer(patches[i], n_layers), first_position(patches[i], length)
+
+    batches: list[Batch] = []
+    for i in sorted(range(len(patches)), key=start):
+        layer, position = start(i)
+        last = batches[-1] if batches else None
+        if (last is not None and last.layer == layer and position - last.position <= merge
+                and (len(last.rows) + 1) * (length - last.position) <= chunk_tokens):
+            last.rows.append(i)
         else:
-            chunks.append((first_position(patches[i], length), [i]))
-    return chunks
+            batches.append(Batch(layer, position, [i]))
+    return batches
 
 
-def run_batched(model, ids: torch.Tensor, patches: list[list[Patch]], clean, progress=None,
-                chunk_tokens: int = CHUNK_TOKENS, workers: int = WORKERS) -> torch.Tensor:
-    """``patched_logits`` of every row of ``patches``, in the row order given: batched by ``chunks_of``, ``workers``
-    batches at a time. ``progress(done, total)`` as batches finish."""
-    chunks = chunks_of(patches, ids.shape[0], chunk_tokens)
-    out = torch.empty(len(patches), model.config.vocab_size)
+def run_batched(model, corrupted: Recording, patches: list[list[Patch]], clean,
+                summarise: Callable[[torch.Tensor], tuple[torch.Tensor, ...]], progress=None,
+                chunk_tokens: int = CHUNK_TOKENS, workers: int = WORKERS) -> tuple[torch.Tensor, ...]:
+    """``summarise`` of ``patched_logits`` of every row of ``patches``, in the row order given: each field of
+    ``summarise((rows, vocab) logits)`` for every row. Batched by ``batches_of``, ``workers`` batches at a time;
+    ``progress(done, total)`` as batches finish."""
+    length = corrupted["decoder", 0, None, "input"].shape[1]
+    batches = batches_of(patches, model.config.n_layers, length, chunk_tokens)
+    fields: list[torch.Tensor] | None = None
 
-    def run(chunk: tuple[int, list[int]]) -> torch.Tensor:
-        start, rows = chunk
-        return patched_logits(model, ids, [patches[i] for i in rows], clean, start)
+    def run(batch: Batch) -> tuple[torch.Tensor, ...]:
+        rows = [patches[i] for i in batch.rows]
+        return summarise(patched_logits(model, corrupted, rows, clean, batch.layer, batch.position))
 
-    with ThreadPoolExecutor(max(1, min(workers, len(chunks) or 1))) as pool:
-        for done, ((_, rows), logits) in enumerate(zip(chunks, pool.map(run, chunks)), 1):
-            out[rows] = logits
+    with ThreadPoolExecutor(max(1, min(workers, len(batches) or 1))) as pool:
+        for done, (batch, parts) in enumerate(zip(batches, pool.map(run, batches)), 1):
+            if fields is None:
+                fields = [torch.empty((len(patches), *p.shape[1:]), dtype=p.dtype) for p in parts]
+            for out, part in zip(fields, parts):
+                out[batch.rows] = part
             if progress is not None:
-                progress(done, len(chunks))
-    return out
+                progress(done, len(batches))
+    return tuple(fields or ())

@@ -161,15 +161,19 @@ def shipped_client(client):
 
 
 def test_the_endpoint_answers_with_the_json_and_a_figure_per_grid_asked(shipped_client, default_patching):
-    residual, heads, attention, feed_forward, numbers, explained, cell, cell_line, line = shipped_client.predict(
-        MAIN, DEFAULT_CLEAN, DEFAULT_CORRUPTED, "", "", ["residual", "heads"],
-        api_name="/activation_patching")
+    (residual, heads, attention, feed_forward, numbers, explained, cell, cell_line, *estimated, estimate_numbers,
+     line) = shipped_client.predict(MAIN, DEFAULT_CLEAN, DEFAULT_CORRUPTED, "", "", ["residual", "heads"],
+                                    api_name="/activation_patching")
     assert residual is not None and heads is not None and attention is None and feed_forward is None
+    assert [plot is not None for plot in estimated] == [True, True, False, False]  # the estimate of each grid asked
+    assert set(estimate_numbers["estimate"]) == set(estimate_numbers["agreement"]) == {"residual", "heads"}
+    assert np.array(estimate_numbers["estimate"]["heads"]).shape == (48, 2)
+    assert -1 <= estimate_numbers["agreement"]["residual"]["correlation"] <= 1
     assert numbers["clean_metric"] == pytest.approx(default_patching.clean_metric, abs=1e-6)
     assert numbers["corrupted_metric"] == pytest.approx(default_patching.corrupted_metric, abs=1e-6)
     assert np.allclose(numbers["residual"], default_patching.grids["residual"].values, atol=1e-5)
     assert np.array(numbers["heads"]).shape == (48, 2) and "attention" not in numbers
-    assert "patched runs in" in line and "L4.H7" in explained
-    *_, numbers, _, _, _, line = shipped_client.predict(
+    assert "patched runs in" in line and "L4.H7" in explained and "Estimate against exact: residual: correlation" in line
+    *_, numbers, _, _, _, _, _, _, _, _, line = shipped_client.predict(
         MAIN, DEFAULT_CLEAN, "Tell the <b>duke</b>", "", "", None, api_name="/activation_patching")
     assert numbers is None and line.startswith("⚠️ The clean and corrupted texts must have the same number of tokens")

@@ -106,6 +106,11 @@ def runs(model, tokenizer, clean_text, corrupted_text):
     return clean, corrupted, corrupted.read.target_ids
 
 
+def logits_of(model, corrupted, rows, values):
+    """(rows, vocab) last-position logits of the corrupted run with each row's patches (``run_batched``)."""
+    return run_batched(model, corrupted.recording, rows, values, lambda logits: (logits,))[0]
+
+
 def normalised(result, logits):
     ld = logit_difference(logits, result.answer_id, result.wrong_id)
     return ((ld - result.corrupted_metric) / (result.clean_metric - result.corrupted_metric)).numpy()
@@ -117,7 +122,7 @@ def test_patching_every_position_of_a_layer_gives_the_clean_metric(main, default
     gives the clean run's metric (for the attention and feed-forward outputs, every layer's at once does)."""
     model, tokenizer = main
     corrupted_text, _ = change_one_word(tokenizer, DEFAULT_CLEAN)
-    clean, _, ids = runs(model, tokenizer, DEFAULT_CLEAN, corrupted_text)
+    clean, corrupted, ids = runs(model, tokenizer, DEFAULT_CLEAN, corrupted_text)
     every = tuple(range(ids.shape[0]))
     layers = range(model.config.n_layers)
     if grid == "residual":
@@ -125,12 +130,12 @@ def test_patching_every_position_of_a_layer_gives_the_clean_metric(main, default
     else:
         rows = [[Patch(GRIDS[name].site(layer), every) for layer in layers for name in ("attention", "feed_forward")]]
     values = {patch.site: clean.recording[patch.site] for row in rows for patch in row}
-    assert np.allclose(normalised(default_patching, run_batched(model, ids, rows, values)), 1.0, atol=TOLERANCE, rtol=0)
+    assert np.allclose(normalised(default_patching, logits_of(model, corrupted, rows, values)), 1.0, atol=TOLERANCE, rtol=0)
     heads = [[Patch(Site("decoder", layer, "self", "heads"), every, h) for h in range(model.config.n_heads)]
              for layer in layers]
     heads_and_ffn = [sum(heads, []) + [Patch(GRIDS["feed_forward"].site(layer), every) for layer in layers]]
     values = {patch.site: clean.recording[patch.site] for patch in heads_and_ffn[0]}
-    assert abs(normalised(default_patching, run_batched(model, ids, heads_and_ffn, values))[0] - 1.0) < TOLERANCE
+    assert abs(normalised(default_patching, logits_of(model, corrupted, heads_and_ffn, values))[0] - 1.0) < TOLERANCE
 
 
 def test_patching_nothing_gives_the_corrupted_metric(main, default_patching):
@@ -141,9 +146,10 @@ def test_patching_nothing_gives_the_corrupted_metric(main, default_patching):
     clean, corrupted, ids = runs(model, tokenizer, DEFAULT_CLEAN, corrupted_text)
     assert default_patching.corrupted_metric == pytest.approx(
         float(logit_difference(corrupted.logits[-1], default_patching.answer_id, default_patching.wrong_id)), abs=0)
-    for start in (0, 5, ids.shape[0] - 1):
-        assert np.allclose(normalised(default_patching, patched_logits(model, ids, [[], []], {}, start)), 0.0,
-                           atol=TOLERANCE, rtol=0)
+    for layer in (0, model.config.n_layers - 1):
+        for start in (0, 5, ids.shape[0] - 1):
+            plain = patched_logits(model, corrupted.recording, [[], []], {}, layer, start)
+            assert np.allclose(normalised(default_patching, plain), 0.0, atol=TOLERANCE, rtol=0)
     first = default_patching.changed[0]
     assert first > 0
     for name in ("residual", "attention", "feed_forward"):
@@ -184,9 +190,10 @@ def test_cells_top_tokens_are_the_patched_runs_own(main, default_patching):
     """A clicked cell shows its patched run's top 5: the same as that one patch run alone."""
     model, tokenizer = main
     corrupted_text, _ = change_one_word(tokenizer, DEFAULT_CLEAN)
-    clean, _, ids = runs(model, tokenizer, DEFAULT_CLEAN, corrupted_text)
+    clean, corrupted, ids = runs(model, tokenizer, DEFAULT_CLEAN, corrupted_text)
     site = GRIDS["residual"].site(4)
-    alone = patched_logits(model, ids, [[Patch(site, (9,))]], {site: clean.recording[site]})[0].softmax(-1).topk(5)
+    alone = patched_logits(model, corrupted.recording, [[Patch(site, (9,))]], {site: clean.recording[site]}, 4, 9)
+    alone = alone[0].softmax(-1).topk(5)
     top = default_patching.cell_top("residual", 4, 9)
     assert [label for label, _ in top] == token_labels(tokenizer, alone.indices)
     assert np.allclose([p for _, p in top], alone.values.numpy(), atol=1e-6)
@@ -237,10 +244,10 @@ def check_model_end_to_end(model, tokenizer):
         for row, column in cells:
             assert values[row, column] == pytest.approx(
                 cell_by_hook(model, tokenizer, result, grid, row, column, TINY_TEXT, corrupted), abs=1e-4), (grid, row, column)
-    clean, _, ids = runs(model, tokenizer, TINY_TEXT, corrupted)
+    clean, corrupted_run, ids = runs(model, tokenizer, TINY_TEXT, corrupted)
     site = GRIDS["residual"].site(model.config.n_layers - 1)
     whole = [[Patch(site, tuple(range(ids.shape[0])))]]
-    assert normalised(result, run_batched(model, ids, whole, {site: clean.recording[site]}))[0] == pytest.approx(1.0, abs=1e-4)
+    assert normalised(result, logits_of(model, corrupted_run, whole, {site: clean.recording[site]}))[0] == pytest.approx(1.0, abs=1e-4)
     return result
 
 

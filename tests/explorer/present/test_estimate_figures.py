@@ -1,0 +1,61 @@
+"""The estimate's maps (explorer/present/patching.py, present/ablation.py): the estimate's own values drawn as the
+exact grid is, and its disagreement with the exact grid marked on exactly the cells ``Agreement`` names."""
+
+import numpy as np
+import pytest
+import torch
+
+from explorer.present import ablation as present_ablation
+from explorer.present import patching as present_patching
+from explorer.views.ablation import HeadRanking
+from explorer.views.first_order import Agreement
+from explorer.views.patching.estimates import attribution_patching
+from modeling import ScratchTransformerForCausalLM
+from support.fixtures_checkpoints import checkpoint_config, train_tokenizer
+
+CLEAN = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate. Shall I compare"
+CORRUPTED = "Shall I shall thee to a summer's day? Thou art more lovely and more temperate. Shall I compare"
+
+
+@pytest.fixture(scope="module")
+def estimate():
+    tokenizer = train_tokenizer()
+    torch.manual_seed(0)
+    model = ScratchTransformerForCausalLM(checkpoint_config(tokenizer, "rope", initializer_range=0.2)).eval()
+    return attribution_patching(model, tokenizer, CLEAN, CORRUPTED), model.config
+
+
+def markers(fig, name):
+    return [trace for trace in fig.data if trace.type == "scatter" and trace.name.startswith(name)]
+
+
+def test_a_position_grid_estimate_marks_the_cells_agreement_names(estimate):
+    result, config = estimate
+    grid = result.grids["residual"]
+    agreed = Agreement(0.5, wrong_sign=[(1, 3)], off_rank=[(0, 2), (1, 5)], k=2)
+    fig = present_patching.estimate_figure(result, "residual", config.n_layers, config.n_heads, agreed)
+    assert np.allclose(np.array(fig.data[0].z), grid.values)
+    (wrong,), (off,) = markers(fig, "wrong sign"), markers(fig, "exact top 2")
+    x_labels = present_patching.token_axis(result)[0]
+    assert list(wrong.x) == [x_labels[3]] and list(wrong.y) == ["L1"]
+    assert list(off.x) == [x_labels[2], x_labels[5]] and list(off.y) == ["L0", "L1"]
+    assert "correlation with the exact grid 0.500" in fig.layout.title.text
+    assert "click" not in fig.data[0].hovertemplate  # no patched run behind an estimated cell
+
+
+def test_a_heads_estimate_marks_each_head_on_its_own_map(estimate):
+    result, config = estimate
+    agreed = Agreement(0.1, wrong_sign=[(5, 0)], off_rank=[(6, 1)], k=3)  # row 5: L1.H1 (4 heads), row 6: L1.H2
+    fig = present_patching.estimate_figure(result, "heads", config.n_layers, config.n_heads, agreed)
+    wrong = [t for t in markers(fig, "wrong sign") if len(t.x)]
+    off = [t for t in markers(fig, "exact top 3") if len(t.x)]
+    assert [(list(t.x), list(t.y), t.xaxis) for t in wrong] == [(["H1"], ["L1"], "x")]
+    assert [(list(t.x), list(t.y), t.xaxis) for t in off] == [(["H2"], ["L1"], "x2")]
+
+
+def test_the_head_ranking_estimate_marks_heads():
+    estimate = HeadRanking("self", 2.0, np.array([[0.1, -0.2], [0.3, 0.0]]))
+    fig = present_ablation.estimate_ranking_figure(estimate, Agreement(0.9, [(0, 1)], [(1, 0)], 1))
+    (wrong,), (off,) = markers(fig, "wrong sign"), markers(fig, "exact top 1")
+    assert (list(wrong.x), list(wrong.y), list(off.x), list(off.y)) == (["H1"], ["L0"], ["H0"], ["L1"])
+    assert "Estimated rise in loss" in fig.layout.title.text and "correlation with the exact grid 0.900" in fig.layout.title.text
