@@ -1,4 +1,4 @@
-"""How long Head ablation's "Rank every head" takes, exact and estimated, on a GPT-2-small-size model (issue 55).
+"""How long Head ablation's "Rank every head" takes, exact and estimated, on a GPT-2-small-size model.
 
     python -m benchmarks.ablation --tokens 64            # one torch thread per worker, as the app runs it
 

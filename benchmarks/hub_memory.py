@@ -1,4 +1,4 @@
-"""Benchmark of the app's memory bound (issue 53, row 6): N visitors at once each open a different Hub model of a given
+"""Benchmark of the app's memory bound: N visitors at once each open a different Hub model of a given
 size and look at it (the Attention heads view, whose recorded pass the view cache keeps), with SCRATCH_HUB_MEMORY set.
 The repos are random GPT-2s built and served by a Hub on 127.0.0.1 (tests/support/fake_hub.py) in a process of its own
 (its memory is not the app's, as a real Hub's is not); each visitor is a

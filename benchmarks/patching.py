@@ -2,7 +2,7 @@
 
     python -m benchmarks.patching --threads 1 --tokens 64             # as the app runs it: one torch thread per worker
     python -m benchmarks.patching --threads 1 --tokens 64 --word My   # the first token changed: every patch is run
-    python -m benchmarks.patching --size gpt2-small --tokens 32       # a GPT-2-small-size model (issue 55)
+    python -m benchmarks.patching --size gpt2-small --tokens 32       # a GPT-2-small-size model
 
 With ``--size gpt2-small`` the model is a random GPT-2 small (``benchmarks.real_size``), and the JSON adds: one
 forward pass of the clean text (seconds), every grid at once ("all": seconds, and as a multiple of that forward

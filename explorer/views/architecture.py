@@ -13,6 +13,8 @@ GPT-NeoX as a parallel residual that turns a quarter of each head, and ours as s
 
 from dataclasses import dataclass
 
+from explorer.views.forward_pass import attention_kind
+
 PROJECTIONS = ("q", "k", "v", "o", "ffn")
 
 
@@ -249,10 +251,11 @@ def describe(model) -> Architecture:
     c = model.config
     head, embedding = model.get_output_embeddings(), model.get_input_embeddings()
     tied = head is not None and head.weight.data_ptr() == embedding.weight.data_ptr()
+    attention, _ = attention_kind(model, "decoder" if c.is_encoder_decoder else "self").modules(model, 0)
     layer = model.model.decoder.stack.layers[0]
-    qkv = layer.self_attn.qkv_proj.bias is not None
+    qkv = attention.qkv_proj.bias is not None
     ffn = layer.feed_forward is not None and layer.feed_forward.linear1.bias is not None
-    biases = {p for p, present in (("q", qkv), ("k", qkv), ("v", qkv), ("o", layer.self_attn.out_proj.bias is not None),
+    biases = {p for p, present in (("q", qkv), ("k", qkv), ("v", qkv), ("o", attention.out_proj.bias is not None),
                                    ("ffn", ffn)) if present}
     return Architecture(
         norm="RMSNorm" if c.norm == "rmsnorm" else "LayerNorm", norm_bias=c.norm == "layernorm" and c.bias,

@@ -1,4 +1,4 @@
-"""Issue 53, the rows about who owns a model: strangers against the app server (tests/conftest.py) and the local Hub
+"""Who owns a model: strangers against the app server (tests/conftest.py) and the local Hub
 (tests/support/fake_hub.py), each visitor a gradio_client of its own (its own browser session). What one visitor opens
 is theirs alone (menus, names, private endpoints); the weights of a Hub commit are loaded once for all; memory, the
 tokenizers' and the view caches' included, stays within SCRATCH_HUB_MEMORY; a visitor's models survive other visitors
