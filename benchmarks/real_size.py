@@ -1,0 +1,245 @@
+"""The views at a real model's size (issue 55's table): a random GPT-2 small (``GPT2Config()``'s defaults: 12 layers,
+d 768, vocabulary 50,257; 124M parameters), served by a Hub on 127.0.0.1 (tests/support/fake_hub.py), opened as the
+app opens it, every view called through its tab's handler as the app calls it.
+
+    python -m benchmarks.real_size                 # GPT-2 small's size, one torch thread (as the app serves a request)
+    python -m benchmarks.real_size --size tiny     # 2 layers, d 32: that it runs (the tests' size)
+
+Prints, for each figure, the wall time (median of --repeats after one call to warm up, each call on a text the
+view has not seen, so nothing is cached), that time as a multiple of one forward pass of the same model over the
+same 128 tokens (a figure that carries over to another machine), and the peak RSS while it ran:
+- open: the first open (download, convert, parity) and again from the local cache (target <= 6 s);
+- heads: Attention heads, 128 tokens; lens: Logit lens, 128 tokens (target <= 1.5 s);
+- gradient step, steps (Attention step by step), trace (Inside the forward pass), 128 tokens (target <= 2 s each);
+- generation: greedy tokens/s of the app's decoding and of transformers' GPT2LMHeadModel holding the same weights,
+  alternating, in this process (target: at least GPT2LMHeadModel's).
+Writes the figures to artifacts/bench_real_size.json as well.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the fake Hub and the test tokenizer are the tests' own
+
+REPO_ID = "bench/real-size"
+SIZES = {  # GPT2Config keyword arguments; "gpt2-small" is GPT2Config()'s defaults
+    "gpt2-small": {},
+    "tiny": dict(n_layer=2, n_embd=32, n_head=2, vocab_size=384, n_positions=256),
+}
+TOKENS = 128
+NEW_TOKENS = 32
+TEXT = ("Shall I compare thee to a summer's day? Thou art more lovely and more temperate: rough winds do shake the "
+        "darling buds of May, and summer's lease hath all too short a date. ")
+
+
+def build(folder: Path, size: str) -> Path:
+    """A random GPT2LMHeadModel of ``size`` and the tests' tokenizer, saved in ``folder``."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from support.fixtures_checkpoints import train_tokenizer
+
+    tokenizer = train_tokenizer()
+    torch.manual_seed(0)
+    config = GPT2Config(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **SIZES[size])
+    GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def texts_of_tokens(tokenizer, n: int, count: int) -> list[str]:
+    """``count`` different texts the tokenizer reads as exactly ``n`` tokens (windows of a long text)."""
+    ids, texts, start = tokenizer(TEXT * (2 + n // 16), add_special_tokens=False).input_ids, [], 0
+    while len(texts) < count:
+        text = tokenizer.decode(ids[start:start + n])
+        if len(tokenizer(text, add_special_tokens=False).input_ids) == n and text not in texts:
+            texts.append(text)
+        start += 1
+    return texts
+
+
+class PeakRSS:
+    """The process's peak resident set size while the block runs (sampled every 5 ms from /proc)."""
+
+    def __enter__(self):
+        self.peak, self._done = rss(), threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self):
+        while not self._done.wait(0.005):
+            self.peak = max(self.peak, rss())
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss())
+
+
+def rss() -> int:
+    """Bytes resident now."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def timed(call, texts: list[str]) -> dict:
+    """``call(text)`` on each text: the first warms up; the seconds of the others, and the peak RSS of all."""
+    with PeakRSS() as memory:
+        call(texts[0])
+        seconds = []
+        for text in texts[1:]:
+            start = time.perf_counter()
+            call(text)
+            seconds.append(time.perf_counter() - start)
+    return {"seconds": seconds, "median_s": statistics.median(seconds), "peak_rss": memory.peak}
+
+
+def checked(outputs):
+    """A handler's outputs, after checking that its status line reports no failure."""
+    note = outputs[-1]
+    if isinstance(note, str) and note.startswith("⚠"):
+        raise RuntimeError(note)
+    return outputs
+
+
+def view_calls(repo_id: str) -> dict:
+    """name -> call(text), each a tab's handler as the app calls it."""
+    from ui.tabs import attention, gradient_step, lens, steps, trace
+
+    return {
+        "heads": lambda text: checked(attention.show_attention(text, repo_id, "self", "0", "average")),
+        "lens": lambda text: checked(lens.logit_lens(text, repo_id, -1)),
+        "gradient step": lambda text: checked(gradient_step.gradient_step(text, repo_id, -1, " the", 0.001)),
+        "steps": lambda text: checked(steps.attention_steps(text, repo_id, "self", -1, -1, -1, False)),
+        "trace": lambda text: checked(trace.trace_forward(text, repo_id)),
+    }
+
+
+def forward_seconds(model, tokenizer, texts: list[str]) -> float:
+    """Median seconds of one plain forward pass over each text (the unit every figure is also given in)."""
+    import torch
+
+    seconds = []
+    for text in texts:
+        ids = tokenizer(text, return_tensors="pt", add_special_tokens=False).input_ids
+        with torch.inference_mode():
+            start = time.perf_counter()
+            model(ids, use_cache=False)
+            seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds[1:])
+
+
+def generation_rates(model, folder: Path, tokenizer, repeats: int) -> dict:
+    """Greedy tokens/s of the app's decoding (``explorer.generation.decoding.generate_ids``) and of GPT2LMHeadModel
+    loaded from the same files, alternating; each the best of ``repeats``. Both make the same tokens."""
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    from explorer.generation.decoding import DecodingSettings, generate_ids
+
+    reference = GPT2LMHeadModel.from_pretrained(folder).eval()
+    ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids[:, :16]
+    settings = DecodingSettings(False, max_new_tokens=NEW_TOKENS)
+
+    def ours():
+        return generate_ids(model, ids, settings)
+
+    def theirs():
+        with torch.inference_mode():
+            return reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                                      min_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
+
+    rates = {"ours": [], "GPT2LMHeadModel": []}
+    for _ in range(repeats + 1):
+        for name, run in (("ours", ours), ("GPT2LMHeadModel", theirs)):
+            start = time.perf_counter()
+            out = run()
+            rates[name].append((out.shape[1] - ids.shape[1]) / (time.perf_counter() - start))
+    if not torch.equal(ours()[0, :ids.shape[1] + 8], theirs()[0, :ids.shape[1] + 8]):
+        raise RuntimeError("our greedy tokens differ from GPT2LMHeadModel's")
+    return {name: max(values[1:]) for name, values in rates.items()}
+
+
+def open_figures(repo_id: str, repeats: int) -> dict:
+    from explorer.models import held, opening
+
+    with PeakRSS() as memory:
+        start = time.perf_counter()
+        opened = opening.open_repo(repo_id)
+        first = time.perf_counter() - start
+    again = []
+    for _ in range(repeats):
+        held.forget_all()  # as a fresh process: nothing held, the files on disk
+        start = time.perf_counter()
+        opening.open_repo(repo_id)
+        again.append(time.perf_counter() - start)
+    return {"parameters": opened.n_parameters, "first_s": first, "again_s": again,
+            "median_s": statistics.median(again), "peak_rss": memory.peak}
+
+
+def measure(size: str, repeats: int) -> dict:
+    import torch
+
+    from explorer.models import held
+    from support.fake_hub import FakeHub
+
+    with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
+        folder = build(Path(tmp) / "model", size)
+        hub.add_folder(REPO_ID, folder)
+        os.environ.update(HF_ENDPOINT=hub.url, HF_HOME=str(Path(tmp) / "home"))
+        for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE"):
+            os.environ.pop(name, None)
+        figures = {"size": size, "open": open_figures(REPO_ID, repeats)}
+        _, model, tokenizer = held.resolve(REPO_ID)
+        texts = texts_of_tokens(tokenizer, TOKENS, repeats + 1)
+        figures["forward_s"] = forward_seconds(model, tokenizer, texts)
+        for name, call in view_calls(REPO_ID).items():
+            figures[name] = timed(call, texts_of_tokens(tokenizer, TOKENS, repeats + 1 + 7)[7:])
+        figures["generation"] = generation_rates(model, folder, tokenizer, repeats)
+    return figures
+
+
+def report(figures: dict) -> None:
+    unit = figures["forward_s"]
+    print(f"{figures['size']}: {figures['open']['parameters'] / 1e6:.1f}M parameters; one forward pass over {TOKENS} "
+          f"tokens {unit * 1000:.0f} ms (the unit below); load average {os.getloadavg()[0]:.1f}")
+    opened = figures["open"]
+    print(f"{'open, first':<28}{opened['first_s']:7.2f} s {opened['first_s'] / unit:7.0f}x  peak RSS "
+          f"{opened['peak_rss'] / 1e9:.2f} GB")
+    print(f"{'open, from the local cache':<28}{opened['median_s']:7.2f} s {opened['median_s'] / unit:7.0f}x")
+    for name in ("heads", "lens", "gradient step", "steps", "trace"):
+        view = figures[name]
+        print(f"{name + f', {TOKENS} tokens':<28}{view['median_s']:7.2f} s {view['median_s'] / unit:7.1f}x  peak RSS "
+              f"{view['peak_rss'] / 1e9:.2f} GB  ({', '.join(f'{s:.2f}' for s in view['seconds'])})")
+    rates = figures["generation"]
+    print(f"{'generation, greedy':<28}{rates['ours']:7.1f} tokens/s; GPT2LMHeadModel {rates['GPT2LMHeadModel']:.1f} "
+          f"tokens/s ({rates['ours'] / rates['GPT2LMHeadModel']:.2f}x)")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=sorted(SIZES), default="gpt2-small")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the app uses 1 per request)")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    figures = measure(args.size, args.repeats)
+    report(figures)
+    out = REPO / "artifacts" / "bench_real_size.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()
