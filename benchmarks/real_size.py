@@ -4,6 +4,7 @@ app opens it, every view called through its tab's handler as the app calls it.
 
     python -m benchmarks.real_size                 # GPT-2 small's size, one torch thread (as the app serves a request)
     python -m benchmarks.real_size --size tiny     # 2 layers, d 32: that it runs (the tests' size)
+    python -m benchmarks.real_size --only lens trace   # some views alone (opening and the forward pass always)
 
 Prints, for each figure, the wall time (median of --repeats after one call to warm up, each call on a text the
 view has not seen, so nothing is cached), that time as a multiple of one forward pass of the same model over the
@@ -186,7 +187,10 @@ def open_figures(repo_id: str, repeats: int) -> dict:
             "median_s": statistics.median(again), "peak_rss": memory.peak}
 
 
-def measure(size: str, repeats: int) -> dict:
+VIEWS = ("heads", "lens", "gradient step", "steps", "trace", "generation")
+
+
+def measure(size: str, repeats: int, only=VIEWS) -> dict:
     import torch
 
     from explorer.models import held
@@ -200,11 +204,13 @@ def measure(size: str, repeats: int) -> dict:
             os.environ.pop(name, None)
         figures = {"size": size, "open": open_figures(REPO_ID, repeats)}
         _, model, tokenizer = held.resolve(REPO_ID)
-        texts = texts_of_tokens(tokenizer, TOKENS, repeats + 1)
-        figures["forward_s"] = forward_seconds(model, tokenizer, texts)
-        for name, call in view_calls(REPO_ID).items():
-            figures[name] = timed(call, texts_of_tokens(tokenizer, TOKENS, repeats + 1 + 7)[7:])
-        figures["generation"] = generation_rates(model, folder, tokenizer, repeats)
+        figures["forward_s"] = forward_seconds(model, tokenizer, texts_of_tokens(tokenizer, TOKENS, repeats + 1))
+        texts = texts_of_tokens(tokenizer, TOKENS, (len(VIEWS) + 1) * (repeats + 1))
+        for index, (name, call) in enumerate(view_calls(REPO_ID).items(), start=1):  # each view its own texts
+            if name in only:
+                figures[name] = timed(call, texts[index * (repeats + 1):(index + 1) * (repeats + 1)])
+        if "generation" in only:
+            figures["generation"] = generation_rates(model, folder, tokenizer, repeats)
     return figures
 
 
@@ -216,10 +222,14 @@ def report(figures: dict) -> None:
     print(f"{'open, first':<28}{opened['first_s']:7.2f} s {opened['first_s'] / unit:7.0f}x  peak RSS "
           f"{opened['peak_rss'] / 1e9:.2f} GB")
     print(f"{'open, from the local cache':<28}{opened['median_s']:7.2f} s {opened['median_s'] / unit:7.0f}x")
-    for name in ("heads", "lens", "gradient step", "steps", "trace"):
+    for name in VIEWS[:-1]:
+        if name not in figures:
+            continue
         view = figures[name]
         print(f"{name + f', {TOKENS} tokens':<28}{view['median_s']:7.2f} s {view['median_s'] / unit:7.1f}x  peak RSS "
               f"{view['peak_rss'] / 1e9:.2f} GB  ({', '.join(f'{s:.2f}' for s in view['seconds'])})")
+    if "generation" not in figures:
+        return
     rates = figures["generation"]
     print(f"{'generation, greedy':<28}{rates['ours']:7.1f} tokens/s; GPT2LMHeadModel {rates['GPT2LMHeadModel']:.1f} "
           f"tokens/s ({rates['ours'] / rates['GPT2LMHeadModel']:.2f}x)")
@@ -230,11 +240,12 @@ def main(argv=None) -> None:
     parser.add_argument("--size", choices=sorted(SIZES), default="gpt2-small")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the app uses 1 per request)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", choices=VIEWS, nargs="*", default=list(VIEWS))
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
-    figures = measure(args.size, args.repeats)
+    figures = measure(args.size, args.repeats, args.only)
     report(figures)
     out = REPO / "artifacts" / "bench_real_size.json"
     out.parent.mkdir(exist_ok=True)
