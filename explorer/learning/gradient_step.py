@@ -139,8 +139,9 @@ def text_ids(model, tokenizer, text) -> torch.Tensor:
 
 
 def _next_token(model, ids: torch.Tensor) -> torch.Tensor:
-    """log p(· | ids): (vocab,) log-probabilities of the token after the last one."""
-    return torch.log_softmax(model(ids, use_cache=False).logits[0, -1].float(), dim=-1)
+    """log p(· | ids): (vocab,) log-probabilities of the token after the last one (the LM head reads the last
+    position alone: ``logits_to_keep=1``; the loss depends on no other position's logits)."""
+    return torch.log_softmax(model(ids, use_cache=False, logits_to_keep=1).logits[0, -1].float(), dim=-1)
 
 
 def _top(tokenizer, log_probs: torch.Tensor, k: int = TOP_TOKENS) -> list[tuple[str, float]]:
