@@ -191,8 +191,6 @@ VIEWS = ("heads", "lens", "gradient step", "steps", "trace", "generation")
 
 
 def measure(size: str, repeats: int, only=VIEWS) -> dict:
-    import torch
-
     from explorer.models import held
     from support.fake_hub import FakeHub
 
