@@ -13,7 +13,11 @@ same 128 tokens (a figure that carries over to another machine), and the peak RS
 - heads: Attention heads, 128 tokens; lens: Logit lens, 128 tokens (target <= 1.5 s);
 - gradient step, steps (Attention step by step), trace (Inside the forward pass), 128 tokens (target <= 2 s each);
 - generation: greedy tokens/s of the app's decoding and of transformers' GPT2LMHeadModel holding the same weights,
-  alternating, in this process (target: at least GPT2LMHeadModel's).
+  alternating, in this process (target: at least GPT2LMHeadModel's);
+- watch: Watch it learn from the Hub on --revisions revisions of a random Pythia-70m-size repo (GPT-NeoX, 6 layers,
+  d 512, 70M parameters), while GPT-2 small stays open: the seconds, and the peak RSS above what it was before, in
+  bytes and in one revision's weights (target: at most one revision held at a time beside the model shown, so that
+  12 revisions of a Pythia-160M-size repo fit in 16 GB).
 Writes the figures to artifacts/bench_real_size.json as well.
 """
 
@@ -35,6 +39,13 @@ SIZES = {  # GPT2Config keyword arguments; "gpt2-small" is GPT2Config()'s defaul
     "gpt2-small": {},
     "tiny": dict(n_layer=2, n_embd=32, n_head=2, vocab_size=384, n_positions=256),
 }
+PYTHIA_SIZES = {  # GPTNeoXConfig keyword arguments of the Watch it learn repo at each size
+    "gpt2-small": dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
+                       vocab_size=50304, max_position_embeddings=2048, rotary_pct=0.25),  # Pythia-70m's
+    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=384,
+                 max_position_embeddings=256, rotary_pct=0.25),
+}
+WATCH_REPO = "bench/pythia-like"
 TOKENS = 128
 NEW_TOKENS = 32
 TEXT = ("Shall I compare thee to a summer's day? Thou art more lovely and more temperate: rough winds do shake the "
@@ -54,6 +65,44 @@ def build(folder: Path, size: str) -> Path:
     GPT2LMHeadModel(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def build_revisions(folder: Path, size: str, revisions: int, hub) -> tuple[list[str], int]:
+    """``revisions`` random GPTNeoXForCausalLM of ``size`` (each its own seed) served as WATCH_REPO's step<N>: their
+    names, and the bytes of one revision's weights."""
+    import torch
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from support.fixtures_checkpoints import train_tokenizer
+
+    tokenizer, names = train_tokenizer(), []
+    config = GPTNeoXConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **PYTHIA_SIZES[size])
+    for step in range(revisions):
+        torch.manual_seed(step)
+        where = folder / f"step{step * 1000}"
+        GPTNeoXForCausalLM(config).eval().save_pretrained(where)
+        tokenizer.save_pretrained(where)
+        hub.add_folder(WATCH_REPO, where, revision=where.name)
+        names.append(where.name)
+    return names, (where / "model.safetensors").stat().st_size
+
+
+def watch_figures(revisions: list[str], revision_bytes: int) -> dict:
+    """Watch it learn from the Hub as the tab runs it (opening, then measuring): seconds and RSS above the start."""
+    from explorer.learning import hub_revisions
+    from explorer.learning.watch_it_learn import DEFAULT_TEXT
+
+    before = rss()
+    with PeakRSS() as memory:
+        start = time.perf_counter()
+        asked = hub_revisions.request(WATCH_REPO, ", ".join(revisions), DEFAULT_TEXT)
+        for _ in asked.opening():
+            pass
+        opened = time.perf_counter() - start
+        asked.measure()
+        seconds = time.perf_counter() - start
+    return {"revisions": len(revisions), "opening_s": opened, "seconds": seconds, "rss_before": before,
+            "peak_above": memory.peak - before, "revision_bytes": revision_bytes}
 
 
 def texts_of_tokens(tokenizer, n: int, count: int) -> list[str]:
@@ -187,10 +236,10 @@ def open_figures(repo_id: str, repeats: int) -> dict:
             "median_s": statistics.median(again), "peak_rss": memory.peak}
 
 
-VIEWS = ("heads", "lens", "gradient step", "steps", "trace", "generation")
+VIEWS = ("heads", "lens", "gradient step", "steps", "trace", "generation", "watch")
 
 
-def measure(size: str, repeats: int, only=VIEWS) -> dict:
+def measure(size: str, repeats: int, only=VIEWS, revisions: int = 6) -> dict:
     from explorer.models import held
     from support.fake_hub import FakeHub
 
@@ -209,6 +258,8 @@ def measure(size: str, repeats: int, only=VIEWS) -> dict:
                 figures[name] = timed(call, texts[index * (repeats + 1):(index + 1) * (repeats + 1)])
         if "generation" in only:
             figures["generation"] = generation_rates(model, folder, tokenizer, repeats)
+        if "watch" in only:
+            figures["watch"] = watch_figures(*build_revisions(Path(tmp) / "revisions", size, revisions, hub))
     return figures
 
 
@@ -220,17 +271,22 @@ def report(figures: dict) -> None:
     print(f"{'open, first':<28}{opened['first_s']:7.2f} s {opened['first_s'] / unit:7.0f}x  peak RSS "
           f"{opened['peak_rss'] / 1e9:.2f} GB")
     print(f"{'open, from the local cache':<28}{opened['median_s']:7.2f} s {opened['median_s'] / unit:7.0f}x")
-    for name in VIEWS[:-1]:
+    for name in VIEWS[:-2]:
         if name not in figures:
             continue
         view = figures[name]
         print(f"{name + f', {TOKENS} tokens':<28}{view['median_s']:7.2f} s {view['median_s'] / unit:7.1f}x  peak RSS "
               f"{view['peak_rss'] / 1e9:.2f} GB  ({', '.join(f'{s:.2f}' for s in view['seconds'])})")
-    if "generation" not in figures:
-        return
-    rates = figures["generation"]
-    print(f"{'generation, greedy':<28}{rates['ours']:7.1f} tokens/s; GPT2LMHeadModel {rates['GPT2LMHeadModel']:.1f} "
-          f"tokens/s ({rates['ours'] / rates['GPT2LMHeadModel']:.2f}x)")
+    if "generation" in figures:
+        rates = figures["generation"]
+        print(f"{'generation, greedy':<28}{rates['ours']:7.1f} tokens/s; GPT2LMHeadModel {rates['GPT2LMHeadModel']:.1f} "
+              f"tokens/s ({rates['ours'] / rates['GPT2LMHeadModel']:.2f}x)")
+    if "watch" in figures:
+        watch = figures["watch"]
+        print(f"{'watch it learn from the Hub':<28}{watch['seconds']:7.2f} s {watch['seconds'] / unit:7.0f}x  "
+              f"{watch['revisions']} revisions of {watch['revision_bytes'] / 1e6:.0f} MB (opening {watch['opening_s']:.1f} s); "
+              f"peak RSS {watch['peak_above'] / 1e9:.2f} GB above the {watch['rss_before'] / 1e9:.2f} GB before = "
+              f"{watch['peak_above'] / watch['revision_bytes']:.1f} revisions' weights")
 
 
 def main(argv=None) -> None:
@@ -239,11 +295,12 @@ def main(argv=None) -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the app uses 1 per request)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=VIEWS, nargs="*", default=list(VIEWS))
+    parser.add_argument("--revisions", type=int, default=6, help="revisions Watch it learn opens (at most 12)")
     args = parser.parse_args(argv)
     import torch
 
     torch.set_num_threads(args.threads)
-    figures = measure(args.size, args.repeats, args.only)
+    figures = measure(args.size, args.repeats, args.only, args.revisions)
     report(figures)
     out = REPO / "artifacts" / "bench_real_size.json"
     out.parent.mkdir(exist_ok=True)
