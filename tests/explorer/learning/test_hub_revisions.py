@@ -87,6 +87,37 @@ def test_bad_requests_say_what_is_allowed(hub, repo, revisions, message):
         hub_timeline(repo, revisions, TEXT)
 
 
+def live_models() -> set[int]:
+    import gc
+
+    from modeling import ScratchTransformerForCausalLM
+
+    gc.collect()
+    return {id(o) for o in gc.get_objects() if isinstance(o, ScratchTransformerForCausalLM)}
+
+
+def test_measuring_lets_every_revisions_weights_go_unless_they_were_held_before(hub):
+    """Opening downloads only; measuring opens one revision at a time and lets it go: afterwards no model of the
+    revisions is alive, and none is held, save the one held before the request (still held), all still in the menus."""
+    from explorer.learning.hub_revisions import hub_timeline, request
+    from explorer.models import catalog, held, opening
+
+    kept = opening.open_repo(REPO, "step8").name
+    before = live_models()
+    asked = request(REPO, "step2, step8, step64", TEXT)
+    for _ in asked.opening():
+        pass
+    assert live_models() == before  # the downloads converted nothing
+    out = asked.measure()
+    assert live_models() == before and [v.step for v in out.revisions] == [2, 8, 64]
+    assert [name for name in held.HELD.names() if name.startswith(REPO)] == [kept]
+    assert {f"{REPO}@step{s}" for s in (2, 8, 64)} <= set(held._opened)
+    again = hub_timeline(REPO, "step2, step8, step64", TEXT)  # measured again from the files: the same numbers
+    assert again.revisions == out.revisions and again.tokens == out.tokens
+    _, model, _ = catalog.resolve(f"{REPO}@step2")  # a view that asks for a let-go revision loads it again
+    assert model.config.n_layers > 0
+
+
 def test_the_json_is_the_typed_timeline_field_by_field():
     """to_json(): the keys and values of hub_timeline's JSON, in their order; a best head as {"layer", "head", "score"}."""
     from explorer.learning.hub_revisions import BestHead, HubTimeline, RevisionView
