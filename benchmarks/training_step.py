@@ -182,11 +182,10 @@ def main(argv=None) -> None:
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"best of {args.repeats} steps after a warm-up [load average {load}]")
-    peer = "GPT2LMHeadModel" if "GPT2LMHeadModel" in best else LLAMA
+    peer, label = ("GPT2LMHeadModel", "GPT-2") if "GPT2LMHeadModel" in best else (LLAMA, "Llama")
     for name, seconds in best.items():
         print(f"  {name:<46} {seconds * 1e3:9.2f} ms/step {args.batch * args.length / seconds:10.0f} tokens/s"
-              f"   {best[peer] / seconds:5.2f}x {peer.removesuffix('LMHeadModel').removesuffix('ForCausalLM')}"
-              f"  {best[MINIMAL] / seconds:5.2f}x minimal GPT")
+              f"   {best[peer] / seconds:5.2f}x {label}  {best[MINIMAL] / seconds:5.2f}x minimal GPT")
     if LEARNED_AS_SHIPPED in best:
         print(f"position encoding's cost: a {config.position_encoding} step takes "
               f"{best[as_shipped(config)] / best[LEARNED_AS_SHIPPED]:.2f}x the learned-position step, all else as shipped")
