@@ -6,9 +6,11 @@
 - ``app_latency``: the app as a user meets it, over HTTP (``--load``: many clients at once, through ``app_load``);
 - ``app_load``: C clients at once, each running rounds of /generate then /attention;
 - ``hub_open``: Open a model at GPT-2 small's size, from a Hub on 127.0.0.1;
+- ``real_size``: every view of issue 55's table at GPT-2 small's size, as the app calls it (seconds, multiples of one
+  forward pass, peak RSS), generation beside GPT2LMHeadModel, Watch it learn's memory;
 - ``live_training``: a live training job, and whether an induction head forms within a budget;
 - ``patching``: how long activation patching takes, grid by grid;
 - ``device``: the --device, --dtype and --compile flags every benchmark shares;
-- ``gpt2_reference``: the GPT2LMHeadModel both speed benchmarks race;
+- ``gpt2_reference``: the GPT2LMHeadModel both speed benchmarks race, and the sizes they run at (``--size``);
 - ``minimal_gpt``: the minimal GPT the training step races.
 """

@@ -189,33 +189,40 @@ def forward_seconds(model, tokenizer, texts: list[str]) -> float:
 
 
 def generation_rates(model, folder: Path, tokenizer, repeats: int) -> dict:
-    """Greedy tokens/s of the app's decoding (``explorer.generation.decoding.generate_ids``) and of GPT2LMHeadModel
-    loaded from the same files, alternating; each the best of ``repeats``. Both make the same tokens."""
+    """Greedy tokens/s of the Generate tab's decoding (``explorer.generation.streaming.stream_generation``: the
+    model's running batch, as the app streams) and of GPT2LMHeadModel loaded from the same files (``generate``),
+    alternating; each the best of ``repeats``. Both make the same tokens."""
+    import threading
+
     import torch
     from transformers import GPT2LMHeadModel
 
-    from explorer.generation.decoding import DecodingSettings, generate_ids
+    from explorer.generation.decoding import DecodingSettings
+    from explorer.generation.streaming import stream_generation
 
     reference = GPT2LMHeadModel.from_pretrained(folder).eval()
     ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids[:, :16]
+    prompt = tokenizer.decode(ids[0])
     settings = DecodingSettings(False, max_new_tokens=NEW_TOKENS)
 
-    def ours():
-        return generate_ids(model, ids, settings)
+    def ours() -> tuple[int, str]:
+        *_, last = stream_generation(model, tokenizer, prompt, settings, threading.Event())
+        return last.n_tokens, last.text
 
-    def theirs():
+    def theirs() -> tuple[int, str]:
         with torch.inference_mode():
-            return reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
-                                      min_new_tokens=NEW_TOKENS, do_sample=False, eos_token_id=None, pad_token_id=0)
+            out = reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                                     do_sample=False, eos_token_id=model.generation_config.eos_token_id, pad_token_id=0)
+        return out.shape[1] - ids.shape[1], prompt + tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
-    rates = {"ours": [], "GPT2LMHeadModel": []}
+    rates, texts = {"ours": [], "GPT2LMHeadModel": []}, {}
     for _ in range(repeats + 1):
         for name, run in (("ours", ours), ("GPT2LMHeadModel", theirs)):
             start = time.perf_counter()
-            out = run()
-            rates[name].append((out.shape[1] - ids.shape[1]) / (time.perf_counter() - start))
-    if not torch.equal(ours()[0, :ids.shape[1] + 8], theirs()[0, :ids.shape[1] + 8]):
-        raise RuntimeError("our greedy tokens differ from GPT2LMHeadModel's")
+            n_tokens, texts[name] = run()
+            rates[name].append(n_tokens / (time.perf_counter() - start))
+    if texts["ours"] != texts["GPT2LMHeadModel"]:
+        raise RuntimeError("our greedy text differs from GPT2LMHeadModel's")
     return {name: max(values[1:]) for name, values in rates.items()}
 
 

@@ -212,12 +212,17 @@ class Request:
             job.outcome()
             self.names.append(revision)
 
-    def measure(self) -> HubTimeline:
+    def measure(self, on_progress: Callable[[str], None] | None = None) -> HubTimeline:
         """What the views draw: every downloaded revision opened and measured in turn (``measured_revision``: one
-        revision's weights held at a time), in step order."""
+        revision's weights held at a time), in step order. ``on_progress`` hears which revision is being measured."""
         with MEASURING:
-            measured = sorted((measured_revision(self.repo_id, revision, self.text) for revision in self.names),
-                              key=lambda pair: (pair[0].step is None, pair[0].step or 0))
+            measured = []
+            for number, revision in enumerate(self.names, 1):
+                if on_progress:
+                    on_progress(f"revision {revision} ({number} of {len(self.names)}): converting, measuring every head, "
+                                "reading the text")
+                measured.append(measured_revision(self.repo_id, revision, self.text))
+            measured.sort(key=lambda pair: (pair[0].step is None, pair[0].step or 0))
             views = [view for view, _ in measured]
             return HubTimeline(self.repo_id, views, measured[0][1], induction_baseline(INDUCTION_LENGTH), self.notices)
 
@@ -242,4 +247,4 @@ def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | 
     for line in asked.opening():
         if on_progress:
             on_progress(line)
-    return asked.measure()
+    return asked.measure(on_progress)

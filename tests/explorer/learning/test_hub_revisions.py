@@ -67,6 +67,8 @@ def test_no_revisions_named_takes_12_evenly_spaced_training_steps(hub):
     fetched = len(set(steps) | {0, 1000})  # each revision once: the first test's two are cached
     assert hub.downloads(REPO, "model.safetensors") == fetched
     assert any("revision step4000 (12 of 12)" in line for line in progress)
+    measuring = [line for line in progress if "converting, measuring every head" in line]  # one revision at a time
+    assert [line.split(" (")[1].split(")")[0] for line in measuring] == [f"{k} of 12" for k in range(1, 13)]
     again = hub_timeline(REPO, "", TEXT)
     assert [v.commit for v in again.revisions] == [v.commit for v in out.revisions]
     assert hub.downloads(REPO, "model.safetensors") == fetched
