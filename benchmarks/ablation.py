@@ -2,7 +2,7 @@
 
     python -m benchmarks.ablation --tokens 64            # one torch thread per worker, as the app runs it
 
-The model: a random GPT-2 small (``benchmarks.real_size``); the text: the patching benchmark's passage cut to
+The model: a random GPT-2 small (``benchmarks.measuring``); the text: the patching benchmark's passage cut to
 --tokens tokens. Prints one JSON line: one forward pass of the text (seconds), the exact ranking
 (``explorer.views.ablation.rank_heads``: every head removed alone) and its first-order estimate
 (``explorer.views.ablation_estimate.estimate_head_ranking``), each as median wall seconds of --repeat runs after a
@@ -16,7 +16,7 @@ import os
 
 import torch
 
-from benchmarks import real_size
+from benchmarks import measuring
 from benchmarks.patching import text_of_length
 from explorer.core.machine import CORES
 from explorer.views.ablation import rank_heads
@@ -32,13 +32,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model, tokenizer = real_size.gpt2_small()
+    model, tokenizer = measuring.gpt2_small()
     text = text_of_length(tokenizer, args.tokens)
-    forward = real_size.forward_seconds(model, tokenizer(text, return_tensors="pt").input_ids)
+    forward = measuring.forward_seconds(model, tokenizer(text, return_tensors="pt").input_ids)
     result = {"model": "gpt2-small-random", "tokens": args.tokens, "threads": args.threads, "workers": args.workers,
               "cpus": os.cpu_count(), "forward_seconds": round(forward, 4)}
-    exact = real_size.timed(lambda: rank_heads(model, tokenizer, text, workers=args.workers), args.repeat)
-    estimate = real_size.timed(lambda: estimate_head_ranking(model, tokenizer, text), args.repeat)
+    exact = measuring.timed(lambda: rank_heads(model, tokenizer, text, workers=args.workers), args.repeat)
+    estimate = measuring.timed(lambda: estimate_head_ranking(model, tokenizer, text), args.repeat)
     for key, figures in (("rank_heads", exact), ("estimate", estimate)):
         result[key] = {**figures, "forward_passes": round(figures["seconds"] / forward, 1)}
     agreed = agreement(estimate_head_ranking(model, tokenizer, text).increase,

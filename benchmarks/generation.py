@@ -6,6 +6,7 @@
     python -m benchmarks.generation --only greedy --repeats 5
     python -m benchmarks.generation --device cuda --dtype bfloat16 --compile
     python -m benchmarks.generation --count-ops           # operators one decode step issues, no timing
+    python -m benchmarks.generation --size gpt2-small --threads 1 --only greedy forward --new-tokens 64
 
 Measures (tokens/s, greedy, eos off so every run makes exactly --new-tokens tokens):
 - greedy: batch 1, a 16-token prompt, dynamic cache, both models eager; with --compile both models decode through
@@ -32,8 +33,8 @@ import torch.nn.functional as F
 from transformers import CompileConfig, DynamicCache
 
 from benchmarks.device import DTYPES, add_device_arguments, describe, device_from, synchronize
-from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
-from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
+from benchmarks.gpt2_reference import SHIPPED_MAIN, SIZES, gpt2_like, sized_config
+from modeling import ScratchTransformerForCausalLM
 from modeling.convert import causal_lm_from_gpt2
 from modeling.modeling_scratch_transformer import ACTIVATION_FUNCTIONS
 
@@ -234,6 +235,7 @@ def report_decode_ops(models: dict, ids, top: int = 8) -> None:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN), help="a folder whose config.json gives the sizes")
+    parser.add_argument("--size", choices=SIZES, default="shipped", help="the checkpoint's sizes, or GPT-2 small's")
     parser.add_argument("--only", choices=MEASURES, nargs="*", default=list(MEASURES))
     add_device_arguments(parser, dtype_help="the weights' dtype (both models)")
     parser.add_argument("--new-tokens", type=int, default=256)
@@ -254,13 +256,14 @@ def main(argv=None) -> None:
     torch.set_flush_denormal(True)
     torch.manual_seed(0)
 
-    config = ScratchTransformerConfig.from_pretrained(args.checkpoint)
+    config = sized_config(args.size, args.checkpoint)
     gpt2 = gpt2_like(config, positions=32 + args.new_tokens).eval()
     ours = causal_lm_from_gpt2(gpt2).eval()
     gpt2, ours = gpt2.to(device), ours.to(device)
     params = sum(p.numel() for p in ours.parameters()) / 1e6
     cache = f"static cache compiled by generate ({args.compile_backend})" if args.compile else "dynamic cache"
-    print(f"{os.path.basename(os.path.normpath(args.checkpoint))} dimensions: d_model {config.d_model}, "
+    name = args.size if args.size != "shipped" else os.path.basename(os.path.normpath(args.checkpoint))
+    print(f"{name} dimensions: d_model {config.d_model}, "
           f"{config.n_heads} heads, {config.n_layers} layers, d_ff {config.d_ff}, vocab {config.vocab_size} "
           f"({params:.2f}M parameters); {args.new_tokens} new tokens, greedy; {describe(device, args.threads)}, "
           f"{args.dtype}, best of {args.repeats}")

@@ -4,7 +4,7 @@
     python -m benchmarks.patching --threads 1 --tokens 64 --word My   # the first token changed: every patch is run
     python -m benchmarks.patching --size gpt2-small --tokens 32       # a GPT-2-small-size model
 
-With ``--size gpt2-small`` the model is a random GPT-2 small (``benchmarks.real_size``), and the JSON adds: one
+With ``--size gpt2-small`` the model is a random GPT-2 small (``benchmarks.measuring``), and the JSON adds: one
 forward pass of the clean text (seconds), every grid at once ("all": seconds, and as a multiple of that forward
 pass; the resident memory the call added), and the first-order estimate of every grid (attribution patching).
 
@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from explorer.models import catalog, registry
-from benchmarks import real_size
+from benchmarks import measuring
 from explorer.views.patching.analysis import activation_patching
 from explorer.views.patching.estimates import attribution_patching
 from explorer.views.patching.grids import GRIDS
@@ -68,7 +68,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     if args.size == "gpt2-small":
-        model, tokenizer = real_size.gpt2_small()
+        model, tokenizer = measuring.gpt2_small()
         model_name = "gpt2-small-random"
     else:
         info = catalog.describe_folder(Path(args.model))
@@ -94,10 +94,10 @@ def main() -> None:
             cpu.append(time.process_time() - started_cpu)
         result[name] = {"seconds": round(statistics.median(times), 3), "cpu_seconds": round(statistics.median(cpu), 3),
                         "patched_runs": runs[name], "all": [round(t, 3) for t in times]}
-    forward = real_size.forward_seconds(model, tokenizer(clean, return_tensors="pt").input_ids)
+    forward = measuring.forward_seconds(model, tokenizer(clean, return_tensors="pt").input_ids)
     result["forward_seconds"] = round(forward, 4)
-    every = real_size.timed(lambda: activation_patching(model, tokenizer, clean, corrupted, **options), args.repeat)
-    estimate = real_size.timed(lambda: attribution_patching(model, tokenizer, clean, corrupted), args.repeat)
+    every = measuring.timed(lambda: activation_patching(model, tokenizer, clean, corrupted, **options), args.repeat)
+    estimate = measuring.timed(lambda: attribution_patching(model, tokenizer, clean, corrupted), args.repeat)
     for key, figures in (("all", every), ("estimate", estimate)):
         result[key] = {**figures, "forward_passes": round(figures["seconds"] / forward, 1)}
     print(json.dumps(result))

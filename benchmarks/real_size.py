@@ -1,65 +1,318 @@
-"""What the patching and ablation benchmarks share: a GPT-2-small-size model (``GPT2Config()``'s defaults: 12 layers,
-d 768, 12 heads, vocabulary 50,257; random weights) converted with ``modeling.convert.from_transformers``, the
-time of one forward pass of a text, and the peak resident memory a call adds (sampled every 5 ms)."""
+"""The views at a real model's size (issue 55's table): a random GPT-2 small (``GPT2Config()``'s defaults: 12 layers,
+d 768, vocabulary 50,257; 124M parameters), served by a Hub on 127.0.0.1 (tests/support/fake_hub.py), opened as the
+app opens it, every view called through its tab's handler as the app calls it.
 
+    python -m benchmarks.real_size                 # GPT-2 small's size, one torch thread (as the app serves a request)
+    python -m benchmarks.real_size --size tiny     # 2 layers, d 32: that it runs (the tests' size)
+    python -m benchmarks.real_size --only lens trace   # some views alone (opening and the forward pass always)
+
+Prints, for each figure, the wall time (median of --repeats after one call to warm up, each call on a text the
+view has not seen, so nothing is cached), that time as a multiple of one forward pass of the same model over the
+same 128 tokens (a figure that carries over to another machine), and the peak RSS while it ran:
+- open: the first open (download, convert, parity) and again from the local cache (target <= 6 s);
+- heads: Attention heads, 128 tokens; lens: Logit lens, 128 tokens (target <= 1.5 s);
+- gradient step, steps (Attention step by step), trace (Inside the forward pass), 128 tokens (target <= 2 s each);
+- generation: greedy tokens/s of the app's decoding and of transformers' GPT2LMHeadModel holding the same weights,
+  alternating, in this process (target: at least GPT2LMHeadModel's);
+- watch: Watch it learn from the Hub on --revisions revisions of a random Pythia-70m-size repo (GPT-NeoX, 6 layers,
+  d 512, 70M parameters), while GPT-2 small stays open: the seconds, and the peak RSS above what it was before, in
+  bytes and in one revision's weights (target: at most one revision held at a time beside the model shown, so that
+  12 revisions of a Pythia-160M-size repo fit in 16 GB).
+Writes the figures to artifacts/bench_real_size.json as well.
+"""
+
+import argparse
+import json
+import os
 import statistics
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
-import psutil
-import torch
-
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "tests")]  # the test tokenizer is the tests' own
+sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the fake Hub and the test tokenizer are the tests' own
+
+REPO_ID = "bench/real-size"
+SIZES = {  # GPT2Config keyword arguments; "gpt2-small" is GPT2Config()'s defaults
+    "gpt2-small": {},
+    "tiny": dict(n_layer=2, n_embd=32, n_head=2, vocab_size=384, n_positions=256),
+}
+PYTHIA_SIZES = {  # GPTNeoXConfig keyword arguments of the Watch it learn repo at each size
+    "gpt2-small": dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
+                       vocab_size=50304, max_position_embeddings=2048, rotary_pct=0.25),  # Pythia-70m's
+    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=384,
+                 max_position_embeddings=256, rotary_pct=0.25),
+}
+WATCH_REPO = "bench/pythia-like"
+TOKENS = 128
+NEW_TOKENS = 32
+TEXT = ("Shall I compare thee to a summer's day? Thou art more lovely and more temperate: rough winds do shake the "
+        "darling buds of May, and summer's lease hath all too short a date. ")
 
 
-def gpt2_small():
-    """(model, tokenizer): a random GPT-2 small, ours after from_transformers; the tests' tokenizer (its ids are a
-    subset of the model's vocabulary, which keeps every one of its 50,257 logits)."""
+def build(folder: Path, size: str) -> Path:
+    """A random GPT2LMHeadModel of ``size`` and the tests' tokenizer, saved in ``folder``."""
+    import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from modeling.convert import from_transformers
     from support.fixtures_checkpoints import train_tokenizer
 
+    tokenizer = train_tokenizer()
     torch.manual_seed(0)
-    return from_transformers(GPT2LMHeadModel(GPT2Config()).eval()).eval(), train_tokenizer()
+    config = GPT2Config(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **SIZES[size])
+    GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
 
 
-def forward_seconds(model, ids: torch.Tensor, repeat: int = 5) -> float:
-    """Median wall seconds of one plain forward pass over ``ids`` (1, T), every position's logits."""
-    times = []
-    with torch.inference_mode():
-        model(input_ids=ids)
-        for _ in range(repeat):
-            started = time.perf_counter()
-            model(input_ids=ids)
-            times.append(time.perf_counter() - started)
-    return statistics.median(times)
+def build_revisions(folder: Path, size: str, revisions: int, hub) -> tuple[list[str], int]:
+    """``revisions`` random GPTNeoXForCausalLM of ``size`` (each its own seed) served as WATCH_REPO's step<N>: their
+    names, and the bytes of one revision's weights."""
+    import torch
+    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+    from support.fixtures_checkpoints import train_tokenizer
+
+    tokenizer, names = train_tokenizer(), []
+    config = GPTNeoXConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **PYTHIA_SIZES[size])
+    for step in range(revisions):
+        torch.manual_seed(step)
+        where = folder / f"step{step * 1000}"
+        GPTNeoXForCausalLM(config).eval().save_pretrained(where)
+        tokenizer.save_pretrained(where)
+        hub.add_folder(WATCH_REPO, where, revision=where.name)
+        names.append(where.name)
+    return names, (where / "model.safetensors").stat().st_size
 
 
-def timed(call, repeat: int) -> dict:
-    """Median wall seconds of ``call()`` over ``repeat`` runs (after one warm-up), and the most resident memory
-    any run added above what the process held when it began (MB)."""
-    call()
-    times, peaks = [], []
-    process = psutil.Process()
-    for _ in range(repeat):
-        before, peak, done = process.memory_info().rss, [0], threading.Event()
+def watch_figures(revisions: list[str], revision_bytes: int) -> dict:
+    """Watch it learn from the Hub as the tab runs it (opening, then measuring): seconds and RSS above the start."""
+    from explorer.learning import hub_revisions
+    from explorer.learning.watch_it_learn import DEFAULT_TEXT
 
-        def sample():
-            while not done.is_set():
-                peak[0] = max(peak[0], process.memory_info().rss)
-                time.sleep(0.005)
+    before = rss()
+    with PeakRSS() as memory:
+        start = time.perf_counter()
+        asked = hub_revisions.request(WATCH_REPO, ", ".join(revisions), DEFAULT_TEXT)
+        for _ in asked.opening():
+            pass
+        opened = time.perf_counter() - start
+        asked.measure()
+        seconds = time.perf_counter() - start
+    return {"revisions": len(revisions), "opening_s": opened, "seconds": seconds, "rss_before": before,
+            "peak_above": memory.peak - before, "revision_bytes": revision_bytes}
 
-        sampler = threading.Thread(target=sample)
-        sampler.start()
-        started = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - started)
-        done.set()
-        sampler.join()
-        peaks.append(max(0, peak[0] - before) / 2**20)
-    return {"seconds": round(statistics.median(times), 3), "all": [round(t, 3) for t in times],
-            "added_rss_mb": round(max(peaks), 1)}
+
+def texts_of_tokens(tokenizer, n: int, count: int) -> list[str]:
+    """``count`` different texts the tokenizer reads as exactly ``n`` tokens (windows of a long text)."""
+    ids, texts, start = tokenizer(TEXT * (2 + n // 16), add_special_tokens=False).input_ids, [], 0
+    while len(texts) < count:
+        text = tokenizer.decode(ids[start:start + n])
+        if len(tokenizer(text, add_special_tokens=False).input_ids) == n and text not in texts:
+            texts.append(text)
+        start += 1
+    return texts
+
+
+class PeakRSS:
+    """The process's peak resident set size while the block runs (sampled every 5 ms from /proc)."""
+
+    def __enter__(self):
+        self.peak, self._done = rss(), threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def _watch(self):
+        while not self._done.wait(0.005):
+            self.peak = max(self.peak, rss())
+
+    def __exit__(self, *exc):
+        self._done.set()
+        self._thread.join()
+        self.peak = max(self.peak, rss())
+
+
+def rss() -> int:
+    """Bytes resident now."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def timed(call, texts: list[str]) -> dict:
+    """``call(text)`` on each text: the first warms up; the seconds of the others, and the peak RSS of all."""
+    with PeakRSS() as memory:
+        call(texts[0])
+        seconds = []
+        for text in texts[1:]:
+            start = time.perf_counter()
+            call(text)
+            seconds.append(time.perf_counter() - start)
+    return {"seconds": seconds, "median_s": statistics.median(seconds), "peak_rss": memory.peak}
+
+
+def checked(outputs):
+    """A handler's outputs, after checking that its status line reports no failure."""
+    note = outputs[-1]
+    if isinstance(note, str) and note.startswith("⚠"):
+        raise RuntimeError(note)
+    return outputs
+
+
+def view_calls(repo_id: str) -> dict:
+    """name -> call(text), each a tab's handler as the app calls it."""
+    from ui.tabs import attention, gradient_step, lens, steps, trace
+
+    return {
+        "heads": lambda text: checked(attention.show_attention(text, repo_id, "self", "0", "average")),
+        "lens": lambda text: checked(lens.logit_lens(text, repo_id, -1)),
+        "gradient step": lambda text: checked(gradient_step.gradient_step(text, repo_id, -1, " the", 0.001)),
+        "steps": lambda text: checked(steps.attention_steps(text, repo_id, "self", -1, -1, -1, False)),
+        "trace": lambda text: checked(trace.trace_forward(text, repo_id)),
+    }
+
+
+def forward_seconds(model, tokenizer, texts: list[str]) -> float:
+    """Median seconds of one plain forward pass over each text (the unit every figure is also given in)."""
+    import torch
+
+    seconds = []
+    for text in texts:
+        ids = tokenizer(text, return_tensors="pt", add_special_tokens=False).input_ids
+        with torch.inference_mode():
+            start = time.perf_counter()
+            model(ids, use_cache=False)
+            seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds[1:])
+
+
+def generation_rates(model, folder: Path, tokenizer, repeats: int) -> dict:
+    """Greedy tokens/s of the Generate tab's decoding (``explorer.generation.streaming.stream_generation``: the
+    model's running batch, as the app streams) and of GPT2LMHeadModel loaded from the same files (``generate``),
+    alternating; each the best of ``repeats``. Both make the same tokens."""
+    import threading
+
+    import torch
+    from transformers import GPT2LMHeadModel
+
+    from explorer.generation.decoding import DecodingSettings
+    from explorer.generation.streaming import stream_generation
+
+    reference = GPT2LMHeadModel.from_pretrained(folder).eval()
+    ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids[:, :16]
+    prompt = tokenizer.decode(ids[0])
+    settings = DecodingSettings(False, max_new_tokens=NEW_TOKENS)
+
+    def ours() -> tuple[int, str]:
+        *_, last = stream_generation(model, tokenizer, prompt, settings, threading.Event())
+        return last.n_tokens, last.text
+
+    def theirs() -> tuple[int, str]:
+        with torch.inference_mode():
+            out = reference.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=NEW_TOKENS,
+                                     do_sample=False, eos_token_id=model.generation_config.eos_token_id, pad_token_id=0)
+        return out.shape[1] - ids.shape[1], prompt + tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+
+    rates, texts = {"ours": [], "GPT2LMHeadModel": []}, {}
+    for _ in range(repeats + 1):
+        for name, run in (("ours", ours), ("GPT2LMHeadModel", theirs)):
+            start = time.perf_counter()
+            n_tokens, texts[name] = run()
+            rates[name].append(n_tokens / (time.perf_counter() - start))
+    if texts["ours"] != texts["GPT2LMHeadModel"]:
+        raise RuntimeError("our greedy text differs from GPT2LMHeadModel's")
+    return {name: max(values[1:]) for name, values in rates.items()}
+
+
+def open_figures(repo_id: str, repeats: int) -> dict:
+    from explorer.models import held, opening
+
+    with PeakRSS() as memory:
+        start = time.perf_counter()
+        opened = opening.open_repo(repo_id)
+        first = time.perf_counter() - start
+    again = []
+    for _ in range(repeats):
+        held.forget_all()  # as a fresh process: nothing held, the files on disk
+        start = time.perf_counter()
+        opening.open_repo(repo_id)
+        again.append(time.perf_counter() - start)
+    return {"parameters": opened.n_parameters, "first_s": first, "again_s": again,
+            "median_s": statistics.median(again), "peak_rss": memory.peak}
+
+
+VIEWS = ("heads", "lens", "gradient step", "steps", "trace", "generation", "watch")
+
+
+def measure(size: str, repeats: int, only=VIEWS, revisions: int = 6) -> dict:
+    from explorer.models import held
+    from support.fake_hub import FakeHub
+
+    with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
+        folder = build(Path(tmp) / "model", size)
+        hub.add_folder(REPO_ID, folder)
+        os.environ.update(HF_ENDPOINT=hub.url, HF_HOME=str(Path(tmp) / "home"))
+        for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE"):
+            os.environ.pop(name, None)
+        figures = {"size": size, "open": open_figures(REPO_ID, repeats)}
+        _, model, tokenizer = held.resolve(REPO_ID)
+        figures["forward_s"] = forward_seconds(model, tokenizer, texts_of_tokens(tokenizer, TOKENS, repeats + 1))
+        texts = texts_of_tokens(tokenizer, TOKENS, (len(VIEWS) + 1) * (repeats + 1))
+        for index, (name, call) in enumerate(view_calls(REPO_ID).items(), start=1):  # each view its own texts
+            if name in only:
+                figures[name] = timed(call, texts[index * (repeats + 1):(index + 1) * (repeats + 1)])
+        if "generation" in only:
+            figures["generation"] = generation_rates(model, folder, tokenizer, repeats)
+        if "watch" in only:
+            figures["watch"] = watch_figures(*build_revisions(Path(tmp) / "revisions", size, revisions, hub))
+    return figures
+
+
+def report(figures: dict) -> None:
+    unit = figures["forward_s"]
+    print(f"{figures['size']}: {figures['open']['parameters'] / 1e6:.1f}M parameters; one forward pass over {TOKENS} "
+          f"tokens {unit * 1000:.0f} ms (the unit below); load average {os.getloadavg()[0]:.1f}")
+    opened = figures["open"]
+    print(f"{'open, first':<28}{opened['first_s']:7.2f} s {opened['first_s'] / unit:7.0f}x  peak RSS "
+          f"{opened['peak_rss'] / 1e9:.2f} GB")
+    print(f"{'open, from the local cache':<28}{opened['median_s']:7.2f} s {opened['median_s'] / unit:7.0f}x")
+    for name in VIEWS[:-2]:
+        if name not in figures:
+            continue
+        view = figures[name]
+        print(f"{name + f', {TOKENS} tokens':<28}{view['median_s']:7.2f} s {view['median_s'] / unit:7.1f}x  peak RSS "
+              f"{view['peak_rss'] / 1e9:.2f} GB  ({', '.join(f'{s:.2f}' for s in view['seconds'])})")
+    if "generation" in figures:
+        rates = figures["generation"]
+        print(f"{'generation, greedy':<28}{rates['ours']:7.1f} tokens/s; GPT2LMHeadModel {rates['GPT2LMHeadModel']:.1f} "
+              f"tokens/s ({rates['ours'] / rates['GPT2LMHeadModel']:.2f}x)")
+    if "watch" in figures:
+        watch = figures["watch"]
+        print(f"{'watch it learn from the Hub':<28}{watch['seconds']:7.2f} s {watch['seconds'] / unit:7.0f}x  "
+              f"{watch['revisions']} revisions of {watch['revision_bytes'] / 1e6:.0f} MB (opening {watch['opening_s']:.1f} s); "
+              f"peak RSS {watch['peak_above'] / 1e9:.2f} GB above the {watch['rss_before'] / 1e9:.2f} GB before = "
+              f"{watch['peak_above'] / watch['revision_bytes']:.1f} revisions' weights")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", choices=sorted(SIZES), default="gpt2-small")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (the app uses 1 per request)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", choices=VIEWS, nargs="*", default=list(VIEWS))
+    parser.add_argument("--revisions", type=int, default=6, help="revisions Watch it learn opens (at most 12)")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    figures = measure(args.size, args.repeats, args.only, args.revisions)
+    report(figures)
+    out = REPO / "artifacts" / "bench_real_size.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(figures, indent=1))
+
+
+if __name__ == "__main__":
+    main()

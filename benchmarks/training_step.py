@@ -16,6 +16,12 @@
     python -m benchmarks.training_step --device cuda --dtype bfloat16 --compile --batch 64
     python -m benchmarks.training_step --count-ops                      # operators issued per step, no timing
     python -m benchmarks.training_step --llama                          # also the Llama block against Llama's
+    python -m benchmarks.training_step --size gpt2-small --device cuda --dtype bfloat16 --batch 8 --length 1024
+    python -m benchmarks.training_step --size llama-small --device cuda --dtype bfloat16 --batch 8 --length 1024
+
+--size gpt2-small races GPT2LMHeadModel, ours with its weights and the minimal GPT at GPT-2 small's sizes (124M
+parameters, no dropout); --size llama-small races LlamaForCausalLM and ours with its weights (and the minimal GPT) at
+the same sizes with the Llama block (12 x 768, 3 key/value heads).
 
 --dtype bfloat16 or float16 runs the forward pass under autocast (float16 with a gradient scaler); the weights and
 AdamW stay float32. AdamW is the fused one. --compile compiles each model (torch.compile) before the warm-up step.
@@ -33,7 +39,7 @@ import time
 import torch
 
 from benchmarks.device import DTYPES, add_device_arguments, describe, device_from, synchronize
-from benchmarks.gpt2_reference import SHIPPED_MAIN, gpt2_like
+from benchmarks.gpt2_reference import SHIPPED_MAIN, SIZES, gpt2_like, sized_config
 from benchmarks.minimal_gpt import MinimalGPT, MinimalGPTConfig
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from modeling.convert import causal_lm_from_gpt2, causal_lm_from_llama
@@ -89,19 +95,23 @@ def llama_like(config: ScratchTransformerConfig, positions: int):
     ))
 
 
-def build_models(config: ScratchTransformerConfig, length: int, llama: bool = False) -> dict:
+def build_models(config: ScratchTransformerConfig, length: int, llama: bool = False, size: str = "shipped") -> dict:
     """{name: model} at ``config``'s sizes: GPT-2, ours with its weights, ours as configured, ours as configured but
     with learned positions (unless they are already), the minimal GPT; with ``llama``, Llama and ours with its
-    weights."""
-    gpt2 = gpt2_like(config, positions=length)
-    models = {"GPT2LMHeadModel": gpt2, OURS: causal_lm_from_gpt2(gpt2),
-              as_shipped(config): ScratchTransformerForCausalLM(config)}
-    if config.position_encoding != "learned":
-        learned = ScratchTransformerConfig.from_dict({**config.to_dict(), "position_encoding": "learned",
-                                                      "max_position_embeddings": max(length, config.max_position_embeddings)})
-        models[LEARNED_AS_SHIPPED] = ScratchTransformerForCausalLM(learned)
+    weights. At GPT-2 small's sizes ("gpt2-small") GPT-2, ours with its weights and the minimal GPT alone; at
+    "llama-small" Llama, ours with its weights and the minimal GPT."""
+    models = {}
+    if size != "llama-small":
+        gpt2 = gpt2_like(config, positions=length)
+        models = {"GPT2LMHeadModel": gpt2, OURS: causal_lm_from_gpt2(gpt2)}
+    if size == "shipped":
+        models[as_shipped(config)] = ScratchTransformerForCausalLM(config)
+        if config.position_encoding != "learned":
+            learned = ScratchTransformerConfig.from_dict({**config.to_dict(), "position_encoding": "learned",
+                                                          "max_position_embeddings": max(length, config.max_position_embeddings)})
+            models[LEARNED_AS_SHIPPED] = ScratchTransformerForCausalLM(learned)
     models[MINIMAL] = MinimalGPT(MinimalGPTConfig.like(config, context=length))
-    if llama:
+    if llama or size == "llama-small":
         models[LLAMA] = llama_like(config, positions=length)
         models[OURS_LLAMA] = causal_lm_from_llama(models[LLAMA])
     return models
@@ -114,6 +124,8 @@ def as_shipped(config: ScratchTransformerConfig) -> str:
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN), help="a folder whose config.json gives the sizes")
+    parser.add_argument("--size", choices=(*SIZES, "llama-small"), default="shipped",
+                        help="the checkpoint's sizes, GPT-2 small's, or GPT-2 small's with the Llama block")
     add_device_arguments(parser, dtype_help="bfloat16 and float16 as autocast; the weights stay float32")
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--length", type=int, default=256)
@@ -136,14 +148,15 @@ def main(argv=None) -> None:
     torch.set_flush_denormal(True)  # denormal floats in the backward pass cost 20x on the CPU
     torch.manual_seed(0)
 
-    config = ScratchTransformerConfig.from_pretrained(args.checkpoint)
+    config = sized_config("gpt2-small" if args.size == "llama-small" else args.size, args.checkpoint)
     if args.length > config.max_position_embeddings and config.position_encoding == "learned":
         raise SystemExit(f"--length {args.length} is past the learned table's {config.max_position_embeddings} rows")
-    models = build_models(config, args.length, llama=args.llama)
+    models = build_models(config, args.length, llama=args.llama, size=args.size)
     ids = torch.randint(0, config.vocab_size, (args.batch, args.length), generator=torch.Generator().manual_seed(0))
     ids = ids.to(device)
     mode = "eager" if args.count_ops or not args.compile else f"compiled ({args.compile_backend})"
-    print(f"{os.path.basename(os.path.normpath(args.checkpoint))} dimensions: d_model {config.d_model}, "
+    name = args.size if args.size != "shipped" else os.path.basename(os.path.normpath(args.checkpoint))
+    print(f"{name} dimensions: d_model {config.d_model}, "
           f"{config.n_heads} heads, {config.n_layers} layers, d_ff {config.d_ff}, vocab {config.vocab_size}, "
           f"dropout {config.dropout}; batch {args.batch} x {args.length}, fused AdamW; {describe(device, args.threads)}, "
           f"{args.dtype}{' autocast' if dtype != torch.float32 else ''}, {mode}")
@@ -155,7 +168,7 @@ def main(argv=None) -> None:
         for name, model in models.items():
             trainer = Trainer(model.to(device), ids, dtype)
             counts[name] = count_step(trainer.model, trainer.loss, trainer.optimizer)
-        report(counts, config.n_layers, lead=OURS)
+        report(counts, config.n_layers, lead=OURS if OURS in counts else OURS_LLAMA)
         return
 
     backend = args.compile_backend if args.compile else None
@@ -169,10 +182,10 @@ def main(argv=None) -> None:
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"best of {args.repeats} steps after a warm-up [load average {load}]")
-    gpt2, floor = best["GPT2LMHeadModel"], best[MINIMAL]
+    peer, label = ("GPT2LMHeadModel", "GPT-2") if "GPT2LMHeadModel" in best else (LLAMA, "Llama")
     for name, seconds in best.items():
         print(f"  {name:<46} {seconds * 1e3:9.2f} ms/step {args.batch * args.length / seconds:10.0f} tokens/s"
-              f"   {gpt2 / seconds:5.2f}x GPT-2  {floor / seconds:5.2f}x minimal GPT")
+              f"   {best[peer] / seconds:5.2f}x {label}  {best[MINIMAL] / seconds:5.2f}x minimal GPT")
     if LEARNED_AS_SHIPPED in best:
         print(f"position encoding's cost: a {config.position_encoding} step takes "
               f"{best[as_shipped(config)] / best[LEARNED_AS_SHIPPED]:.2f}x the learned-position step, all else as shipped")
@@ -184,7 +197,7 @@ def main(argv=None) -> None:
 
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
         with profile(activities=activities) as prof:
-            trainers[OURS].step()
+            trainers[OURS if OURS in trainers else OURS_LLAMA].step()
         sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
         print(prof.key_averages().table(sort_by=sort, row_limit=20))
 

@@ -18,6 +18,7 @@ of both uses) and one update, as ``parameters()`` and ``state_dict()`` see them.
 """
 
 import copy
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,8 +134,9 @@ def text_ids(model, tokenizer, text) -> torch.Tensor:
 
 
 def _next_token(model, ids: torch.Tensor) -> torch.Tensor:
-    """log p(· | ids): (vocab,) log-probabilities of the token after the last one."""
-    return torch.log_softmax(model(ids, use_cache=False).logits[0, -1].float(), dim=-1)
+    """log p(· | ids): (vocab,) log-probabilities of the token after the last one (the LM head reads the last
+    position alone: ``logits_to_keep=1``; the loss depends on no other position's logits)."""
+    return torch.log_softmax(model(ids, use_cache=False, logits_to_keep=1).logits[0, -1].float(), dim=-1)
 
 
 def _top(tokenizer, log_probs: torch.Tensor, k: int = TOP_TOKENS) -> list[tuple[str, float]]:
@@ -202,12 +204,13 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
     grad_norms = {name: float(t.grad.norm()) for name, t in state.items() if id(t) in names}
     tied = {name: names[id(t)] for name, t in state.items() if id(t) in names and names[id(t)] != name}
     heads = head_grad_norms(learner)
-    grad_norm = float(torch.sqrt(sum(p.grad.float().pow(2).sum() for p in learner.parameters())))
+    grad_norm = math.sqrt(sum(float(torch.dot(g, g)) for g in (p.grad.float().view(-1) for p in learner.parameters())))
+    # ‖∇L‖² = Σ over tensors, each once (a dot product: no squared copy of the gradient)
     found = induction_head(model)  # the shared model's (the learner is its copy, not yet stepped)
 
     with torch.no_grad():
         for p in learner.parameters():  # each tensor once: tied weights are one parameter
-            p -= rate * p.grad
+            p.add_(p.grad, alpha=-rate)  # θ ← θ − lr·∇θL, in place
         after = _next_token(learner, ids)
 
     return GradientStep(

@@ -4,7 +4,9 @@
 (``checkpointing.in_context``), the attention of the best induction head on the learner's text, and a greedy sample.
 What is measured is a ``HubTimeline`` (a ``Timeline``, as a training run is); its ``to_json()`` is the API's JSON.
 
-``request`` checks what was asked; its ``opening()`` streams the downloads' progress, its ``measure()`` returns the
+``request`` checks what was asked; its ``opening()`` downloads every revision's files and streams the progress, its
+``measure()`` opens and measures them one at a time, letting each one's weights go before the next (at most one
+revision held beside what the app holds: 12 revisions of Pythia-160M fit a 16 GB Space), and returns the
 ``HubTimeline``; ``hub_timeline`` does both (the API), the Watch it learn tab runs them as two events
 (``ui.tabs.watch_it_learn``).
 
@@ -24,13 +26,12 @@ from huggingface_hub import errors as hub_errors
 from checkpointing.in_context import head_scores, induction_baseline, INDUCTION_LENGTH
 
 from explorer.models import hub_files, jobs, opening, registry
-from explorer.views.attention import attention_maps
 from explorer.generation.decoding import generate_ids
 from explorer.core.inputs import InputProblem, echo, kind_of
 from explorer.learning.guesses import guessed_tokens, shown_token
 from explorer.learning.timeline import Timeline
 from explorer.learning.watch_it_learn import GREEDY, check_text
-from explorer.views.forward_pass import recorded_pass
+from explorer.views.forward_pass import record_pass
 
 MAX_REVISIONS = 12
 # one measurement at a time, whichever event asks (the API's, in the opening slots, of which there are four; the
@@ -124,22 +125,36 @@ class RevisionView:
     read_tokens: list[str]
 
 
-def revision_view(name: str, text: str) -> RevisionView:
-    """One opened revision seen as a training run's snapshot is."""
+def revision_view(name: str, text: str) -> tuple[RevisionView, list[str]]:
+    """One opened revision seen as a training run's snapshot is, and the learner's text as its attention maps label
+    it. Its run is recorded apart from the views' cache of runs (``record_pass``, not ``recorded_pass``): a cached
+    run would keep the revision's model alive after it is let go."""
     opened = registry.opened(name)
     _, model, tokenizer = registry.resolve(name)
     scores = head_scores(model)
     induction, previous = scores["induction"], scores["previous token"]
     top = best(induction)
-    maps = attention_maps(model, tokenizer, text, GREEDY)
-    read = recorded_pass(model, tokenizer, text, GREEDY)
+    read = record_pass(model, tokenizer, text, GREEDY)
+    attention = read.weights("self")[top.layer, top.head].float().numpy()
     ids = read.read.source_ids[None]
     out = generate_ids(model, ids, replace(GREEDY, max_new_tokens=min(GREEDY.max_new_tokens, 24)))
-    return RevisionView(opened.revision, opened.commit, step_of(opened.revision or ""), name,
+    view = RevisionView(opened.revision, opened.commit, step_of(opened.revision or ""), name,
                         induction.round(6).tolist(), previous.round(6).tolist(), top, best(previous),
-                        maps.weights["self"][top.layer, top.head].round(6).tolist(),
-                        tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True),
+                        attention.round(6).tolist(), tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True),
                         guessed_tokens(read.logits, ids[0], tokenizer), [shown_token(tokenizer, int(i)) for i in ids[0]])
+    return view, read.tokens("target")
+
+
+def measured_revision(repo_id: str, revision: str, text: str) -> tuple[RevisionView, list[str]]:
+    """One revision seen (``revision_view``): the model the app holds if it holds it; else opened from the files in
+    the cache, seen, and let go again, so that Watch it learn holds one revision at a time beside what the app holds."""
+    was_held = registry.holds(repo_id, revision)
+    name = opening.open_repo(repo_id, revision).name
+    try:
+        return revision_view(name, text)
+    finally:
+        if not was_held:
+            registry.let_go(name)  # still listed: a view that asks for it loads it again from its files
 
 
 @dataclass(frozen=True)
@@ -183,27 +198,41 @@ class Request:
     revisions: list[str]
     text: str
     notices: list[str]
-    names: list[str] = field(default_factory=list)  # the menu name of each revision opened so far
+    names: list[str] = field(default_factory=list)  # the revisions whose files are here so far
 
     def opening(self) -> Iterator[str]:
-        """Open every revision (each downloaded once, whoever asks; cached), one progress line at a time."""
+        """Download every revision's files (each once, whoever asks; the Hub cache keeps them), one progress line at
+        a time. Nothing is converted yet: ``measure`` opens the revisions one at a time."""
         self.names = []
         for number, revision in enumerate(self.revisions, 1):
-            job = opening.start_open(self.repo_id, revision)
+            job = download(self.repo_id, revision)
             for line in ["opening", *job.follow()]:
                 yield f"revision {revision} ({number} of {len(self.revisions)}): {line}"
             try:
-                self.names.append(job.outcome().name)
+                job.outcome()
             except InputProblem as problem:
                 raise InputProblem(revision_problem(self.repo_id, revision, number, len(self.revisions), problem)) from None
+            self.names.append(revision)
 
-    def measure(self) -> HubTimeline:
-        """What the views draw: every opened revision measured, in step order (``revision_view``)."""
+    def measure(self, on_progress: Callable[[str], None] | None = None) -> HubTimeline:
+        """What the views draw: every downloaded revision opened and measured in turn (``measured_revision``: one
+        revision's weights held at a time), in step order. ``on_progress`` hears which revision is being measured."""
         with MEASURING:
-            views = sorted((revision_view(name, self.text) for name in self.names),
-                           key=lambda v: (v.step is None, v.step or 0))
-            return HubTimeline(self.repo_id, views, attention_tokens(views[0].menu_name, self.text),
-                               induction_baseline(INDUCTION_LENGTH), self.notices)
+            measured = []
+            for number, revision in enumerate(self.names, 1):
+                if on_progress:
+                    on_progress(f"revision {revision} ({number} of {len(self.names)}): converting, measuring every head, "
+                                "reading the text")
+                measured.append(measured_revision(self.repo_id, revision, self.text))
+            measured.sort(key=lambda pair: (pair[0].step is None, pair[0].step or 0))
+            views = [view for view, _ in measured]
+            return HubTimeline(self.repo_id, views, measured[0][1], induction_baseline(INDUCTION_LENGTH), self.notices)
+
+
+def download(repo_id: str, revision: str) -> jobs.Job:
+    """The shared job that downloads one revision's files into the Hub cache (``hub_files.fetch``), converting
+    nothing; follow it, then ``outcome()`` raises what failed."""
+    return jobs.run_shared(("hub files", repo_id, revision), lambda job: hub_files.fetch(job, repo_id, revision)[1])
 
 
 def revision_problem(repo_id: str, revision: str, number: int, count: int, problem: InputProblem) -> str:
@@ -232,9 +261,4 @@ def hub_timeline(repo_id, revisions, text, on_progress: Callable[[str], None] | 
     for line in asked.opening():
         if on_progress:
             on_progress(line)
-    return asked.measure()
-
-
-def attention_tokens(name: str, text: str) -> list[str]:
-    _, model, tokenizer = registry.resolve(name)
-    return recorded_pass(model, tokenizer, text, GREEDY).tokens("target")
+    return asked.measure(on_progress)

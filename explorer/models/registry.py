@@ -216,6 +216,26 @@ def described(key: tuple) -> Opened | None:
         return next((o for mine in _listed.values() for o in mine.values() if o.key == key), None)
 
 
+def holds(repo_id: str, revision: str | None) -> bool:
+    """Whether the weights of a Hub repo's revision are in memory now, whoever opened it."""
+    with _lock:
+        return any((o.repo_id, o.revision) == (repo_id, revision) and o.key in _held
+                   for mine in _listed.values() for o in mine.values())
+
+
+def let_go(name) -> None:
+    """The visitor's model ``name`` leaves memory (its cached views with it); it stays listed, and loads again from
+    its files when it is used (Watch it learn holds one revision at a time this way)."""
+    found = opened(name)
+    with _lock:
+        held = _held.pop(found.key, None) if found is not None else None
+    if held is not None:
+        caches.release(held.model)
+        del held
+        gc.collect()
+        _trim_heap()
+
+
 def add(opened_: Opened, session: str | None) -> Opened:
     """List ``opened_`` among ``session``'s models; its oldest of the same kind beyond the session's quota go."""
     hub = opened_.source == "hub"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import pick
@@ -24,6 +25,7 @@ from explorer.views.forward_pass import recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
 
 TOP_K = 5
+VOCAB_CHUNK = 2048  # tokens of the LM head at a time: (rows x 2048) logits stay in the cache at GPT-2's size
 
 
 @dataclass
@@ -37,36 +39,79 @@ class LogitLens:
     top_ids: np.ndarray  # (rows, TOP_K)
     top_probs: np.ndarray  # (rows, TOP_K)
     next_token_probs: np.ndarray  # (rows, positions - 1): p_l(token t+1 | position t), the token that came next
-    logits: torch.Tensor = field(repr=False)  # (rows, positions, vocab) float32
+    model_logits: torch.Tensor = field(repr=False)  # (positions, vocab) float32: the last row's, the recorded pass's own
     notices: list[str] = field(default_factory=list)
     readout: str = ""  # how this model turns a stream into logits: its final norm and its head (tied or not)
 
 
-def read_out(model, stream: torch.Tensor) -> torch.Tensor:
-    """logits = LayerNorm_final(h) W_E^T: a residual stream h (..., D) read as the model reads its last one."""
+def final_normed(model, stream: torch.Tensor) -> torch.Tensor:
+    """norm_final(h): a residual stream h (..., D) as the LM head reads the last one (h itself without a final norm)."""
     final_norm = model.model.decoder.stack.norm
-    return model.lm_head(final_norm(stream) if final_norm is not None else stream)
+    return final_norm(stream) if final_norm is not None else stream
+
+
+def read_out(model, stream: torch.Tensor) -> torch.Tensor:
+    """logits = norm_final(h) W_U (W_U = E^T where the head is tied): a residual stream h (..., D) read as the model
+    reads its last one."""
+    return model.lm_head(final_normed(model, stream))
+
+
+def log_normalizers(streams: torch.Tensor, head: torch.nn.Linear, chunk: int = VOCAB_CHUNK) -> torch.Tensor:
+    """log Σ_v exp(logit_v) for every row of ``streams`` (N, d_model), the logits ``head(streams)`` taken
+    ``chunk`` tokens at a time, online (m the running maximum, s the running Σ exp(logit − m)):
+
+        m' = max(m, max_chunk logit),   s' = s·exp(m − m') + Σ_chunk exp(logit − m'),   log Z = m + log s
+
+    so the (N, vocab) logits are never whole: each chunk stays in the processor's cache."""
+    bias = head.bias
+    peak = torch.full(streams.shape[:1], -torch.inf)
+    total = torch.zeros(streams.shape[:1])
+    for start in range(0, head.weight.shape[0], chunk):
+        part = slice(start, start + chunk)
+        logits = F.linear(streams, head.weight[part], None if bias is None else bias[part]).float()
+        new_peak = torch.maximum(peak, logits.amax(-1))
+        total = total * torch.exp(peak - new_peak) + torch.exp(logits - new_peak[:, None]).sum(-1)
+        peak = new_peak
+    return peak + total.log()
+
+
+def _layer_rows(streams: torch.Tensor, head: torch.nn.Linear, position: int, next_ids: torch.Tensor):
+    """The lens rows of the layers' normed streams (rows, T, d_model): the softmax at ``position`` (rows, vocab),
+    and p(token t+1 | position t) = exp(logit_{t+1} − log Z_t) (rows, T − 1), each logit_{t+1} one dot product
+    with its token's row of the head."""
+    rows, positions, width = streams.shape
+    at_position = head(streams[:, position]).float().softmax(-1)
+    log_z = log_normalizers(streams[:, :-1].reshape(-1, width), head).reshape(rows, positions - 1)
+    next_logits = (streams[:, :-1] * head.weight[next_ids]).sum(-1).float()
+    if head.bias is not None:
+        next_logits = next_logits + head.bias[next_ids].float()
+    return at_position, torch.exp(next_logits - log_z)
 
 
 def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSettings = DecodingSettings(False),
                max_tokens: int = FORWARD_MAX_TOKENS) -> LogitLens:
     """Every layer's stream in the text's recorded run through the final norm and the LM head. An
-    encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``."""
+    encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``.
+
+    The lens never holds the vocabulary projection of every layer (at GPT-2 small's size 25 MB per layer and 128
+    tokens): it needs each row's softmax at one position, and at every position only the probability of the token
+    that came next (``_layer_rows``). The last row is the recorded pass's own logits."""
     run = recorded_pass(model, tokenizer, text, decoding, max_tokens)
     read, notices = run.read, list(run.read.notices)
-    with torch.inference_mode():
-        hidden = run.hidden_states()
-        logits = torch.stack([read_out(model, h)[0] for h in hidden[:-1]] + [model.lm_head(hidden[-1])[0]]).float()
     ids = read.target_ids
     position = len(ids) - 1 if position is None else pick(position, len(ids), "position")
-    probs = logits.softmax(-1)
-    top = probs[:, position].topk(min(TOP_K, probs.shape[-1]))
     next_ids = ids[1:]
-    next_probs = probs[:, :-1].gather(-1, next_ids[None, :, None].expand(len(hidden), -1, 1))[..., 0]
+    with torch.inference_mode():
+        streams = final_normed(model, torch.cat(run.hidden_states()[:-1]))  # (layers + 1, T, d_model)
+        at_position, next_probs = _layer_rows(streams, model.lm_head, position, next_ids)
+        output = run.logits.softmax(-1)
+        at_position = torch.cat([at_position, output[position][None]])
+        next_probs = torch.cat([next_probs, output[:-1].gather(-1, next_ids[:, None]).T])
+    top = at_position.topk(min(TOP_K, at_position.shape[-1]))
     return LogitLens(
-        rows=["embeddings"] + [f"layer {i}" for i in range(len(hidden) - 1)],
+        rows=["embeddings"] + [f"layer {i}" for i in range(len(streams))],
         tokens=token_labels(tokenizer, ids), position=position,
         top_labels=[token_labels(tokenizer, row) for row in top.indices], top_ids=top.indices.numpy(),
-        top_probs=top.values.numpy(), next_token_probs=next_probs.numpy(), logits=logits, notices=notices,
-        readout=describe(model).readout(),
+        top_probs=top.values.numpy(), next_token_probs=next_probs.numpy(), model_logits=run.logits,
+        notices=notices, readout=describe(model).readout(),
     )

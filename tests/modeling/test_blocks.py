@@ -176,7 +176,7 @@ def test_the_views_read_a_llama_and_a_neox_block(style):
     ids = tokenizer(text, return_tensors="pt").input_ids
     with torch.no_grad():
         expected = model(ids).logits[0].float()
-    torch.testing.assert_close(lens.logit_lens(model, tokenizer, text).logits[-1], expected, rtol=0, atol=1e-5)
+    torch.testing.assert_close(lens.logit_lens(model, tokenizer, text).model_logits, expected, rtol=0, atol=1e-5)
 
 
 def test_an_attention_only_layer_is_x_plus_attention_of_its_layer_norm():

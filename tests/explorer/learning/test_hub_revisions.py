@@ -67,6 +67,8 @@ def test_no_revisions_named_takes_12_evenly_spaced_training_steps(hub):
     fetched = len(set(steps) | {0, 1000})  # each revision once: the first test's two are cached
     assert hub.downloads(REPO, "model.safetensors") == fetched
     assert any("revision step4000 (12 of 12)" in line for line in progress)
+    measuring = [line for line in progress if "converting, measuring every head" in line]  # one revision at a time
+    assert [line.split(" (")[1].split(")")[0] for line in measuring] == [f"{k} of 12" for k in range(1, 13)]
     again = hub_timeline(REPO, "", TEXT)
     assert [v.commit for v in again.revisions] == [v.commit for v in out.revisions]
     assert hub.downloads(REPO, "model.safetensors") == fetched
@@ -87,6 +89,37 @@ def test_bad_requests_say_what_is_allowed(hub, repo, revisions, message):
 
     with pytest.raises(InputProblem, match=message):
         hub_timeline(repo, revisions, TEXT)
+
+
+def live_models() -> set[int]:
+    import gc
+
+    from modeling import ScratchTransformerForCausalLM
+
+    gc.collect()
+    return {id(o) for o in gc.get_objects() if isinstance(o, ScratchTransformerForCausalLM)}
+
+
+def test_measuring_lets_every_revisions_weights_go_unless_they_were_held_before(hub):
+    """Opening downloads only; measuring opens one revision at a time and lets it go: afterwards no model of the
+    revisions is alive, and none is held, save the one held before the request (still held), all still in the menus."""
+    from explorer.learning.hub_revisions import hub_timeline, request
+    from explorer.models import catalog, held, opening
+
+    kept = opening.open_repo(REPO, "step8").name
+    before = live_models()
+    asked = request(REPO, "step2, step8, step64", TEXT)
+    for _ in asked.opening():
+        pass
+    assert live_models() == before  # the downloads converted nothing
+    out = asked.measure()
+    assert live_models() == before and [v.step for v in out.revisions] == [2, 8, 64]
+    assert [name for name in held.HELD.names() if name.startswith(REPO)] == [kept]
+    assert {f"{REPO}@step{s}" for s in (2, 8, 64)} <= set(held._opened)
+    again = hub_timeline(REPO, "step2, step8, step64", TEXT)  # measured again from the files: the same numbers
+    assert again.revisions == out.revisions and again.tokens == out.tokens
+    _, model, _ = catalog.resolve(f"{REPO}@step2")  # a view that asks for a let-go revision loads it again
+    assert model.config.n_layers > 0
 
 
 def test_the_json_is_the_typed_timeline_field_by_field():

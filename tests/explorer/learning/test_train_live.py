@@ -144,7 +144,7 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
         ids = tokenizer(text, return_tensors="pt").input_ids
         with torch.no_grad():
             logits = model(ids).logits[0].float()
-        torch.testing.assert_close(lens.logit_lens(model, tokenizer, text).logits[-1], logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(lens.logit_lens(model, tokenizer, text).model_logits, logits, rtol=0, atol=1e-5)
         maps = attention.attention_maps(model, tokenizer, text, greedy)
         assert heads.head_types(model, maps.weights["self"], "self").scores
         assert ablation.ablate_heads(model, tokenizer, text, "1.0").loss_after is not None

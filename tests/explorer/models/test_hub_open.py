@@ -101,7 +101,7 @@ def test_every_view_reads_the_same_numbers_as_transformers(hub, repos, model_typ
     assert abs(weights - expected).max() <= TOLERANCE
     assert (run.logits - theirs.logits[0]).abs().max().item() <= TOLERANCE
     lens = logit_lens(model, tokenizer, TEXT)
-    assert (lens.logits[-1] - theirs.logits[0]).abs().max().item() <= TOLERANCE
+    assert (lens.model_logits - theirs.logits[0]).abs().max().item() <= TOLERANCE
 
 
 def test_greedy_generation_of_a_hub_gpt2_equals_transformers(hub, repos):

@@ -79,7 +79,7 @@ def test_every_view_reads_the_same_rewrite_and_the_runs_own_numbers(tiny_checkpo
     traced = trace.forward_trace(model, tokenizer, TEXT, SAMPLED)
     assert maps.query_labels["cross"] == the_run.tokens("target") and maps.rewrite == traced.rewrite == the_run.read.rewrite
     assert [label.split(":", 1)[1] for label in the_run.tokens("target")] == read_out.tokens == traced.decoder_tokens
-    assert torch.equal(read_out.logits[-1], the_run.logits)
+    assert torch.equal(read_out.model_logits, the_run.logits)
     ablated = ablation.ablate_heads(model, tokenizer, TEXT, "", "decoder", SAMPLED)
     assert torch.equal(ablated.logits_after, the_run.logits)
 

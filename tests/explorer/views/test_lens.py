@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.views.lens import TOP_K, logit_lens
+from explorer.views.lens import TOP_K, log_normalizers, logit_lens
 from support.fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
 from modeling import record
 from support.shipped import inputs_of, load
@@ -29,35 +29,49 @@ def test_last_row_is_the_models_own_prediction_exactly(catalog, name):
     ids = tokenizer(TEXT, return_tensors="pt").input_ids
     with torch.inference_mode(), record():  # the lens reads a recorded pass (attention by the explicit softmax)
         logits = model(ids, use_cache=False).logits[0].float()
-    assert torch.equal(lens.logits[-1], logits)
+    assert torch.equal(lens.model_logits, logits)
     top = logits[-1].softmax(-1).topk(TOP_K)
     assert np.array_equal(lens.top_ids[-1], top.indices.numpy()) and np.array_equal(lens.top_probs[-1], top.values.numpy())
 
 
-def test_earlier_rows_are_the_final_norm_and_lm_head_on_that_layers_stream(catalog):
-    """Recomputed here from the weights: LayerNorm by its formula, then h W_E^T."""
-    model, tokenizer = catalog["shakespeare-rope"]
-    lens = logit_lens(model, tokenizer, TEXT)
-    ids = tokenizer(TEXT, return_tensors="pt").input_ids
+def reference_logits(model, ids) -> torch.Tensor:
+    """(rows, T, vocab): every layer's stream through the final LayerNorm, by its formula, then h W_E^T; the last
+    row the model's own logits (the whole projection of every row, as the lens once kept it)."""
     with torch.inference_mode():
-        hidden = model(ids, output_hidden_states=True).hidden_states
+        out = model(ids, output_hidden_states=True)
     norm = model.model.decoder.stack.norm
     embedding = model.get_input_embeddings().weight
-    assert lens.rows == ["embeddings"] + [f"layer {i}" for i in range(model.config.n_layers)]
-    for row, h in enumerate(hidden[:-1]):
+    rows = []
+    for h in out.hidden_states[:-1]:
         centred = h[0] - h[0].mean(-1, keepdim=True)
         normed = centred / torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight + norm.bias
-        torch.testing.assert_close(lens.logits[row], normed @ embedding.T, atol=1e-4, rtol=1e-5)
+        rows.append(normed @ embedding.T)
+    return torch.stack(rows + [out.logits[0].float()])
+
+
+@pytest.mark.parametrize("position", [None, 0, 7])
+def test_every_row_is_the_final_norm_and_lm_head_on_that_layers_stream(catalog, position):
+    """Top tokens and next-token probabilities of every row equal the full projection's softmax (1e-5)."""
+    model, tokenizer = catalog["shakespeare-rope"]
+    lens = logit_lens(model, tokenizer, TEXT, position=position)
+    ids = tokenizer(TEXT, return_tensors="pt").input_ids
+    probs = reference_logits(model, ids).softmax(-1)
+    assert lens.rows == ["embeddings"] + [f"layer {i}" for i in range(model.config.n_layers)]
+    top = probs[:, lens.position].topk(TOP_K)
+    np.testing.assert_array_equal(lens.top_ids, top.indices.numpy())
+    np.testing.assert_allclose(lens.top_probs, top.values.numpy(), atol=1e-5, rtol=0)
+    expected = probs[:, :-1].gather(-1, ids[0, 1:][None, :, None].expand(len(probs), -1, 1))[..., 0]
+    np.testing.assert_allclose(lens.next_token_probs, expected.numpy(), atol=1e-5, rtol=0)
 
 
 def test_heatmap_holds_the_probability_of_the_token_that_came_next(catalog):
     model, tokenizer = catalog["shakespeare-alibi"]
     lens = logit_lens(model, tokenizer, TEXT, position=3)
     ids = tokenizer(TEXT).input_ids
-    probs = lens.logits.softmax(-1)
+    probs = reference_logits(model, torch.tensor([ids])).softmax(-1)
     assert lens.next_token_probs.shape == (model.config.n_layers + 1, len(ids) - 1)
     for t in (0, 5, len(ids) - 2):
-        np.testing.assert_array_equal(lens.next_token_probs[:, t], probs[:, t, ids[t + 1]].numpy())
+        np.testing.assert_allclose(lens.next_token_probs[:, t], probs[:, t, ids[t + 1]].numpy(), atol=1e-5, rtol=0)
     assert lens.position == 3 and np.array_equal(lens.top_ids[:, 0], probs[:, 3].argmax(-1).numpy())
 
 
@@ -67,7 +81,23 @@ def test_seq2seq_lens_reads_the_decoder(catalog):
     inputs = inputs_of(model, tokenizer, "Shall I compare thee to a Summers day?")
     with torch.inference_mode(), record():
         logits = model(**inputs, use_cache=False).logits[0].float()
-    assert torch.equal(lens.logits[-1], logits) and len(lens.tokens) == inputs["decoder_input_ids"].shape[1]
+    assert torch.equal(lens.model_logits, logits) and len(lens.tokens) == inputs["decoder_input_ids"].shape[1]
+
+
+@pytest.mark.parametrize("chunk, bias", [(7, True), (7, False), (1000, True)])
+def test_log_normalizers_over_vocabulary_chunks_equal_logsumexp_of_the_whole_projection(chunk, bias):
+    torch.manual_seed(0)
+    head = torch.nn.Linear(16, 50, bias=bias)
+    streams = torch.randn(9, 16) * 5
+    expected = torch.logsumexp(head(streams), -1)
+    torch.testing.assert_close(log_normalizers(streams, head, chunk), expected, atol=1e-5, rtol=0)
+
+
+def test_a_one_token_text_has_top_tokens_and_no_next_tokens(catalog):
+    model, tokenizer = catalog["shakespeare-learned"]
+    lens = logit_lens(model, tokenizer, "S")
+    assert len(lens.tokens) == 1 and lens.next_token_probs.shape == (model.config.n_layers + 1, 0)
+    assert lens.top_probs.shape == (model.config.n_layers + 1, TOP_K)
 
 
 @pytest.mark.parametrize("position, message", [(99, r"Position \(−1 for the last\) must be a whole number from -1 to"),
