@@ -137,6 +137,12 @@ def serve_as_visitors(demo: gr.Blocks) -> None:
             block.fn = as_visitor(block.fn)
 
 
+def say_doing(description: str, fraction: float = 0.0) -> None:
+    """Tell the page what a request that may take seconds is doing now: gradio's progress line over its outputs
+    (nothing outside an event)."""
+    gr.Progress()(fraction, desc=description)
+
+
 def status(*lines: str) -> str:
     """A status line: one markdown bullet per non-empty line."""
     return "\n".join(f"- {line}" for line in lines if line)

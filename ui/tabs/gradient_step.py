@@ -13,7 +13,7 @@ from explorer.core.inputs import InputProblem, echo
 from explorer.generation.tokens import token_labels
 
 from ui.controls import DecodingControls
-from ui.events import INTERACTIVE, KEPT, NO_FIGURE, UNCHECKED, guarded, status
+from ui.events import INTERACTIVE, KEPT, NO_FIGURE, UNCHECKED, guarded, say_doing, status
 from ui.menus import decoder_only, model_menu
 from ui.tab import TabParts
 
@@ -26,6 +26,7 @@ def gradient_step(text, model_name, position, target, learning_rate):
     """One SGD step θ ← θ − lr·∇θ(−log p(target | tokens 0..position)) on a copy of the model: the figures
     before and after, the gradient norms drawn per layer and per head, and the numbers as JSON."""
     info, model, tokenizer = registry.resolve(model_name)
+    say_doing(f"One forward and backward pass of {info.name}, then one SGD step on a copy of it")
     step = take_step(text, model, tokenizer, position, target, learning_rate)
     context = "".join(step.tokens[-6:])
     line = (f"**{info.name}**, after {echo(context, 60)} ({token_count(len(step.tokens))}), target "

@@ -9,7 +9,7 @@ from explorer.present import clickable_html, lens as present
 from explorer.generation.tokens import numbered
 
 from ui.controls import PROMPT_EXAMPLE, DecodingControls, clickable, clicked, view_inputs
-from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
+from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, say_doing, status
 from ui.menus import text_and_model
 from ui.tab import TabParts
 
@@ -18,6 +18,7 @@ from ui.tab import TabParts
 def logit_lens(text, model_name, position, *decoding):
     """Top 5 next tokens per layer at one position; the probability of the actual next token everywhere."""
     text, info, model, tokenizer, settings, notices = view_inputs(text, model_name, decoding)
+    say_doing(f"Reading every layer's residual stream of {info.name} through its final norm and LM head")
     result = lens.logit_lens(model, tokenizer, text, position, settings)
     return (clickable_html.token_strip_html(numbered(result.tokens), result.position), present.lens_table_html(result),
             present.lens_heatmap(result),

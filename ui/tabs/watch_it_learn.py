@@ -17,7 +17,7 @@ from explorer.present import watch_it_learn as present
 from explorer.core.inputs import InputProblem, echo, whole_number
 
 from ui.controls import DecodingControls
-from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, OPENING, UNCHECKED, guarded, status, visible_breaks
+from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, OPENING, UNCHECKED, guarded, say_doing, status, visible_breaks
 from ui.tab import TabParts
 
 
@@ -84,7 +84,7 @@ def measure_revisions(asked):
     one, and its views. Runs in the views' slot: the model's work, beside the generations' decode thread."""
     if asked is None:  # the opening failed, and its status line says why
         return (gr.skip(),) * 7
-    measured = asked.measure()
+    measured = asked.measure(lambda line: say_doing(f"Measuring {line}"))
     last = len(measured.revisions) - 1
     menu = gr.update(choices=[(name_of_step(step), i) for i, step in enumerate(measured.steps)], value=last)
     return (measured, menu, *revision_views(measured, last))
