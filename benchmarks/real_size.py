@@ -1,4 +1,4 @@
-"""The views at a real model's size (issue 55's table): a random GPT-2 small (``GPT2Config()``'s defaults: 12 layers,
+"""The views at a real model's size: a random GPT-2 small (``GPT2Config()``'s defaults: 12 layers,
 d 768, vocabulary 50,257; 124M parameters), served by a Hub on 127.0.0.1 (tests/support/fake_hub.py), opened as the
 app opens it, every view called through its tab's handler as the app calls it.
 
@@ -227,7 +227,7 @@ def generation_rates(model, folder: Path, tokenizer, repeats: int) -> dict:
 
 
 def open_figures(repo_id: str, repeats: int) -> dict:
-    from explorer.models import held, opening
+    from explorer.models import opening, registry
 
     with PeakRSS() as memory:
         start = time.perf_counter()
@@ -235,7 +235,7 @@ def open_figures(repo_id: str, repeats: int) -> dict:
         first = time.perf_counter() - start
     again = []
     for _ in range(repeats):
-        held.forget_all()  # as a fresh process: nothing held, the files on disk
+        registry.forget_all()  # as a fresh process: nothing held, the files on disk
         start = time.perf_counter()
         opening.open_repo(repo_id)
         again.append(time.perf_counter() - start)
@@ -247,7 +247,7 @@ VIEWS = ("heads", "lens", "gradient step", "steps", "trace", "generation", "watc
 
 
 def measure(size: str, repeats: int, only=VIEWS, revisions: int = 6) -> dict:
-    from explorer.models import held
+    from explorer.models import registry
     from support.fake_hub import FakeHub
 
     with tempfile.TemporaryDirectory() as tmp, FakeHub() as hub:
@@ -257,7 +257,7 @@ def measure(size: str, repeats: int, only=VIEWS, revisions: int = 6) -> dict:
         for name in ("HF_HUB_CACHE", "HF_HUB_OFFLINE"):
             os.environ.pop(name, None)
         figures = {"size": size, "open": open_figures(REPO_ID, repeats)}
-        _, model, tokenizer = held.resolve(REPO_ID)
+        _, model, tokenizer = registry.resolve(REPO_ID)
         figures["forward_s"] = forward_seconds(model, tokenizer, texts_of_tokens(tokenizer, TOKENS, repeats + 1))
         texts = texts_of_tokens(tokenizer, TOKENS, (len(VIEWS) + 1) * (repeats + 1))
         for index, (name, call) in enumerate(view_calls(REPO_ID).items(), start=1):  # each view its own texts
@@ -267,6 +267,7 @@ def measure(size: str, repeats: int, only=VIEWS, revisions: int = 6) -> dict:
             figures["generation"] = generation_rates(model, folder, tokenizer, repeats)
         if "watch" in only:
             figures["watch"] = watch_figures(*build_revisions(Path(tmp) / "revisions", size, revisions, hub))
+        registry.forget_all()  # its Hub and files go with this block
     return figures
 
 

@@ -17,7 +17,7 @@ import gradio as gr
 from gradio.context import LocalContext
 
 from explorer.core import inputs
-from explorer.core.visitor import Visitor, visiting
+from explorer.core.visitor import Visitor, current, visiting
 from explorer.core.inputs import InputProblem
 from explorer.generation import batching
 
@@ -99,7 +99,10 @@ def visitor_of(request) -> Visitor:
 
 
 def visitor_now() -> Visitor:
-    """The visitor of the event gradio is serving in this thread (gradio sets its request around every call)."""
+    """The visitor of the event gradio is serving in this thread (gradio sets its request around every call). Called
+    outside any gradio event (a handler called from Python, as the tests do), whoever is being served already."""
+    if LocalContext.blocks.get(None) is None:
+        return current()
     return visitor_of(LocalContext.request.get(None))
 
 

@@ -35,7 +35,7 @@ def menus_now(session: str | None = None):
         notes.append(results.notice)
     usable = [name for name, info in found.items() if info.usable]
     summary = f"{len(usable)} model(s) ready: {', '.join(usable)}." if usable else ""
-    opened = registry.choices(session)
+    opened = registry.choices(session) if session is not None else []  # the page as built: shipped models only
     if opened:
         summary += f" Opened in the app: {', '.join(inputs.echo(name, 60) for _, name in opened)}."
     return (catalog.menu_choices(found, results) + opened, catalog.default_model(found, results),

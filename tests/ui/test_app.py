@@ -69,7 +69,7 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
     assert groups["gradient_step"] == ("model", 1)
     assert groups["train_live"] == ("training", 1)  # one training job at a time, never in the generation slots
     for opening in ("open_model", "open_upload", "open_trained", "push_to_hub", "timeline_of_revisions", "open_revisions"):
-        assert groups[opening] == ("opening", 4)  # waits on the network, so never in the views' slot
+        assert groups[opening] == ("opening", 16)  # waits on the network, so never in the views' slot (16: requests that follow a stalled download leave room)
 
 
 def test_catalog_lists_the_checkpoints_with_a_line_each_and_picks_the_main_model(client, tiny_checkpoints):

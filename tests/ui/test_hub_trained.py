@@ -125,17 +125,20 @@ def test_open_in_every_tab_is_for_this_session_only(hub, trained):
         assert torch.equal(again(ids).logits, model(ids).logits)
 
 
-def test_a_random_token_model_is_refused_with_the_reason(tmp_path):
-    from explorer.models import opening
+def test_a_random_token_model_opens_with_a_tokenizer_of_its_symbols(tmp_path):
+    """Trained on random tokens (the one-click induction setting), it is saved with one symbol per token id
+    (explorer.generation.symbols), so Open in every tab opens it: every view reads its symbols."""
+    from explorer.generation.symbols import reads_symbols
     from explorer.learning import live_result, live_settings, train_live
-    from explorer.core.inputs import InputProblem
+    from explorer.models import opening, registry
 
     settings = live_settings.check_settings(n_layers=1, n_heads=2, d_model=16, steps=2, log_every=1,
                                             data="random-repeats", batch_size=2, context_length=16)
     *_, result = train_live.train_live(settings)
     archive = live_result.save_zip(result, tmp_path)
-    with pytest.raises(InputProblem, match="random tokens"):
-        opening.open_upload(archive, source="trained")
+    opened = opening.open_upload(archive, source="trained")
+    _, model, tokenizer = registry.resolve(opened.name)
+    assert opened.source == "trained" and reads_symbols(tokenizer) and len(tokenizer) == model.config.vocab_size
     assert Path(archive).exists()
 
 

@@ -6,6 +6,7 @@ app server (tests/conftest.py), as a browser session would."""
 import pytest
 from gradio_client import Client, handle_file
 
+from explorer.core.visitor import Visitor, visiting
 from explorer.generation.symbols import reads_symbols
 from explorer.views.patching.analysis import MIN_LOGIT_GAP
 from explorer.views.patching.texts import symbol_example
@@ -73,7 +74,7 @@ def test_activation_patching_draws_every_grid_on_its_example(opened, trained):
     mine, name = opened
     clean, corrupted, what = symbol_example(trained[1])
     answer = what.split("the answer is ")[1][0]
-    residual, heads, attention, feed_forward, numbers, explained, _, _, line = mine.predict(
+    residual, heads, attention, feed_forward, numbers, explained, *_, line = mine.predict(
         name, clean, corrupted, answer, "", None, api_name="/activation_patching")
     assert "⚠" not in line and "patched runs in" in line, line
     assert residual is not None and heads is not None and attention is not None
@@ -91,27 +92,31 @@ def test_the_patching_tab_puts_in_the_example_each_model_reads_and_the_note_besi
     from ui.events import KEPT
     from ui.tabs import patching as tab
 
-    _, name = opened
+    mine, name = opened
     clean, corrupted, what = symbol_example(trained[1])
     shown = [DEFAULT_CLEAN, DEFAULT_CORRUPTED]
-    assert tab.example_texts(name, *shown, shown) == (clean, corrupted, [clean, corrupted])
-    assert tab.example_texts("shakespeare-rope", clean, corrupted, [clean, corrupted]) == (*shown, shown)  # and back
-    assert tab.example_texts(name, "a text of my own", DEFAULT_CORRUPTED, shown) == (KEPT, KEPT, KEPT)
-    note = tab.example_note(name, clean, corrupted)
-    assert note["visible"] is True and what in note["value"]
-    assert tab.example_note("shakespeare-main", *shown) == {"__type__": "update", "value": DEFAULT_NOTE, "visible": True}
-    for model, texts in ((name, shown), ("shakespeare-main", [DEFAULT_CLEAN + " again", DEFAULT_CORRUPTED]),
-                         ("shakespeare-rope", shown), (name, [clean, clean])):
-        assert tab.example_note(model, *texts)["visible"] is False, (model, texts)  # Norfolk's note goes
+    with visiting(Visitor(mine.session_hash)):  # the handlers, called here as the page's session calls them
+        assert tab.example_texts(name, *shown, shown) == (clean, corrupted, [clean, corrupted])
+        assert tab.example_texts("shakespeare-rope", clean, corrupted, [clean, corrupted]) == (*shown, shown)  # back
+        assert tab.example_texts(name, "a text of my own", DEFAULT_CORRUPTED, shown) == (KEPT, KEPT, KEPT)
+        note = tab.example_note(name, clean, corrupted)
+        assert note["visible"] is True and what in note["value"]
+        assert tab.example_note("shakespeare-main", *shown) == {"__type__": "update", "value": DEFAULT_NOTE,
+                                                                "visible": True}
+        for model, texts in ((name, shown), ("shakespeare-main", [DEFAULT_CLEAN + " again", DEFAULT_CORRUPTED]),
+                             ("shakespeare-rope", shown), (name, [clean, clean])):
+            assert tab.example_note(model, *texts)["visible"] is False, (model, texts)  # Norfolk's note goes
 
 
 def test_one_gradient_step_offers_a_target_the_model_reads_as_one_token(opened):
     from ui.events import KEPT
     from ui.tabs import gradient_step as tab
 
-    _, name = opened
+    mine, name = opened
     day = tab.EXAMPLE_TARGET
-    assert tab.example_target(name, day, day) == ("d", "d")  # " day" is 3 symbols here: its first
-    # the tiny checkpoints' BPE reads " day" as " da" + "y": its first token, "␣da"
-    assert tab.example_target("shakespeare-rope", "d", "d") == ("␣da", "␣da")
-    assert tab.example_target(name, "Q", "d") == (KEPT, KEPT)  # a target the learner typed stays
+    with visiting(Visitor(mine.session_hash)):  # the handler, called here as the page's session calls it
+        assert tab.example_target(name, day, day) == ("d", "d")  # " day" is 3 symbols here: its first
+        # the tiny checkpoints' BPE reads " day" as " da" + "y": its first token, "␣da"
+        assert tab.example_target("shakespeare-rope", "d", "d") == ("␣da", "␣da")
+        assert tab.example_target(name, "Q", "d") == (KEPT, KEPT)  # a target the learner typed stays
+    assert tab.example_target(name, day, day) == (KEPT, KEPT)  # another visitor (here: none) cannot read that model

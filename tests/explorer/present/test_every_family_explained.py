@@ -179,7 +179,12 @@ def test_the_lens_reads_out_through_the_models_own_norm_and_head(name):
             h = h / torch.sqrt(h.pow(2).mean(-1, keepdim=True) + norm.eps) * norm.weight
         head = model.get_input_embeddings().weight if arch.tied_head else model.lm_head.weight
         by_hand = h @ head.T
-    np.testing.assert_allclose(lens.logits[0], by_hand, atol=1e-4, rtol=TOLERANCE)
+    probs = by_hand.softmax(-1)  # the lens keeps, of the embeddings' row, what it shows: p(next token), the top at the end
+    next_ids = ids[0, 1:]
+    np.testing.assert_allclose(lens.next_token_probs[0], probs[:-1].gather(-1, next_ids[:, None])[:, 0],
+                               atol=1e-5, rtol=1e-4)
+    np.testing.assert_allclose(lens.top_probs[0], probs[lens.position].topk(lens.top_probs.shape[1]).values,
+                               atol=1e-5, rtol=1e-4)
 
 
 def test_patching_says_how_each_kind_of_layer_adds_a_sublayer():
