@@ -57,6 +57,20 @@ def test_every_guarded_event_names_a_failure_value_for_each_output_but_its_statu
     assert checked >= 30  # every event of every tab that computes something
 
 
+def test_the_tabs_hold_tabs_alone(app):
+    """Every child of the page's tabs is a tab: a component a tab module makes outside its ``gr.Tab`` (a State)
+    lands among them, and the page's tab bar then shows one tab twice and loses another."""
+    types = {c["id"]: c["type"] for c in app.demo.config["components"]}
+
+    def find_tabs(node):
+        if types.get(node["id"]) == "tabs":
+            return node
+        return next(filter(None, (find_tabs(child) for child in node.get("children", []))), None)
+
+    tabs = find_tabs(app.demo.config["layout"])
+    assert [types[child["id"]] for child in tabs["children"]] == ["tabitem"] * len(app.TABS)
+
+
 def test_every_event_of_the_page_runs_as_its_visitor(app):
     """A session's models resolve for that session alone, whichever endpoint is called by name, private ones
     included: every handler of the page is served as its visitor (ui.events.as_visitor)."""

@@ -102,9 +102,10 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
         tensors = gr.Plot(label="Per tensor", elem_id="plot-grad-tensors")
         numbers = gr.JSON(label="The numbers (loss_before, loss_after, p_before, p_after, grad_norms, …)",
                           open=False, max_height=320, elem_id="grad-json")
+        shown = gr.State(EXAMPLE_TARGET)  # the target the tab put in the box last (inside the tab: the page's
+        # tab bar counts every child of the tabs as a tab)
     request, outputs = [text, menu, position, target, rate], [before_after, heads, tensors, numbers, status_line]
     button.click(gradient_step, request, outputs, api_name="gradient_step", **INTERACTIVE, **UNCHECKED)
-    shown = gr.State(EXAMPLE_TARGET)  # the target the tab put in the box last
     menu.change(example_target, [menu, target, shown], [target, shown], api_name="grad_example_target",
                 api_visibility="private", show_progress="hidden", **UNCHECKED)
     return TabParts(decoder_only=(menu,))

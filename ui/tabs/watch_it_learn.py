@@ -192,12 +192,12 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
             previous = gr.Plot(label="The best previous-token head, enlarged", elem_id="plot-timeline-previous")
             induction = gr.Plot(label="The best induction head, enlarged", elem_id="plot-timeline-induction")
         hub_section(text)
+        shown_step = gr.State(first.steps[0] if first else 0)  # inside the tab: the tab bar counts the tabs' children
     request, outputs = [snapshot, text, run], [losses, heads, sample, guesses, grid, previous, induction, status_line]
     show.click(training_timeline, request, outputs, api_name="training_timeline", **INTERACTIVE, **UNCHECKED)
     # a drag sends a change per position; "always_last" (a change's default) runs the last one after the running one
     snapshot.change(training_timeline, request, outputs, api_name="training_timeline_snapshot",
                     api_visibility="private", **INTERACTIVE, **UNCHECKED)
-    shown_step = gr.State(first.steps[0] if first else 0)
     snapshot.change(step_label, [snapshot, run], [snapshot, shown_step], api_name="training_timeline_step",
                     api_visibility="private", queue=False, show_progress="hidden", **UNCHECKED)
     page.select(training_timeline, request, outputs, api_name="training_timeline_open", api_visibility="private",

@@ -56,8 +56,8 @@ def test_open_a_hub_model_and_see_it_in_every_tab(browser, app_server, hub, widt
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_train_one_yourself_offers_open_and_push_after_training(browser, app_server, hub, width):
-    """The test app has no shipped tokenizer, so the job trains on random tokens: Open in every tab says why such a
-    model cannot be opened (the views read text); opening a text-trained model is tested through the API."""
+    """The test app has no shipped tokenizer, so the job trains on random tokens: its model is saved with one symbol
+    per token id, and Open in every tab opens it (for this browser tab alone)."""
     page = open_page(browser, app_server, width)
     page.wait_for_selector("#catalog-status >> text=model(s) ready")
     open_tab(page, "Train one yourself")
@@ -66,7 +66,8 @@ def test_train_one_yourself_offers_open_and_push_after_training(browser, app_ser
     page.click("#live-button")
     page.wait_for_selector("#live-status >> text=Done: 4 of 4 steps")
     page.click("#trained-open")
-    page.wait_for_selector("#trained-status >> text=random tokens")
+    page.wait_for_selector("#trained-status >> text=Opened")
+    assert "this browser tab's menus only" in page.inner_text("#trained-status")
     assert page.is_visible("#trained-push") and page.is_visible("#trained-repo")
     page.screenshot(path=SHOTS / f"hub-trained-{width}.png", full_page=True)
     assert "Traceback" not in page.inner_text("body") and page.errors == []

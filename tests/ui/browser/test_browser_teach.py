@@ -14,7 +14,7 @@ def test_every_tab_is_in_sight_even_on_a_narrow_page(page):
     from playwright.sync_api import expect  # imported here, as test_browser does: without playwright the tests skip
 
     tabs = page.get_by_role("tab")
-    expect(tabs).to_have_count(12)  # gradio lays the tab row out after the page has loaded: wait for it
+    expect(tabs).to_have_count(13)  # gradio lays the tab row out after the page has loaded: wait for it
     assert page.get_by_role("button", name="More tabs").count() == 0
     for i in range(tabs.count()):
         assert tabs.nth(i).is_visible()
