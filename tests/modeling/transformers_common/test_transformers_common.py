@@ -8,7 +8,6 @@ one (parallel residual, a quarter of each head rotated).
 The first run downloads the transformers sdist (see transformers_sdist.py); about two minutes on two cores.
 """
 
-import tempfile
 import unittest
 
 import pytest
@@ -137,23 +136,6 @@ def _model_test(position_encoding: str, is_encoder_decoder: bool, block: str = "
         def setUp(self):
             self.model_tester = ScratchTransformerModelTester(self, position_encoding, is_encoder_decoder, block)
             self.is_encoder_decoder = is_encoder_decoder
-
-        def test_load_contiguous_weights(self):
-            """transformers' check that loading leaves the weights whole, for our two memory orders: from_pretrained
-            ends with eval(), which lays every linear weight out for decoding (W^T contiguous,
-            ``lay_out_linear_weights``); every other weight is contiguous, and all are once train() lays them back."""
-            for model_class in self.all_model_classes:
-                config, _ = self.model_tester.prepare_config_and_inputs_for_common()
-                model = model_class(config)
-                self.assertTrue(all(p.is_contiguous() for p in model.parameters()))
-                with tempfile.TemporaryDirectory() as folder:
-                    model.save_pretrained(folder)
-                    model = model_class.from_pretrained(folder)
-                linear = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
-                for p in model.parameters():
-                    self.assertTrue(p.t().is_contiguous() if id(p) in linear else p.is_contiguous())
-                model.train()
-                self.assertTrue(all(p.is_contiguous() for p in model.parameters()))
 
     for name, reason in NEEDS_MISSING_MODULES.items():
         setattr(Test, name, pytest.mark.skip(reason=f"needs a module the sdist lacks: {reason}")(getattr(Test, name)))
