@@ -154,7 +154,7 @@ def matrix_products(model, stored_as: str = "(out, in)", seed: int = 0):
 
     ``stored_as``: "(out, in)" is how ``nn.Linear`` keeps W, multiplied as x W^T + b (our model in training);
     "(in, out)" keeps each weight transposed and contiguous, multiplied as x W + b (what GPT-2's Conv1D does, and
-    our LM head once generate has run: ``modeling_scratch_transformer.lay_out_linear_weights``). Same numbers, bytes,
+    our linear layers once generate has run: ``modeling_scratch_transformer.lay_out_linear_weights``). Same numbers, bytes,
     another order in memory: a one-token step reads every weight once, so the order can decide how fast the CPU's
     matrix-vector kernel streams them."""
     if stored_as not in ("(out, in)", "(in, out)"):

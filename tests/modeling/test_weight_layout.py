@@ -1,5 +1,5 @@
-"""The LM head's memory order (``lay_out_linear_weights``): ``generate`` (eval mode, CPU, not distributed) stores
-its W (vocab, d_model) as W^T row-major for decoding, ``train()`` back row-major; the shape, the values, the outputs
+"""The linear weights' memory order (``lay_out_linear_weights``): ``generate`` (eval mode, CPU, not distributed)
+stores each W (out, in) as W^T row-major for decoding, ``train()`` back row-major; the shape, the values, the outputs
 (float32, within 1e-5), the saved files (byte for byte), loading and training are the same in either order."""
 
 import pytest
@@ -18,12 +18,10 @@ def linear_weights(model):
 
 
 def laid_out_for_decoding(model) -> bool:
-    """The LM head's weight stored W^T row-major (strides (1, out)): True; row-major: False. The other linear
-    weights are row-major either way."""
-    head = model.get_output_embeddings().weight
-    assert all(weight.is_contiguous() for weight in linear_weights(model).values() if weight is not head)
-    assert head.is_contiguous() != head.t().is_contiguous()
-    return head.t().is_contiguous()
+    """Every linear weight stored W^T row-major (strides (1, out)) and none row-major: True; all row-major: False."""
+    orders = {weight.t().is_contiguous() and not weight.is_contiguous() for weight in linear_weights(model).values()}
+    assert len(orders) == 1, "the linear weights are in mixed orders"
+    return orders.pop()
 
 
 def decode(model, ids=None):
