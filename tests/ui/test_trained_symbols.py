@@ -88,7 +88,8 @@ def test_activation_patching_draws_every_grid_on_its_example(opened, trained):
 
 def test_the_patching_tab_puts_in_the_example_each_model_reads_and_the_note_beside_it(opened, trained):
     from explorer.present.patching import DEFAULT_NOTE
-    from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED
+    from explorer.models import registry
+    from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED, example_texts
     from ui.events import KEPT
     from ui.tabs import patching as tab
 
@@ -97,7 +98,9 @@ def test_the_patching_tab_puts_in_the_example_each_model_reads_and_the_note_besi
     shown = [DEFAULT_CLEAN, DEFAULT_CORRUPTED]
     with visiting(Visitor(mine.session_hash)):  # the handlers, called here as the page's session calls them
         assert tab.example_texts(name, *shown, shown) == (clean, corrupted, [clean, corrupted])
-        assert tab.example_texts("shakespeare-rope", clean, corrupted, [clean, corrupted]) == (*shown, shown)  # back
+        back = list(example_texts(registry.resolve("shakespeare-rope")[2]))  # the default, paired for its tokenizer
+        assert back[0] == DEFAULT_CLEAN
+        assert tab.example_texts("shakespeare-rope", clean, corrupted, [clean, corrupted]) == (*back, back)  # back
         assert tab.example_texts(name, "a text of my own", DEFAULT_CORRUPTED, shown) == (KEPT, KEPT, KEPT)
         note = tab.example_note(name, clean, corrupted)
         assert note["visible"] is True and what in note["value"]

@@ -45,9 +45,18 @@ def symbol_example(tokenizer) -> tuple[str, str, str] | None:
 
 
 def example_texts(tokenizer) -> tuple[str, str]:
-    """The example a model can read: ``symbol_example`` for a model of symbols, else the default example."""
+    """The example a model can read: ``symbol_example`` for a model of symbols, else the default example; where this
+    tokenizer reads "Portia" in more or fewer tokens than "Norfolk", the first Norfolk becomes a name it reads in as
+    many (``change_one_word``), so that the two texts pair position by position."""
     found = symbol_example(tokenizer)
-    return found[:2] if found else (DEFAULT_CLEAN, DEFAULT_CORRUPTED)
+    if found:
+        return found[:2]
+    if _length(tokenizer, DEFAULT_CLEAN) == _length(tokenizer, DEFAULT_CORRUPTED):
+        return DEFAULT_CLEAN, DEFAULT_CORRUPTED
+    try:
+        return DEFAULT_CLEAN, change_one_word(tokenizer, DEFAULT_CLEAN, "Norfolk")[0]
+    except InputProblem:
+        return DEFAULT_CLEAN, DEFAULT_CORRUPTED
 
 
 def may_be_symbols(text) -> bool:

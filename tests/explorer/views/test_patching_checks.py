@@ -39,3 +39,17 @@ def test_a_corruption_that_barely_moves_the_answer_ranks_no_place(main, default_
     text = explanation(r)
     assert "No place is ranked" in text and "restore most" not in text and "restores most" not in text
     assert default_patching.measurable and "restore most" in explanation(default_patching)
+
+
+def test_the_example_pairs_token_by_token_on_any_tokenizer(tokenizer):
+    """On a tokenizer that reads "Portia" and "Norfolk" in different numbers of tokens (the tests' tiny BPE), the
+    example's first Norfolk becomes a name read in as many: the two texts pair position by position, one word apart."""
+    from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED, example_texts
+
+    def length(text):
+        return len(tokenizer(text).input_ids)
+
+    assert length(DEFAULT_CLEAN) != length(DEFAULT_CORRUPTED)  # the case this example is for
+    clean, corrupted = example_texts(tokenizer)
+    assert clean == DEFAULT_CLEAN and length(clean) == length(corrupted)
+    assert [a == b for a, b in zip(clean.split(), corrupted.split())].count(False) == 1
