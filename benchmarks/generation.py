@@ -152,11 +152,10 @@ def matrix_products(model, stored_as: str = "(out, in)", seed: int = 0):
     random input per width). Returns a function that computes them all and returns their outputs, in
     ``model.modules()`` order: the arithmetic every implementation of these weights must do, nothing around it.
 
-    ``stored_as``: "(out, in)" is how ``nn.Linear`` keeps W, multiplied as x W^T + b (our model in training);
-    "(in, out)" keeps each weight transposed and contiguous, multiplied as x W + b (what GPT-2's Conv1D does, and
-    our linear layers once generate has run: ``modeling_scratch_transformer.lay_out_linear_weights``). Same numbers, bytes,
-    another order in memory: a one-token step reads every weight once, so the order can decide how fast the CPU's
-    matrix-vector kernel streams them."""
+    ``stored_as``: "(out, in)" is how ``nn.Linear`` keeps W, multiplied as x W^T + b (what our model does);
+    "(in, out)" keeps each weight transposed and contiguous, multiplied as x W + b (what GPT-2's Conv1D does). Same
+    numbers, same bytes, another order in memory: a one-token step reads every weight once, so the order can
+    decide how fast the CPU's matrix-vector kernel streams them."""
     if stored_as not in ("(out, in)", "(in, out)"):
         raise ValueError(f'stored_as must be "(out, in)" or "(in, out)"; got {stored_as!r}')
     generator = torch.Generator().manual_seed(seed)
@@ -165,7 +164,7 @@ def matrix_products(model, stored_as: str = "(out, in)", seed: int = 0):
     inputs = {width: torch.randn(1, width, generator=generator).to(weight.device, weight.dtype)
               for width in sorted({m.in_features for m in linears})}
     if stored_as == "(out, in)":
-        products = [(inputs[m.in_features], m.weight.detach().contiguous(), m.bias) for m in linears]
+        products = [(inputs[m.in_features], m.weight.detach(), m.bias) for m in linears]
         return lambda: [F.linear(x, weight, bias) for x, weight, bias in products]
     products = [(inputs[m.in_features], m.weight.detach().t().contiguous(), m.bias) for m in linears]
     return lambda: [x @ weight if bias is None else torch.addmm(bias, x, weight) for x, weight, bias in products]

@@ -472,31 +472,6 @@ def check_inputs(input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | N
     return tuple(inputs_embeds.shape[:2])
 
 
-def lay_out_linear_weights(modules, for_decoding: bool) -> None:
-    """Store the weight W of every ``nn.Linear`` among ``modules`` in the memory order for decoding or for training.
-    The shape (out, in), the values and ``state_dict`` stay the same; only the strides change:
-
-    - for_decoding: W^T row-major, strides (1, out), as GPT-2's Conv1D keeps its weight (in, out); x W^T is then
-      a plain x (W^T) product. A one-token step reads every weight once, at the speed the matrix-vector kernel
-      streams it, and on the CPU (MKL, float32) it streams this order faster: the LM head of GPT-2 small (50257 x
-      768, the largest product of a step) took 13.4 ms one token at a time in nn.Linear's order, 7.1 ms in this
-      one (``generate`` gives the figures for a whole step). Only CPU weights move: that is where it was measured.
-    - not for_decoding: W row-major, strides (in, 1), ``nn.Linear``'s own order, the one training runs in.
-
-    A weight already in the wanted order is left alone (no copy); one moved is copied once, its old storage freed.
-    Quantized, offloaded (meta) and sharded (tensor subclass) weights keep the layout their library gave them."""
-    with torch.no_grad(), torch.inference_mode(False):  # the copies are plain tensors, even inside inference_mode
-        for module in modules:
-            weight = getattr(module, "weight", None)
-            plain = isinstance(module, nn.Linear) and type(weight) is nn.Parameter and type(weight.data) is torch.Tensor
-            if not plain:
-                continue
-            if for_decoding and weight.device.type == "cpu" and not weight.t().is_contiguous():
-                weight.data = weight.detach().t().contiguous().t()
-            elif not for_decoding and weight.device.type != "meta" and not weight.is_contiguous():
-                weight.data = weight.detach().contiguous()
-
-
 class ScratchTransformerPreTrainedModel(PreTrainedModel):
     config_class = ScratchTransformerConfig
     base_model_prefix = "model"
@@ -514,32 +489,6 @@ class ScratchTransformerPreTrainedModel(PreTrainedModel):
     def __init__(self, config: ScratchTransformerConfig, *inputs, **kwargs):
         config.validate_architecture()  # again: the config may have changed since it was made
         super().__init__(config, *inputs, **kwargs)
-
-    def train(self, mode: bool = True):
-        """Training or evaluation mode; ``train()`` also lays the linear weights back in ``nn.Linear``'s order
-        (``lay_out_linear_weights``) if ``generate`` laid them out for decoding, so optimiser states, compiled
-        graphs and fused kernels see the order they always saw."""
-        out = super().train(mode)
-        if mode:
-            lay_out_linear_weights(self.modules(), for_decoding=False)
-        return out
-
-    def save_pretrained(self, save_directory, *args, state_dict: dict | None = None, **kwargs):
-        """``PreTrainedModel.save_pretrained``, the weights written from nn.Linear's row-major order (transformers
-        reads a tied weight's extent through a flat view, which a weight laid out for decoding has not): the files
-        are byte for byte those of a model that never decoded. The weights are laid out as they were again
-        afterwards, one at a time (never a copy of the whole model). A given ``state_dict`` is written from
-        row-major copies of its tensors, the tensors that shared storage sharing their copy."""
-        if state_dict is not None:
-            copies = {}
-            state_dict = {name: copies.setdefault((t.device, t.data_ptr(), t.shape, t.stride()), t.contiguous())
-                          if isinstance(t, torch.Tensor) else t for name, t in state_dict.items()}
-        decoding = [m for m in self.modules() if isinstance(m, nn.Linear) and not m.weight.is_contiguous()]
-        lay_out_linear_weights(decoding, for_decoding=False)
-        try:
-            return super().save_pretrained(save_directory, *args, state_dict=state_dict, **kwargs)
-        finally:
-            lay_out_linear_weights(decoding, for_decoding=True)
 
 
 class Encoder(nn.Module):
@@ -747,17 +696,6 @@ class ScratchTransformerLanguageModel(ScratchTransformerPreTrainedModel):
 
     def get_output_embeddings(self) -> nn.Linear:
         return self.lm_head
-
-    def generate(self, *args, **kwargs):
-        """``GenerationMixin.generate``, the linear weights first laid out for decoding (``lay_out_linear_weights``)
-        in eval mode; they stay so until ``train()``. Greedy decoding at GPT-2 small's size (CPU, one thread) went
-        from 0.93x GPT2LMHeadModel's speed to 1.06x with the LM head laid out so, 1.23x with every linear weight;
-        a 256-token prefill (613 -> 596 ms) and a batch of 8 (1923 -> 1908 ms) did not get slower. Not in a
-        distributed run: DistributedDataParallel built around weights in that order trained them wrong."""
-        distributed = torch.distributed.is_available() and torch.distributed.is_initialized()
-        if not self.training and not distributed:
-            lay_out_linear_weights(self.modules(), for_decoding=True)
-        return super().generate(*args, **kwargs)
 
     def logits_and_loss(
         self, hidden: torch.Tensor, labels: torch.Tensor | None, logits_to_keep: int | torch.Tensor, **kwargs
