@@ -85,7 +85,7 @@ def heads_layout(n_layers: int) -> dict:
 
 def heads_figure(result: Patching, grid: PatchGrid, n_layers: int, n_heads: int) -> go.Figure:
     """Two layer x head maps: each head's output patched at every position, and at the last position only."""
-    fig = make_subplots(1, 2, subplot_titles=[f"patched at {c}" for c in HEAD_COLUMNS], horizontal_spacing=0.08)
+    fig = make_subplots(1, 2, subplot_titles=[f"at {c}" for c in HEAD_COLUMNS], horizontal_spacing=0.08)
     limit = _range(grid.values)
     heads, layers = [f"H{h}" for h in range(n_heads)], [f"L{l}" for l in range(n_layers)]
     for column in range(2):
@@ -94,6 +94,7 @@ def heads_figure(result: Patching, grid: PatchGrid, n_layers: int, n_heads: int)
     fig.update_layout(title=dict(text=f"{plotly_text(grid.title)}<br><sup>one head at a time: at every position, then "
                                       f"at the last position ({plotly_text(result.tokens[-1])}) only</sup>"),
                       **{**LAYOUT, **heads_layout(n_layers)})
+    fig.update_annotations(font_size=11)  # the two maps' titles, side by side even in a half-width column
     fig.update_xaxes(title_text="head", type="category")
     fig.update_yaxes(title_text="layer", type="category", autorange="reversed")
     return fig
@@ -211,7 +212,7 @@ WRONG_SIGN, OFF_RANK = "x-thin-open", "circle-open"
 
 
 def _marker_trace(x, y, symbol: str, name: str) -> go.Scatter:
-    return go.Scatter(x=x, y=y, mode="markers", name=name, hoverinfo="skip", showlegend=True,
+    return go.Scatter(x=x, y=y, mode="markers", name=name, hoverinfo="skip", showlegend=False,
                       marker=dict(symbol=symbol, size=13, color="#111111", line=dict(width=2, color="#111111")))
 
 
@@ -227,7 +228,6 @@ def mark_disagreement(fig: go.Figure, grid: PatchGrid, agreement, n_heads: int, 
             picked = [(r // n_heads, r % n_heads) for r, c in cells if c == column]
             fig.add_trace(_marker_trace([f"H{h}" for _, h in picked], [f"L{l}" for l, _ in picked], symbol, name),
                           1, column + 1)
-    fig.update_layout(legend=dict(orientation="h", y=-0.25, x=0))
 
 
 def estimate_figure(estimate, name: str, n_layers: int, n_heads: int, agreement=None) -> go.Figure:
@@ -241,6 +241,7 @@ def estimate_figure(estimate, name: str, n_layers: int, n_heads: int, agreement=
                       selector=dict(type="heatmap"))
     if agreement is not None:
         mark_disagreement(fig, grid, agreement, n_heads, None if name == "heads" else token_axis(estimate)[0])
-        fig.update_layout(title_text=f"{fig.layout.title.text}<br><sup>{plotly_text(agreement.line())}</sup>",
+        fig.update_layout(title_text=f"{fig.layout.title.text}<br><sup>× wrong sign, ○ exact top {agreement.k} outside the "
+                                     f"estimate's: {plotly_text(agreement.line())}</sup>",
                           margin=dict(t=110))
     return fig
