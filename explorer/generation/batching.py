@@ -82,10 +82,11 @@ class Row:
 
 class DecodeLoop:
     """The running batch of one model: its rows, their cache (B, heads, L, d_head per layer) and the mask
-    (B, L: 1 for a token, 0 for left padding)."""
+    (B, L: 1 for a token, 0 for left padding). The model is held weakly, and strongly only while the decode thread
+    runs: a loop never keeps alive a model the registry let go."""
 
     def __init__(self, model):
-        self.model = model
+        self._model = weakref.ref(model)
         eos = model.generation_config.eos_token_id
         self.eos = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
         self.rows: list[Row] = []
@@ -96,16 +97,21 @@ class DecodeLoop:
         self.thread: threading.Thread | None = None
         self.largest_batch = 0  # the most rows one step has fed (a record for tests and benchmarks)
 
+    @property
+    def model(self):
+        return self._model()
+
     def submit(self, row: Row) -> threading.Thread:
         """Queue ``row`` to join at the next step; start the decode thread if none runs. Returns the thread."""
         with self.lock:
             self.pending.append(row)
             if self.thread is None:
-                self.thread = threading.Thread(target=self._run, daemon=True, name="generate")
+                self.thread = threading.Thread(target=self._run, args=(self.model,), daemon=True, name="generate")
                 self.thread.start()
             return self.thread
 
-    def _run(self) -> None:
+    def _run(self, model) -> None:
+        """Decode until no row is left; ``model``: held for as long as the thread runs."""
         while True:
             with self.lock:
                 joining, self.pending = self.pending, []

@@ -137,3 +137,21 @@ def test_a_crowded_stream_updates_at_most_every_interval_and_a_lone_one_every_to
         assert rest == [" b c"] and time.perf_counter() - start >= 0.5
     else:
         assert rest == [" b", " c"]
+
+
+def test_a_decode_loop_does_not_keep_its_model_alive(tiny_checkpoints):
+    """Once its generations end, a model's decode loop holds it weakly: a model nobody else holds is freed."""
+    import gc
+    import weakref
+
+    from checkpointing.loading import load_checkpoint
+
+    model, tokenizer = load_checkpoint(tiny_checkpoints / "shakespeare-rope")  # a copy of its own, not the registry's
+    run = start(model, tokenizer, PROMPTS[0], DecodingSettings(False, max_new_tokens=5))
+    assert len("".join(run.streamer)) > 0
+    run.thread.join(timeout=30)
+    assert not run.thread.is_alive() and batching.decode_loop(model).model is model
+    gone = weakref.ref(model)
+    del model, run
+    gc.collect()
+    assert gone() is None
