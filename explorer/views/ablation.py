@@ -26,6 +26,7 @@ from explorer.core.machine import CORES
 from explorer.views.architecture import describe
 from explorer.views.forward_pass import AttentionKind, RecordedPass, attention_kind, recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
+from explorer.views.vocabulary import next_token_log_probs
 
 SHOWN_TOKENS = 10
 
@@ -153,8 +154,9 @@ def _keep_nothing(site) -> bool:
 def losses_without_each_head(run: RecordedPass, attention: AttentionKind, layer: int) -> list[float]:
     """The mean loss with each head of ``layer`` removed alone: one batch row per head (row h times 0 at head h),
     run from that layer on (``forward_from``: the residual stream entering it is the run's own, recorded; the layers
-    below a removed head compute what the run already holds), then the LM head one row at a time (a row's (T,
-    vocab) logits, never the batch's)."""
+    below a removed head compute what the run already holds), then every row's next-token log-probabilities at
+    once, the vocabulary a chunk at a time (``vocabulary.next_token_log_probs``: never the batch's (rows, T, vocab)
+    logits)."""
     n_heads = run.config.n_heads
     keep = 1 - torch.eye(n_heads)  # row h: every head but h
 
@@ -166,7 +168,8 @@ def losses_without_each_head(run: RecordedPass, attention: AttentionKind, layer:
     head = run.model.get_output_embeddings()
     with torch.inference_mode(), record(keep=_keep_nothing, edits={attention.site(layer, "heads"): remove}):
         out = run.model.model.forward_from(layer, hidden, encoder_hidden_states=memory).last_hidden_state
-        return [float(token_losses(run, head(row).float()).mean()) for row in out]
+        log_probs = next_token_log_probs(out[:, :-1], head, run.read.target_ids[1:])
+        return (-log_probs.mean(-1)).tolist()
 
 
 def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: DecodingSettings = DecodingSettings(False),

@@ -16,16 +16,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import pick
+from explorer.core.machine import CORES
 from explorer.views.architecture import describe
 from explorer.views.forward_pass import recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
+from explorer.views.vocabulary import next_token_log_probs
 
 TOP_K = 5
-VOCAB_CHUNK = 2048  # tokens of the LM head at a time: (rows x 2048) logits stay in the cache at GPT-2's size
 
 
 @dataclass
@@ -56,36 +56,12 @@ def read_out(model, stream: torch.Tensor) -> torch.Tensor:
     return model.lm_head(final_normed(model, stream))
 
 
-def log_normalizers(streams: torch.Tensor, head: torch.nn.Linear, chunk: int = VOCAB_CHUNK) -> torch.Tensor:
-    """log Σ_v exp(logit_v) for every row of ``streams`` (N, d_model), the logits ``head(streams)`` taken
-    ``chunk`` tokens at a time, online (m the running maximum, s the running Σ exp(logit − m)):
-
-        m' = max(m, max_chunk logit),   s' = s·exp(m − m') + Σ_chunk exp(logit − m'),   log Z = m + log s
-
-    so the (N, vocab) logits are never whole: each chunk stays in the processor's cache."""
-    bias = head.bias
-    peak = torch.full(streams.shape[:1], -torch.inf)
-    total = torch.zeros(streams.shape[:1])
-    for start in range(0, head.weight.shape[0], chunk):
-        part = slice(start, start + chunk)
-        logits = F.linear(streams, head.weight[part], None if bias is None else bias[part]).float()
-        new_peak = torch.maximum(peak, logits.amax(-1))
-        total = total * torch.exp(peak - new_peak) + torch.exp(logits - new_peak[:, None]).sum(-1)
-        peak = new_peak
-    return peak + total.log()
-
-
 def _layer_rows(streams: torch.Tensor, head: torch.nn.Linear, position: int, next_ids: torch.Tensor):
     """The lens rows of the layers' normed streams (rows, T, d_model): the softmax at ``position`` (rows, vocab),
-    and p(token t+1 | position t) = exp(logit_{t+1} − log Z_t) (rows, T − 1), each logit_{t+1} one dot product
-    with its token's row of the head."""
-    rows, positions, width = streams.shape
+    and p(token t+1 | position t) (rows, T − 1) without the (rows, T, vocab) logits (``vocabulary``), the
+    vocabulary read on every core."""
     at_position = head(streams[:, position]).float().softmax(-1)
-    log_z = log_normalizers(streams[:, :-1].reshape(-1, width), head).reshape(rows, positions - 1)
-    next_logits = (streams[:, :-1] * head.weight[next_ids]).sum(-1).float()
-    if head.bias is not None:
-        next_logits = next_logits + head.bias[next_ids].float()
-    return at_position, torch.exp(next_logits - log_z)
+    return at_position, next_token_log_probs(streams[:, :-1], head, next_ids, workers=CORES).exp()
 
 
 def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSettings = DecodingSettings(False),

@@ -23,6 +23,7 @@ from transformers.cache_utils import DynamicCache
 from modeling import Recording, Site, record
 
 from explorer.core.machine import CORES
+from explorer.views import vocabulary
 from explorer.views.patching.grids import Patch
 
 CHUNK_TOKENS = 4096  # batch rows x tokens in one patched forward pass: bounds memory (about 12 MB per d_model-wide
@@ -135,12 +136,13 @@ def patched_logits(model, corrupted: Recording, batch: list[list[Patch]], clean,
     (an empty list: the plain run), in the caller's own recording.
 
     The pass runs from ``layer`` on (``forward_from``: the residual stream entering it is the corrupted run's) at
-    the positions from ``start`` on; the positions before read the corrupted run's keys and values."""
+    the positions from ``start`` on; the positions before read the corrupted run's keys and values. The LM head
+    reads the last position, a chunk of the vocabulary at a time (``vocabulary.logits``)."""
     hidden = corrupted["decoder", layer, None, "input"][:, start:].expand(len(batch), -1, -1)
     past = corrupted_cache(corrupted, model.config, start, len(batch))
     with torch.inference_mode(), record(keep=_keep_nothing, edits=patch_edits(batch, clean, start)):
-        out = model.forward_from(layer, hidden, past_key_values=past, use_cache=past is not None, logits_to_keep=1)
-    return out.logits[:, -1].float()
+        out = model.model.forward_from(layer, hidden, past_key_values=past, use_cache=past is not None)
+        return vocabulary.logits(out.last_hidden_state[:, -1], model.get_output_embeddings())
 
 
 def batches_of(patches: list[list[Patch]], n_layers: int, length: int, chunk_tokens: int = CHUNK_TOKENS,

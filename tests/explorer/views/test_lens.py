@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.views.lens import TOP_K, log_normalizers, logit_lens
+from explorer.views.lens import TOP_K, logit_lens
 from support.fixtures_checkpoints import ENCODINGS, SEQ2SEQ_NAME
 from modeling import record
 from support.shipped import inputs_of, load
@@ -82,15 +82,6 @@ def test_seq2seq_lens_reads_the_decoder(catalog):
     with torch.inference_mode(), record():
         logits = model(**inputs, use_cache=False).logits[0].float()
     assert torch.equal(lens.model_logits, logits) and len(lens.tokens) == inputs["decoder_input_ids"].shape[1]
-
-
-@pytest.mark.parametrize("chunk, bias", [(7, True), (7, False), (1000, True)])
-def test_log_normalizers_over_vocabulary_chunks_equal_logsumexp_of_the_whole_projection(chunk, bias):
-    torch.manual_seed(0)
-    head = torch.nn.Linear(16, 50, bias=bias)
-    streams = torch.randn(9, 16) * 5
-    expected = torch.logsumexp(head(streams), -1)
-    torch.testing.assert_close(log_normalizers(streams, head, chunk), expected, atol=1e-5, rtol=0)
 
 
 def test_a_one_token_text_has_top_tokens_and_no_next_tokens(catalog):
