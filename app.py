@@ -21,6 +21,7 @@ import signal
 import gradio as gr
 from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
 
+from explorer.core import machine
 from explorer.models import catalog, hub_files, registry, uploads
 from explorer.present import figures
 from explorer.present.encodings import extrapolation_figure
@@ -129,6 +130,7 @@ def warm_up(threads: int = 1) -> None:
 
 
 if __name__ == "__main__":
+    machine.give_memory_back()
     stop_on_sigterm()
     launch(prevent_thread_lock=True)
     warm_up(int(os.environ.get("SCRATCH_TORCH_THREADS", "1")))

@@ -18,6 +18,7 @@ import torch
 
 from benchmarks import measuring
 from benchmarks.patching import text_of_length
+from explorer.core import machine
 from explorer.core.machine import CORES
 from explorer.views.ablation import rank_heads
 from explorer.views.ablation_estimate import estimate_head_ranking
@@ -32,6 +33,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    machine.give_memory_back()  # as app.py does at launch
     model, tokenizer = measuring.gpt2_small()
     text = text_of_length(tokenizer, args.tokens)
     forward = measuring.forward_seconds(model, tokenizer(text, return_tensors="pt").input_ids)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from explorer.core import machine
 from explorer.models import catalog, registry
 from benchmarks import measuring
 from explorer.views.patching.analysis import activation_patching
@@ -67,6 +68,7 @@ def main() -> None:
     parser.add_argument("--all-only", action="store_true", help="skip timing each grid alone")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    machine.give_memory_back()  # as app.py does at launch
     if args.size == "gpt2-small":
         model, tokenizer = measuring.gpt2_small()
         model_name = "gpt2-small-random"

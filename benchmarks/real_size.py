@@ -307,7 +307,10 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     import torch
 
+    from explorer.core import machine
+
     torch.set_num_threads(args.threads)
+    machine.give_memory_back()  # as app.py does at launch
     figures = measure(args.size, args.repeats, args.only, args.revisions)
     report(figures)
     out = REPO / "artifacts" / "bench_real_size.json"

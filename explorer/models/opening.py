@@ -63,7 +63,7 @@ def start_open(repo_id, revision=None) -> Opening:
         if known is None:  # not opened by anyone yet: loaded and measured (else loaded again when used, if it went)
             job.report("converting to our Transformer and measuring parity", hub=False)
             with catalog.LOAD_LOCK:  # one model loading and converting at a time: room made for it, then held
-                registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
+                registry.shrink(registry.load_peak_bytes(plan_.n_parameters, folder))
                 model, parity, tokenizer = load_folder(folder, plan_, name)
                 registry.hold(key, model, tokenizer, folder)
         return Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, commit,
@@ -102,7 +102,7 @@ def open_folder(folder: Path, title: str, source: str) -> Opened:
     name = _session_name(title)
     key = ("folder", str(folder))
     with catalog.LOAD_LOCK:  # one model loading and converting at a time: room made for it, then held
-        registry.shrink(registry.expected_bytes(plan_.n_parameters, folder))
+        registry.shrink(registry.load_peak_bytes(plan_.n_parameters, folder))
         model, parity, tokenizer = load_folder(folder, plan_, where)
         registry.hold(key, model, tokenizer, folder)
     opened_ = Opened(name, source, family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, None, parity,
