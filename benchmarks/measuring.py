@@ -1,5 +1,5 @@
 """What the patching and ablation benchmarks share (``measuring``): a GPT-2-small-size model (``GPT2Config()``'s defaults: 12 layers,
-d 768, 12 heads, vocabulary 50,257; random weights) converted with ``modeling.convert.from_transformers``, the
+d 768, 12 heads, vocabulary 50,257; random weights) converted with ``modeling.convert.from_transformers`` and held as the app holds it, the
 time of one forward pass of a text, and the peak resident memory a call adds (sampled every 5 ms)."""
 
 import statistics
@@ -24,7 +24,8 @@ def gpt2_small():
     from support.fixtures_checkpoints import train_tokenizer
 
     torch.manual_seed(0)
-    return from_transformers(GPT2LMHeadModel(GPT2Config()).eval()).eval(), train_tokenizer()
+    model = from_transformers(GPT2LMHeadModel(GPT2Config()).eval()).eval()
+    return model.requires_grad_(False).lay_out_for_decoding(), train_tokenizer()  # as the app's registry holds it
 
 
 def forward_seconds(model, ids: torch.Tensor, repeat: int = 5) -> float:

@@ -204,7 +204,7 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
     grad_norms = {name: float(t.grad.norm()) for name, t in state.items() if id(t) in names}
     tied = {name: names[id(t)] for name, t in state.items() if id(t) in names and names[id(t)] != name}
     heads = head_grad_norms(learner)
-    grad_norm = math.sqrt(sum(float(torch.dot(g, g)) for g in (p.grad.float().view(-1) for p in learner.parameters())))
+    grad_norm = math.sqrt(sum(float(torch.dot(g, g)) for g in (p.grad.float().reshape(-1) for p in learner.parameters())))
     # ‖∇L‖² = Σ over tensors, each once (a dot product: no squared copy of the gradient)
     found = induction_head(model)  # the shared model's (the learner is its copy, not yet stepped)
 

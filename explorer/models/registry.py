@@ -14,7 +14,6 @@
   source can be loaded again from its files, and is, when a name that lists it is used again.
 """
 
-import ctypes
 import gc
 import shutil
 import threading
@@ -23,7 +22,7 @@ from dataclasses import dataclass
 
 from checkpointing.loading import CheckpointError, load_checkpoint
 
-from explorer.core import caches
+from explorer.core import caches, machine
 from explorer.core.inputs import InputProblem, echo, model_name
 from explorer.core.visitor import current
 from explorer.models import catalog, uploads
@@ -70,14 +69,18 @@ def shipped_key(info: CheckpointInfo) -> tuple:
 
 
 def hold(key: tuple, model, tokenizer, folder) -> None:
-    """Hold ``model`` as ``key``'s, the newest; older sources go while all of it is over the bound."""
+    """Hold ``model`` as ``key``'s, the newest, its weights laid out for decoding (``lay_out_for_decoding``); older
+    sources go while all of it is over the bound."""
     with _lock:
         if key[0] == "shipped":  # an older version of the same folder
             for stale in [k for k in _held if k[:2] == key[:2] and k != key]:
                 caches.release(_held.pop(stale).model)
-        _held[key] = _Held(model.requires_grad_(False), tokenizer, model_bytes(model), tokenizer_bytes(folder))
+        model.requires_grad_(False).lay_out_for_decoding()  # before any reader: one layout, for every request
+        _held[key] = _Held(model, tokenizer, model_bytes(model), tokenizer_bytes(folder))
         _held.move_to_end(key)
-    shrink()
+    if not shrink():  # (a shrink that let models go collected and trimmed already)
+        gc.collect()  # the load's copies (transformers' model, the file's tensors) are gone: their pages go back
+        machine.trim_heap()
 
 
 def shrink(incoming: int = 0) -> list[tuple]:
@@ -96,16 +99,8 @@ def shrink(incoming: int = 0) -> list[tuple]:
             gone.append(key)
     if gone:
         gc.collect()  # a model's modules refer to each other: their memory returns at a collection, not at once
-        _trim_heap()
+        machine.trim_heap()
     return gone
-
-
-def _trim_heap() -> None:
-    """Give the heap's free pages back to the system (glibc keeps freed tensors' memory in its arenas otherwise)."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
 
 
 def load_peak_bytes(n_parameters: int, folder) -> int:
@@ -237,7 +232,7 @@ def let_go(name) -> None:
         caches.release(held.model)
         del held
         gc.collect()
-        _trim_heap()
+        machine.trim_heap()
 
 
 def add(opened_: Opened, session: str | None) -> Opened:

@@ -90,7 +90,7 @@ def head_values_through_w_o(model, recording, layer: int, sublayer: str) -> torc
     w_o = kind.modules(model, layer)[0].out_proj.weight.float()  # (D, H d_head)
     heads = model.config.n_heads
     value = value.repeat_interleave(heads // value.shape[0], dim=0)  # (H, S, d_head)
-    return torch.einsum("hsd,Dhd->hsD", value, w_o.view(w_o.shape[0], heads, -1))
+    return torch.einsum("hsd,Dhd->hsD", value, w_o.reshape(w_o.shape[0], heads, -1))
 
 
 def proximity_shares(vectors: torch.Tensor) -> torch.Tensor:
