@@ -17,7 +17,8 @@ TEACHING = """### How the prediction was made: the routes through the model
   lines a feed-forward block; grey lines the residual stream kept as it was; purple lines (an encoder-decoder)
   cross-attention reading the source from the encoder's output, the bottom row. A line's width is its share.
 - **How it is measured (Ferrando & Voita 2024):** every vector the model writes into the stream is a sum of parts:
-  y = x + Σ_heads Σ_tokens A[i,j] · (LN(x_j) W_V W_O) + b_O after attention, y = x + FFN(LN(x)) after a feed-forward.
+  y = x + Σ_heads Σ_tokens A[i,j] · (Norm(x_j) W_V W_O) + b_O after attention, y = x + FFN(Norm(x)) after a
+  feed-forward (Norm: the model's own LayerNorm or RMSNorm; the line above the graph gives this model's layer).
   A part c's *share* is how much closer it brings the sum: max(0, |y|₁ − |y − c|₁), normalised over the parts. Only
   parts over the threshold are kept, traced back from the prediction: one forward pass, then arithmetic.
 - **Click a node:** what the stream there would predict (the logit lens at that point), and the heads and blocks
@@ -25,8 +26,7 @@ TEACHING = """### How the prediction was made: the routes through the model
 - **Its limits:** a share says how much a part *adds* to a vector, not that the prediction *needs* it: contribution
   is not causation. A part can be large and cancelled later, or small and decisive. To test a route causally, take
   the same texts to **Activation patching** (a clean text and a corrupted copy) or remove its head in **Head
-  ablation**. Our models are pre-norm (x + f(LN(x))); in a post-norm model the stream is LN(x + f(x)), and the sum
-  before that norm is what is split."""
+  ablation**. In a post-norm model the stream is Norm(x + f(x)), and the sum before that norm is what is split."""
 
 COLOURS = {"attention": "#2b6cb0", "cross": "#805ad5", "feed_forward": "#dd6b20", "residual": "#a0aec0"}
 # the residual stream's own edges are drawn narrower (width 1 + 4 × share, against 1 + 9 × share): it keeps most of

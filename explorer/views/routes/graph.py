@@ -16,6 +16,7 @@ from explorer.core.inputs import InputProblem, echo, number, pick
 from explorer.generation.decoding import DecodingSettings
 from explorer.generation.tokens import token_labels
 from explorer.views.forward_pass import RecordedPass, recorded_pass
+from explorer.views.architecture import describe
 from explorer.views.lens import TOP_K, read_out
 from explorer.views.routes.split import Part, Splitter, Step, steps_of
 
@@ -225,7 +226,19 @@ def prediction_routes(model, tokenizer, text: str, position=None, threshold=DEFA
     tracer = run.cached(("routes", position, threshold), compute)
     predicted = token_labels(tokenizer, run.logits[position].argmax()[None])[0]
     return Routes(run, position, threshold, ["embeddings"] + [s.label for s in tracer.steps], tokens, source_tokens,
-                  predicted, tracer.nodes, tracer.edges, tracer.feeding, list(run.read.notices))
+                  predicted, tracer.nodes, tracer.edges, tracer.feeding, [layer_note(model), *run.read.notices])
+
+
+def layer_note(model) -> str:
+    """This model's layer, and what of it the routes split into parts."""
+    arch = describe(model)
+    if arch.parallel_residual:
+        split = "both blocks read the layer's input, and each one's output is split into its parts"
+    elif arch.pre_norm:
+        split = f"each block reads {arch.norm_of('x')}, and its output is split into its parts before it is added"
+    else:
+        split = f"the sum before each {arch.norm} is what is split"
+    return f"This model's layer: {arch.residual_formula()} ({arch.norm}; {split})."
 
 
 @dataclass

@@ -191,3 +191,19 @@ def test_patching_says_how_each_kind_of_layer_adds_a_sublayer():
     """Not "our layers are pre-norm" for every model: the sentence names pre-norm, post-norm and the parallel residual."""
     assert "our layers are pre-norm" not in TEACHING
     assert "pre-norm" in TEACHING and "post-norm" in TEACHING and "parallel-residual" in TEACHING
+
+
+def test_the_routes_say_this_models_layer_and_their_teaching_no_other(explained):
+    """How the prediction was made: the line above the graph gives the model's own layer (its norm, pre- or post-norm
+    or parallel) and what of it is split; the fixed teaching text names no norm of its own."""
+    from explorer.present.routes import TEACHING as ROUTES_TEACHING
+    from explorer.views.routes.graph import prediction_routes
+
+    name, model, tokenizer, _, _ = explained
+    arch = describe(model)
+    note = prediction_routes(model, tokenizer, TEXT, decoding=GREEDY).notices[0]
+    assert note.startswith("This model's layer: ") and arch.residual_formula() in note, (name, note)
+    assert {"LayerNorm": "RMSNorm", "RMSNorm": "LayerNorm"}[arch.norm] not in note
+    assert ("split into its parts before it is added" in note) == (arch.pre_norm and not arch.parallel_residual)
+    assert ("the sum before each" in note) == (not arch.pre_norm and not arch.parallel_residual)
+    assert "LN(" not in ROUTES_TEACHING and "Our models" not in ROUTES_TEACHING
