@@ -17,6 +17,7 @@ module in ``ui.tabs`` with a ``tab(choices, value, decoding)`` that returns its 
 import logging
 import os
 import signal
+import threading
 
 import gradio as gr
 from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
@@ -100,13 +101,31 @@ def launch(**overrides):
     return launched
 
 
+STOPPING = threading.Event()  # set by SIGTERM: the main thread closes the app
+
+
 def stop_on_sigterm() -> None:
-    """SIGTERM (how a Space stops the app) frees the uploads' disk and stops the app as Ctrl-C does."""
+    """SIGTERM (how a Space stops the app) frees the uploads' disk and stops the app as Ctrl-C does: it interrupts a
+    warm-up under way, and sets ``STOPPING``, which ends ``serve`` even where Python swallows the interrupt (it does
+    when the signal lands inside a weakref callback or a ``__del__``)."""
     def stop(signum, frame):
         uploads.remove_all()
+        STOPPING.set()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
+
+
+def serve() -> None:
+    """Warm up, then serve until Ctrl-C or SIGTERM; then close the app."""
+    try:
+        warm_up(int(os.environ.get("SCRATCH_TORCH_THREADS", "1")))
+        while demo.is_running and not STOPPING.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        demo.close()
 
 
 def warm_up(threads: int = 1) -> None:
@@ -133,5 +152,4 @@ if __name__ == "__main__":
     machine.give_memory_back()
     stop_on_sigterm()
     launch(prevent_thread_lock=True)
-    warm_up(int(os.environ.get("SCRATCH_TORCH_THREADS", "1")))
-    demo.block_thread()
+    serve()

@@ -13,6 +13,8 @@ name in ``ui.tabs`` wires it to widgets; ``explorer.present`` draws it). Every n
   query, each step compared with the pass's recording; ``worked_example``: the teaching notes' example, done right;
 - ``trace``: the shape of every step of one forward pass, read from its recording;
 - ``lens``: the logit lens, each layer's residual stream read by the final norm and the LM head;
+- ``vocabulary``: hidden states read against the whole vocabulary a chunk at a time, never their (rows, vocab)
+  logits whole: log-normalisers, next-token log-probabilities, chunked logits (the lens, the ranking, patching);
 - ``ablation``: heads removed by an edit in a new recording, the loss before and after, every head ranked (each
   layer's heads run from that layer on); ``ablation_estimate``: every head's cost to first order (the head-mask
   gradient, one backward pass);
