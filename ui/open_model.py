@@ -74,9 +74,10 @@ def panel() -> OpenPanel:
                     "code from the repo runs), its parity with transformers' own class is measured, and it joins the "
                     "model menu of every tab.", elem_classes="model-note")
         with gr.Row(equal_height=True):
-            repo = gr.Textbox(label="Hub repo id", placeholder="openai-community/gpt2", scale=3, elem_id="open-repo")
-            revision = gr.Textbox(label="Revision (empty: the default branch)", placeholder="main, a tag, or step1000",
-                                  scale=2, elem_id="open-revision")
+            repo = gr.Textbox(label="Hub repo id, or its page's address", placeholder="openai-community/gpt2",
+                              scale=3, elem_id="open-repo")
+            revision = gr.Textbox(label="Revision (empty: the address's, else the default branch)",
+                                  placeholder="main, a tag, or step1000", scale=2, elem_id="open-revision")
             button = gr.Button("Open", variant="primary", scale=1, min_width=100, elem_id="open-button")
         upload = gr.File(label="…or upload a zip of a save_pretrained folder (Train one yourself's download is one)",
                          file_types=[".zip"], type="filepath", elem_id="open-upload")

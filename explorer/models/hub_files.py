@@ -17,7 +17,7 @@ import os
 import re
 from pathlib import Path
 from typing import NamedTuple
-from urllib.parse import urlparse
+from urllib.parse import unquote, urlparse
 
 from huggingface_hub import HfApi, constants, get_token, hf_hub_download, snapshot_download
 from huggingface_hub import errors as hub_errors
@@ -42,16 +42,27 @@ REPO_ID_RULE = ("A repo id is `name` or `owner/name`: letters, digits, `-`, `_` 
                 "96 characters, such as `openai-community/gpt2`.")
 
 
-def _from_url(text: str) -> str:
-    """``owner/name`` of a model page's address (``https://huggingface.co/owner/name``, maybe with ``/tree/main``...)
-    on this endpoint or huggingface.co; anything else that looks like an address is refused."""
+def _from_url(text: str) -> tuple[str, str | None]:
+    """``owner/name`` of a model page's address (``https://huggingface.co/owner/name``) on this endpoint or
+    huggingface.co, and the revision the address is at (``.../tree/step1000``, ``.../blob/main/config.json``;
+    ``refs%2Fpr%2F1`` is ``refs/pr/1``) or None; anything else that looks like an address is refused."""
     url = urlparse(text if "://" in text else "https://" + text)
     hosts = {urlparse(endpoint()).netloc, "huggingface.co", "www.huggingface.co", "hf.co"}
     parts = [p for p in url.path.split("/") if p]
     if url.netloc not in hosts or not parts or parts[0] in ("datasets", "spaces"):
         raise InputProblem(f"{echo(text)} is not the address of a model on the Hub. Give its repo id, or its page's "
                            f"address (`https://huggingface.co/owner/name`). {REPO_ID_RULE}")
-    return "/".join(parts[:2]) if len(parts) >= 2 and parts[1] not in ("tree", "blob", "resolve") else parts[0]
+    owner_and_name = 2 if len(parts) >= 2 and parts[1] not in _AT_REVISION else 1
+    rest = parts[owner_and_name:]
+    revision = unquote(rest[1]) if len(rest) >= 2 and rest[0] in _AT_REVISION else None
+    return "/".join(parts[:owner_and_name]), revision
+
+
+_AT_REVISION = ("tree", "blob", "resolve")  # a page's address goes on /<this>/<revision>/...
+
+
+def _typed_url(typed: str) -> bool:
+    return "://" in typed or typed.startswith(("huggingface.co/", "hf.co/"))
 
 
 def check_repo_id(repo_id) -> str:
@@ -60,7 +71,7 @@ def check_repo_id(repo_id) -> str:
     if not isinstance(repo_id, str) or not repo_id.strip():
         raise InputProblem("Type a Hub repo id, such as `openai-community/gpt2` or `EleutherAI/pythia-14m`.")
     typed = repo_id.strip()
-    repo_id = _from_url(typed) if "://" in typed or typed.startswith(("huggingface.co/", "hf.co/")) else typed
+    repo_id = _from_url(typed)[0] if _typed_url(typed) else typed
     if repo_id.count("/") > 1:
         raise InputProblem(f"{echo(typed)} is not a Hub repo id: it has {repo_id.count('/')} `/`. {REPO_ID_RULE}")
     try:
@@ -83,6 +94,20 @@ def check_revision(revision) -> str | None:
                            "`refs/pr/N`, without spaces, `..`, `~`, `^`, `:`, `?`, `*`, `[` or `\\`; or leave it empty for "
                            "the default branch.")
     return revision.strip()
+
+
+def check_repo_and_revision(repo_id, revision=None) -> tuple[str, str | None]:
+    """``check_repo_id`` and ``check_revision`` together: a model page's address at a revision
+    (``https://huggingface.co/EleutherAI/pythia-14m/tree/step1000``) opens that revision when none is typed, and
+    must name the one typed when one is."""
+    checked, revision = check_repo_id(repo_id), check_revision(revision)
+    typed = repo_id.strip()
+    at = check_revision(_from_url(typed)[1]) if _typed_url(typed) else None
+    if at is not None and revision is not None and at != revision:
+        raise InputProblem(f"The address {echo(typed)} is at revision {echo(at)}, but the revision box says "
+                           f"{echo(revision)}: empty the box to open {echo(at)}, or give the repo's address without "
+                           "`/tree/...`.")
+    return checked, revision if revision is not None else at
 
 
 # ----------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ class Opening:
 def start_open(repo_id, revision=None) -> Opening:
     """Check what was typed and start (or join) the job that opens it, for the visitor asking; follow it, then
     ``outcome()``."""
-    repo_id, revision = hub_files.check_repo_id(repo_id), hub_files.check_revision(revision)
+    repo_id, revision = hub_files.check_repo_and_revision(repo_id, revision)
     name = _menu_name(repo_id, revision)
 
     def work(job: Job) -> Opened:

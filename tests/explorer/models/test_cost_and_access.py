@@ -76,6 +76,23 @@ def test_a_model_pages_address_gives_its_repo_id(typed, repo_id):
     assert hub_files.check_repo_id(typed) == repo_id
 
 
+@pytest.mark.parametrize("typed, box, expected", [
+    ("huggingface.co/EleutherAI/pythia-14m/tree/step1000", "", ("EleutherAI/pythia-14m", "step1000")),
+    ("https://huggingface.co/EleutherAI/pythia-14m/tree/step1000", "step1000", ("EleutherAI/pythia-14m", "step1000")),
+    ("https://huggingface.co/gpt2/blob/refs%2Fpr%2F3/config.json", None, ("gpt2", "refs/pr/3")),
+    ("https://huggingface.co/openai-community/gpt2", "v1", ("openai-community/gpt2", "v1")),
+    ("openai-community/gpt2", None, ("openai-community/gpt2", None))])
+def test_a_pages_address_at_a_revision_opens_that_revision(typed, box, expected):
+    assert hub_files.check_repo_and_revision(typed, box) == expected
+
+
+def test_an_address_and_a_revision_box_that_disagree_are_refused():
+    with pytest.raises(InputProblem, match=r"is at revision `step1000`, but the revision box says `main`"):
+        hub_files.check_repo_and_revision("https://huggingface.co/EleutherAI/pythia-14m/tree/step1000", "main")
+    with pytest.raises(InputProblem, match="is not a revision"):
+        hub_files.check_repo_and_revision("https://huggingface.co/gpt2/tree/a..b")
+
+
 @pytest.mark.parametrize("typed", ["https://example.com/a/b", "https://huggingface.co/datasets/a/b", "a/b/c", "bad id!"])
 def test_a_bad_repo_id_gets_our_message_not_the_libraries(typed):
     with pytest.raises(InputProblem) as error:

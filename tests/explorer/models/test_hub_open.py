@@ -190,6 +190,8 @@ def test_revisions_open_as_models_of_their_own(hub):
     assert (a - b).abs().max() > 1e-3
     with pytest.raises(InputProblem, match="no such revision"):
         opening.open_repo("tiny/neox-run", "step2")
+    pasted = opening.open_repo(f"{hub_files.endpoint()}/tiny/neox-run/tree/step1")  # a page's address at step1
+    assert (pasted.name, pasted.commit) == ("tiny/neox-run@step1", second.commit)
 
 
 @pytest.mark.parametrize("repo_id", ["", "a//b", "-leading-dash/x", "x" * 97, "name with space", "../etc", None, ["a/b"]])
