@@ -18,6 +18,8 @@
     python -m benchmarks.training_step --llama                          # also the Llama block against Llama's
     python -m benchmarks.training_step --size gpt2-small --device cuda --dtype bfloat16 --batch 8 --length 1024
     python -m benchmarks.training_step --size llama-small --device cuda --dtype bfloat16 --batch 8 --length 1024
+    python -m benchmarks.training_step --size gpt2-small --device cuda --dtype bfloat16 --batch 8 --length 1024 \
+        --repeats 10 --profile                                          # and where 3 steps of each spend their time
 
 --size gpt2-small races GPT2LMHeadModel, ours with its weights and the minimal GPT at GPT-2 small's sizes (124M
 parameters, no dropout); --size llama-small races LlamaForCausalLM and ours with its weights (and the minimal GPT) at
@@ -26,7 +28,8 @@ the same sizes with the Llama block (12 x 768, 3 key/value heads).
 --dtype bfloat16 or float16 runs the forward pass under autocast (float16 with a gradient scaler); the weights and
 AdamW stay float32. AdamW is the fused one. --compile compiles each model (torch.compile) before the warm-up step.
 Each figure is the best of --repeats steps after a warm-up step, the models alternating; on CUDA each step is timed
-between two synchronisations. --profile prints where one step of ours spends its time (torch.profiler, by operator);
+between two synchronisations. --profile prints where 3 steps of ours, the minimal GPT and the peer
+spend their time (torch.profiler: by kind side by side, then ours by operator);
 --count-ops counts the operators of one eager step of each model instead of timing (benchmarks/op_count.py; autocast
 as --dtype says, no gradient scaler; --compile does not apply).
 """
@@ -121,6 +124,78 @@ def as_shipped(config: ScratchTransformerConfig) -> str:
     return f"ScratchTransformer ({config.position_encoding}, as shipped)"
 
 
+PROFILED_STEPS = 3
+# where a step's time goes: (kind, substrings of the aten operators charged to it); the first kind that matches wins,
+# and an operator no kind names is element-wise (additions, GELU, dropout, the norms' pieces in RMSNorm, ...)
+TIME_KINDS = (
+    ("matrix products", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
+    ("attention (SDPA)", ("attention",)),
+    ("softmax and loss", ("softmax", "nll_loss")),
+    ("norms (fused)", ("layer_norm", "rms_norm")),
+    ("copies and casts", ("aten::copy_", "aten::_to_copy", "aten::clone", "aten::cat", "aten::stack", "aten::fill_",
+                          "aten::zero_")),
+    ("embedding lookups", ("embedding",)),
+    ("optimizer (fused AdamW)", ("_fused_adam",)),
+)
+ELEMENT_WISE = "element-wise and other"
+
+
+def time_kind(op: str) -> str:
+    """The ``TIME_KINDS`` entry an aten operator's own time is charged to, else ``ELEMENT_WISE``."""
+    return next((kind for kind, parts in TIME_KINDS if any(part in op for part in parts)), ELEMENT_WISE)
+
+
+def profile_steps(trainer: Trainer, steps: int = PROFILED_STEPS):
+    """torch.profiler over ``steps`` eager steps of ``trainer`` (the device's kernels on CUDA)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if trainer.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            trainer.step()
+    return prof
+
+
+def own_times(prof, device: torch.device) -> dict[str, float]:
+    """{aten operator: milliseconds of its own time} in a profile (CUDA kernels' on a GPU, the CPU's on the CPU); only
+    ``aten::`` operators, so a CPU profile's own ranges are not counted twice."""
+    own = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return {a.key: getattr(a, own) / 1e3 for a in prof.key_averages() if a.key.startswith("aten::")}
+
+
+def time_by_kind(times: dict[str, float]) -> dict[str, float]:
+    """{kind: milliseconds}: ``own_times`` charged by ``time_kind``, every kind listed."""
+    kinds = dict.fromkeys([kind for kind, _ in TIME_KINDS] + [ELEMENT_WISE], 0.0)
+    for op, ms in times.items():
+        kinds[time_kind(op)] += ms
+    return kinds
+
+
+SHORT_NAMES = {OURS: "ours", OURS_LLAMA: "ours (Llama)", MINIMAL: "minimal GPT"}
+
+
+def print_profiles(profiles: dict, device: torch.device, mode: str, rows: int = 20) -> None:
+    """Each profiled model's time by kind side by side; the operators where the first (ours) spends the most more
+    than the second (the minimal GPT); the operators the first spends most on. ``mode``: eager or compiled."""
+    clock = "CUDA kernels'" if device.type == "cuda" else "the CPU's"
+    times = {SHORT_NAMES.get(name, name): own_times(prof, device) for name, prof in profiles.items()}
+    kinds = {name: time_by_kind(t) for name, t in times.items()}
+    print(f"\nwhere {PROFILED_STEPS} {mode} steps spend their time: {clock} own time per aten operator, by kind, ms")
+    print(f"  {'kind':<26}" + "".join(f"{name:>18}" for name in kinds))
+    for kind in next(iter(kinds.values())):
+        print(f"  {kind:<26}" + "".join(f"{k[kind]:>18.1f}" for k in kinds.values()))
+    print(f"  {'total':<26}" + "".join(f"{sum(k.values()):>18.1f}" for k in kinds.values()))
+    (ours, mine), (floor, theirs) = list(times.items())[:2]
+    print(f"\noperators where {ours} spends the most more than the {floor}, ms over {PROFILED_STEPS} steps")
+    gaps = sorted(set(mine) | set(theirs), key=lambda op: theirs.get(op, 0) - mine.get(op, 0))[:8]
+    for op in gaps:
+        print(f"  {op[:60]:<62} {mine.get(op, 0):9.1f} {theirs.get(op, 0):9.1f}  {mine.get(op, 0) - theirs.get(op, 0):+9.1f}")
+    first, prof = next(iter(profiles.items()))
+    print(f"\n{first}, by operator:")
+    sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=sort, row_limit=rows))
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default=str(SHIPPED_MAIN), help="a folder whose config.json gives the sizes")
@@ -193,13 +268,8 @@ def main(argv=None) -> None:
         print(f"Llama block (RMSNorm, SwiGLU, GQA): ours with LlamaForCausalLM's weights runs "
               f"{best[LLAMA] / best[OURS_LLAMA]:.2f}x LlamaForCausalLM's speed")
     if args.profile:
-        from torch.profiler import ProfilerActivity, profile
-
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-        with profile(activities=activities) as prof:
-            trainers[OURS if OURS in trainers else OURS_LLAMA].step()
-        sort = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-        print(prof.key_averages().table(sort_by=sort, row_limit=20))
+        profiled = [OURS if OURS in trainers else OURS_LLAMA, MINIMAL, peer]
+        print_profiles({name: profile_steps(trainers[name]) for name in profiled}, device, mode)
 
 
 if __name__ == "__main__":

@@ -157,6 +157,29 @@ def test_training_step_runs_each_flag_on_the_cpu(tiny_checkpoint, flags, capsys)
                            re.M).group(1))
     assert cost == pytest.approx(seconds[MODELS[2]] / seconds[MODELS[3]], abs=0.01 + 0.01 * cost)
     assert ("Self CPU" in out) == ("--profile" in flags)
+    if "--profile" in flags:  # 3 steps of ours, the minimal GPT and GPT-2, by kind: the kinds add up to the total
+        table = out[out.index("where 3 eager steps spend their time"):out.index("operators where ours spends")]
+        assert re.search(r"^  kind\s+ours\s+minimal GPT\s+GPT2LMHeadModel$", table, re.M)
+        rows = {kind: [float(x) for x in values.split()]
+                for kind, values in re.findall(r"^  (\D+?)\s+([\d.]+\s+[\d.]+\s+[\d.]+)$", table, re.M)}
+        assert len(rows) == len(training_step.TIME_KINDS) + 2 and min(rows["matrix products"]) > 0
+        for column in range(3):
+            parts = sum(values[column] for kind, values in rows.items() if kind != "total")
+            assert rows["total"][column] == pytest.approx(parts, abs=0.1 * len(rows))
+
+
+def test_every_operator_of_a_step_is_charged_to_one_time_kind():
+    assert training_step.time_kind("aten::addmm") == "matrix products"
+    assert training_step.time_kind("aten::_scaled_dot_product_flash_attention_for_cpu") == "attention (SDPA)"
+    assert training_step.time_kind("aten::_log_softmax_backward_data") == "softmax and loss"
+    assert training_step.time_kind("aten::native_layer_norm_backward") == "norms (fused)"
+    assert training_step.time_kind("aten::_to_copy") == "copies and casts"
+    assert training_step.time_kind("aten::_fused_adamw_") == "optimizer (fused AdamW)"
+    assert training_step.time_kind("aten::gelu_backward") == training_step.ELEMENT_WISE
+    times = {"aten::mm": 2.0, "aten::addmm": 1.0, "aten::add": 0.5, "aten::copy_": 0.25}
+    kinds = training_step.time_by_kind(times)
+    assert kinds["matrix products"] == 3.0 and kinds[training_step.ELEMENT_WISE] == 0.5
+    assert sum(kinds.values()) == sum(times.values()) and len(kinds) == len(training_step.TIME_KINDS) + 1
 
 
 def test_training_step_races_the_llama_block_against_llama(tiny_checkpoint, capsys):
