@@ -60,7 +60,8 @@ class TokenEmbedding(nn.Embedding):
 
     def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
         try:  # the lookup checks every id (on the CPU an IndexError; CUDA asserts on the device): no sync here
-            return super().forward(input_ids) * self.scale
+            vectors = super().forward(input_ids)
+            return vectors if self.scale == 1.0 else vectors * self.scale  # unscaled (GPT-2): no operator issued
         except IndexError:
             raise ValueError(
                 f"token ids must be in [0, {self.num_embeddings - 1}] (vocab_size={self.num_embeddings}); "
