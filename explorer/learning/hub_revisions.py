@@ -53,10 +53,13 @@ def spaced(names: list, n: int = MAX_REVISIONS) -> list:
 
 
 def training_revisions(repo_id: str) -> list[str]:
-    """The repo's ``step<N>`` branches and tags, in step order (asked of the Hub, bounded by the stall limit)."""
+    """The repo's ``step<N>`` branches and tags, in step order (asked of the Hub, bounded by the stall limit). A
+    private or gated repo is refused before its names are listed (a lent token could list them)."""
     def work(job):
         job.report("listing the repo's revisions", hub=True)
-        refs = HfApi(endpoint=hub_files.endpoint(), token=hub_files.token()).list_repo_refs(repo_id)
+        api = HfApi(endpoint=hub_files.endpoint(), token=hub_files.token())
+        hub_files.refuse_restricted(repo_id, api.model_info(repo_id, timeout=hub_files.HTTP_TIMEOUT))
+        refs = api.list_repo_refs(repo_id)
         return [ref.name for ref in [*refs.branches, *refs.tags]]
 
     names = jobs.run_shared(("refs", repo_id), work).outcome()

@@ -88,6 +88,16 @@ def test_a_lent_token_opens_public_repos_and_still_refuses_private_ones(app_serv
     assert carried_operator_token(hub, before)  # lent, for the public download: rate limits
 
 
+def test_a_lent_token_lists_no_branch_of_a_private_repo(app_server, hub, reachable_by_others, monkeypatch):
+    """Watch it learn lists a repo's step<N> branches when no revision is typed: with the machine's token lent, the
+    private repo is refused before its branch names are asked for."""
+    monkeypatch.setenv("SCRATCH_HUB_SHARE_TOKEN", "1")
+    before = len(hub.requests)
+    with pytest.raises(Exception, match="is a private repo"):
+        Client(app_server, verbose=False).predict(PRIVATE, "", "Some text to read.", api_name="/hub_timeline")
+    assert not [r for r in hub.requests[before:] if r.startswith(f"GET /api/models/{PRIVATE}/refs")]
+
+
 def test_on_a_space_even_loopback_requests_are_visitors(app_server, hub, monkeypatch):
     monkeypatch.setenv("SPACE_ID", "someone/a-space")
     before = len(hub.tokens_seen)
