@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.views.ablation import Ablation, HeadRanking
-from explorer.present.figures import AFTER, BEFORE, KEPT, LAYOUT, unique_labels, plotly_text, signed
+from explorer.present.figures import AFTER, BEFORE, KEPT, LAYOUT, unique_labels, plotly_text, signed, wrapped_title
 
 
 ABLATION = """### Head ablation: switch heads off
@@ -51,16 +51,18 @@ def token_loss_figure(a: Ablation) -> go.Figure:
     return fig
 
 
-def ranking_figure(r: HeadRanking) -> go.Figure:
-    """Layer x head: how much the loss rises when that head alone is removed; the value in each cell."""
+def ranking_figure(r: HeadRanking, heading: str = "", *details: str) -> go.Figure:
+    """Layer x head: how much the loss rises when that head alone is removed; the value in each cell. ``heading`` and
+    ``details`` (lines under it) replace the exact ranking's title."""
     n_layers, n_heads = r.increase.shape
     limit = float(np.abs(r.increase).max()) or 1.0
     fig = go.Figure(go.Heatmap(
         z=r.increase, x=[f"H{h}" for h in range(n_heads)], y=[f"L{l}" for l in range(n_layers)], colorscale="RdBu_r",
         zmid=0, zmin=-limit, zmax=limit, text=[[signed(v) for v in row] for row in r.increase], texttemplate="%{text}",
         colorbar=dict(title="Δ loss"), hovertemplate="layer %{y}, head %{x}<br>loss %{z:+.4f} nats<extra></extra>"))
-    fig.update_layout(title=f"Rise in loss, each head removed alone (full model {r.loss:.4f})",
-                      xaxis_title="head", yaxis_title="layer", height=max(300, 140 + 46 * n_layers), **LAYOUT)
+    title, top = wrapped_title(heading or f"Rise in loss, each head removed alone (full model {r.loss:.4f})", *details)
+    fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer",
+                      **{**LAYOUT, "height": max(300, top + 90 + 46 * n_layers), "margin": dict(LAYOUT["margin"], t=top)})
     fig.update_yaxes(autorange="reversed")
     return fig
 
@@ -78,17 +80,16 @@ copy what the removed one wrote (the loss can then barely move: backup heads).""
 def estimate_ranking_figure(estimate: HeadRanking, agreement=None) -> go.Figure:
     """``ranking_figure`` of the first-order estimate; with ``agreement`` (``explorer.views.first_order``) its
     disagreement with the exact ranking marked on the map and said in the title."""
-    fig = ranking_figure(estimate)
+    details = () if agreement is None else (agreement.legend(),)
+    fig = ranking_figure(estimate, f"Estimated rise in loss (first order: −o_h · dL/do_h; full model "
+                                   f"{estimate.loss:.4f})", *details)
     fig.update_traces(hovertemplate="layer %{y}, head %{x}<br>estimated Δ loss %{z:+.4f} nats<extra></extra>",
                       selector=dict(type="heatmap"))
-    title = f"Estimated rise in loss (first order: −o_h · dL/do_h; full model {estimate.loss:.4f})"
     if agreement is not None:
-        title += f"<br><sup>{plotly_text(agreement.line())}</sup>"
         for cells, symbol, name in ((agreement.wrong_sign, "x-thin-open", "wrong sign"),
                                     (agreement.off_rank, "circle-open", f"exact top {agreement.k}, not the estimate's")):
             fig.add_scatter(x=[f"H{h}" for _, h in cells], y=[f"L{l}" for l, _ in cells], mode="markers", name=name,
                             hoverinfo="skip", marker=dict(symbol=symbol, size=16, color="#111111",
                                                           line=dict(width=2, color="#111111")))
-        fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0), margin=dict(t=90))
-    fig.update_layout(title=title)
+        fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0))
     return fig

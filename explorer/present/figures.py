@@ -3,6 +3,7 @@ of a figure, token labels made safe for plotly (it reads ``<...>`` as markup, an
 """
 
 import math
+import textwrap
 
 import numpy as np
 import plotly.graph_objects as go
@@ -49,6 +50,25 @@ def plotly_text(text):
     if isinstance(text, (list, tuple)):
         return [plotly_text(t) for t in text]
     return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# characters a line holds in a figure half a page wide (about 330 px at 1366): plotly never wraps a title, and cuts
+# what runs past the figure's edge
+TITLE_CHARS, DETAIL_CHARS = 34, 54
+TITLE_LINE, DETAIL_LINE = 22, 17  # px a title line and a smaller (<sup>) line take
+LABEL_ROOM = 60  # px at the top of a gr.Plot that its label covers (two lines of it in a narrow column)
+
+
+def wrapped_title(title: str, *details: str) -> tuple[dict, int]:
+    """A title and its smaller lines (``details``, each its own paragraph) broken at spaces to fit a half-page
+    figure, made safe (``plotly_text``), hung from under gr.Plot's label; and the top margin they need above the plot
+    (at least ``TITLED_TOP``): plotly neither wraps a title nor makes room for a second line."""
+    lines = textwrap.wrap(title, TITLE_CHARS, break_long_words=False)
+    small = [line for detail in details for line in textwrap.wrap(detail, DETAIL_CHARS, break_long_words=False)]
+    text = "<br>".join(plotly_text(line) for line in lines) + "".join(f"<br><sup>{plotly_text(l)}</sup>" for l in small)
+    top = LABEL_ROOM + TITLE_LINE * len(lines) + DETAIL_LINE * len(small) + 12
+    hung = dict(text=text, x=0.02, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=LABEL_ROOM))
+    return hung, max(TITLED_TOP, top)
 
 
 def figure_title(text: str, encoding: str | None = None, detail: str = "") -> dict:

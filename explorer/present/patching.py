@@ -6,7 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.present.figures import LAYOUT, angled_label_depth, fitted_layout, plotly_text, top_tokens_figure
+from explorer.present.figures import (LAYOUT, TITLED_TOP, angled_label_depth, fitted_layout, plotly_text,
+                                      top_tokens_figure, wrapped_title)
 from explorer.views.patching.grids import HEAD_COLUMNS
 from explorer.views.patching.analysis import PatchGrid, Patching
 from explorer.core.inputs import echo
@@ -31,8 +32,9 @@ def _heatmap(values: np.ndarray, x, y, limit: float, hover: str, show_scale: boo
 
 
 # the position axis: a tick label is cut to TICK_CHARS characters; past LABELLED_POSITIONS positions only every
-# k-th is labelled (the changed ones and the last always), so labels never overlap at 800 px; hover names every cell
-TICK_CHARS, LABELLED_POSITIONS = 14, 48
+# k-th is labelled (the changed ones and the last always, the k-th ones not beside them), so labels do not overlap
+# in a half-page figure; hover names every cell
+TICK_CHARS, LABELLED_POSITIONS = 14, 10
 ROW_HEIGHT = 28  # px of each row of a grid
 
 
@@ -42,61 +44,72 @@ def _cut(label: str) -> str:
 
 def token_axis(result: Patching) -> tuple[list[str], list[str], list[str]]:
     """(category values, the values labelled, their tick labels) for the position axis: 'p:token', changed tokens
-    bold with a star; with many positions, every k-th one labelled (and every changed one, and the last)."""
-    every = -(-len(result.tokens) // LABELLED_POSITIONS)
+    bold with a star; with many positions, every k-th one labelled, the changed ones and the last (a k-th one closer
+    than k / 2 to those is left out: the labels would overlap)."""
+    n = len(result.tokens)
+    every = -(-n // LABELLED_POSITIONS)
+    always = {*result.changed, n - 1}
+    spaced = {p for p in range(0, n, every) if all(abs(p - q) * 2 >= every for q in always if q != p)}
     values, labelled, ticks = [], [], []
     for p, clean in enumerate(result.tokens):
         label = plotly_text(f"{p}:{clean}")
         values.append(label)
-        if p % every == 0 or p in result.changed or p == len(result.tokens) - 1:
+        if p in always or p in spaced:
             labelled.append(label)
             tick = plotly_text(_cut(f"{p}:{clean}"))
             ticks.append(f"<b>{tick}*</b>" if p in result.changed else tick)
     return values, labelled, ticks
 
 
-def position_layout(result: Patching, rows: int) -> dict:
-    """Height and margins of a layer x position grid: a row of ROW_HEIGHT px per layer, the bottom margin as deep as
-    the longest angled tick label and the axis title under it (``figures.fitted_layout``)."""
+def position_layout(result: Patching, rows: int, top: int = TITLED_TOP) -> dict:
+    """Height and margins of a layer x position grid: a row of ROW_HEIGHT px per layer, ``top`` px for the title,
+    the bottom margin as deep as the longest angled tick label and the axis title under it (``fitted_layout``)."""
     longest = max(len(_cut(f"{p}:{token}")) + 1 for p, token in enumerate(result.tokens))
-    return fitted_layout(ROW_HEIGHT * rows, left=50, bottom=angled_label_depth(longest) + 30)
+    return fitted_layout(ROW_HEIGHT * rows, left=50, bottom=angled_label_depth(longest) + 30, top=top)
 
 
-def position_figure(result: Patching, grid: PatchGrid) -> go.Figure:
-    """Layer x position: how much of the clean run's answer patching that one place restores."""
+def position_figure(result: Patching, grid: PatchGrid, *details: str) -> go.Figure:
+    """Layer x position: how much of the clean run's answer patching that one place restores; ``details``: more
+    lines under the title."""
     x, labelled, ticks = token_axis(result)
     limit = _range(grid.values)
     fig = go.Figure(_heatmap(grid.values, x, grid.rows, limit, "%{y} at %{x}"))
-    changed = ", ".join(plotly_text(f"{p}:{result.tokens[p]}→{result.corrupted_tokens[p]}") for p in result.changed[:4])
-    fig.update_layout(title=dict(text=f"{plotly_text(grid.title)}<br><sup>patched at one position at a time; "
-                                      f"* changed in the corrupted text: {changed}</sup>"),
-                      xaxis_title="position patched (clean token)", yaxis_title="layer",
-                      **{**LAYOUT, **position_layout(result, len(grid.rows))})
+    changed = ", ".join(f"{p}:{result.tokens[p]}→{result.corrupted_tokens[p]}" for p in result.changed[:4])
+    title, top = wrapped_title(grid.title, f"patched at one position at a time; * changed in the corrupted text: "
+                                           f"{changed}", *details)
+    fig.update_layout(title=title, xaxis_title="position patched (clean token)", yaxis_title="layer",
+                      **{**LAYOUT, **position_layout(result, len(grid.rows), top)})
     fig.update_xaxes(type="category", tickmode="array", tickvals=labelled, ticktext=ticks, tickangle=-60, tickfont_size=10)
     fig.update_yaxes(type="category", autorange="reversed")
     return fig
 
 
-def heads_layout(n_layers: int) -> dict:
-    """Height and margins of the two layer x head maps: a row per layer, room above for the title and the two
-    subplot titles."""
-    return fitted_layout(ROW_HEIGHT * n_layers, left=50, bottom=50, top=120)
+HEAD_MAP_TITLES = 25  # px above the two head maps for their own titles
 
 
-def heads_figure(result: Patching, grid: PatchGrid, n_layers: int, n_heads: int) -> go.Figure:
-    """Two layer x head maps: each head's output patched at every position, and at the last position only."""
-    fig = make_subplots(1, 2, subplot_titles=[f"at {c}" for c in HEAD_COLUMNS], horizontal_spacing=0.08)
+def heads_layout(n_layers: int, top: int = TITLED_TOP) -> dict:
+    """Height and margins of the two layer x head maps: a row per layer, ``top`` px for the title and room under it
+    for the two maps' titles."""
+    return fitted_layout(ROW_HEIGHT * n_layers, left=50, bottom=50, top=top + HEAD_MAP_TITLES)
+
+
+def heads_figure(result: Patching, grid: PatchGrid, n_layers: int, n_heads: int, *details: str) -> go.Figure:
+    """Two layer x head maps, sharing the layer axis: each head's output patched at every position, and at the last
+    position only; ``details``: more lines under the title."""
+    fig = make_subplots(1, 2, subplot_titles=[f"at {c}" for c in HEAD_COLUMNS], horizontal_spacing=0.06,
+                        shared_yaxes=True)
     limit = _range(grid.values)
     heads, layers = [f"H{h}" for h in range(n_heads)], [f"L{l}" for l in range(n_layers)]
     for column in range(2):
         values = grid.values[:, column].reshape(n_layers, n_heads)
         fig.add_trace(_heatmap(values, heads, layers, limit, "%{y}.%{x}", show_scale=column == 1), 1, column + 1)
-    fig.update_layout(title=dict(text=f"{plotly_text(grid.title)}<br><sup>one head at a time: at every position, then "
-                                      f"at the last position ({plotly_text(result.tokens[-1])}) only</sup>"),
-                      **{**LAYOUT, **heads_layout(n_layers)})
+    title, top = wrapped_title(grid.title, f"one head at a time: at every position, then at the last position "
+                                           f"({result.tokens[-1]}) only", *details)
+    fig.update_layout(title=title, **{**LAYOUT, **heads_layout(n_layers, top)})
     fig.update_annotations(font_size=11)  # the two maps' titles, side by side even in a half-width column
     fig.update_xaxes(title_text="head", type="category")
-    fig.update_yaxes(title_text="layer", type="category", autorange="reversed")
+    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_yaxes(title_text="layer", col=1)
     return fig
 
 
@@ -236,12 +249,11 @@ def estimate_figure(estimate, name: str, n_layers: int, n_heads: int, agreement=
     grid = estimate.grids[name]
     grid = PatchGrid(grid.name, f"Estimate (AtP): {grid.title}", grid.rows, grid.columns, grid.values,
                      grid.top_ids, grid.top_probs)
-    fig = heads_figure(estimate, grid, n_layers, n_heads) if name == "heads" else position_figure(estimate, grid)
+    details = () if agreement is None else (agreement.legend(),)
+    fig = (heads_figure(estimate, grid, n_layers, n_heads, *details) if name == "heads"
+           else position_figure(estimate, grid, *details))
     fig.update_traces(hovertemplate="%{y}, %{x}<br>estimated restored %{z:.3f}<extra></extra>",
                       selector=dict(type="heatmap"))
     if agreement is not None:
         mark_disagreement(fig, grid, agreement, n_heads, None if name == "heads" else token_axis(estimate)[0])
-        fig.update_layout(title_text=f"{fig.layout.title.text}<br><sup>× wrong sign, ○ exact top {agreement.k} outside the "
-                                     f"estimate's: {plotly_text(agreement.line())}</sup>",
-                          margin=dict(t=110))
     return fig

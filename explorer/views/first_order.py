@@ -59,8 +59,15 @@ class Agreement:
 
     def line(self) -> str:
         r = "undefined (a constant grid)" if np.isnan(self.correlation) else f"{self.correlation:.3f}"
-        return (f"correlation with the exact grid {r}; {len(self.wrong_sign)} cells of the wrong sign, "
+        wrong = len(self.wrong_sign)
+        return (f"correlation with the exact grid {r}; {wrong} cell{'' if wrong == 1 else 's'} of the wrong sign, "
                 f"{len(self.off_rank)} of the exact top {self.k} ranked outside the estimate's top {self.k}")
+
+    def legend(self) -> str:
+        """The short form a map's title carries: the correlation, and what its two markers stand for, counted."""
+        r = "undefined" if np.isnan(self.correlation) else f"{self.correlation:.3f}"
+        return (f"correlation with the exact grid {r}; × wrong sign ({len(self.wrong_sign)}), ○ exact top {self.k} "
+                f"not in the estimate's ({len(self.off_rank)})")
 
     def to_json(self) -> dict:
         return {"correlation": None if np.isnan(self.correlation) else round(self.correlation, 6),

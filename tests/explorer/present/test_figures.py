@@ -117,3 +117,20 @@ def test_the_trace_table_says_where_each_tensor_is_as_a_trail_that_can_wrap():
     assert trace.where_text("recording.decoder.layers[0].self_attention.query", "decoder") == "layers[0] › self_attention › query"
     assert trace.where_text("recording.encoder.embeddings.sum", "encoder") == "embeddings › sum"
     assert trace.where_text("logits", "") == "logits" and trace.where_text("input_ids", "decoder") == "input_ids"
+
+
+def test_a_long_title_is_wrapped_to_fit_a_half_page_figure_and_its_margin_grows():
+    title = "Estimate (AtP): Residual stream entering each layer"
+    detail = "patched at one position at a time; * changed in the corrupted text: 12:␣Norfolk→␣Somerset, 15:␣the→␣a"
+    hung, top = figures.wrapped_title(title, detail, "<b>not markup</b>")
+    lines = hung["text"].split("<br>")
+    titles = [line for line in lines if not line.startswith("<sup>")]
+    smaller = [line[len("<sup>"):-len("</sup>")] for line in lines if line.startswith("<sup>")]
+    assert len(titles) == 2 and all(len(line) <= figures.TITLE_CHARS for line in titles)
+    assert len(smaller) == 3 and all(len(line.replace("&lt;", "<").replace("&gt;", ">")) <= figures.DETAIL_CHARS
+                                     for line in smaller)
+    assert " ".join(titles) == title and " ".join(smaller[:2]) == detail  # nothing lost, words kept whole
+    assert smaller[2] == "&lt;b&gt;not markup&lt;/b&gt;"  # user text is never markup
+    assert top == figures.LABEL_ROOM + 2 * figures.TITLE_LINE + 3 * figures.DETAIL_LINE + 12
+    assert hung["yref"] == "container" and hung["yanchor"] == "top"  # hung from the top: lines grow down, into the margin
+    assert figures.wrapped_title("Short")[1] == figures.TITLED_TOP  # gr.Plot's floor

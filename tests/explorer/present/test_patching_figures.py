@@ -34,7 +34,7 @@ def test_every_layout_leaves_its_plot_area_room_from_1_to_24_layers_and_2_to_128
 
 
 @pytest.mark.parametrize("n_layers, n_tokens", [(1, 2), (2, 30), (2, 128), (12, 64), (24, 128)])
-def test_each_figure_carries_the_layout_and_labels_at_most_about_48_positions(n_layers, n_tokens):
+def test_each_figure_carries_the_layout_and_labels_a_few_positions_apart(n_layers, n_tokens):
     result = result_of(n_layers, n_tokens)
     for name in GRIDS:
         layout = present.grid_figure(result, name, n_layers, 4).layout
@@ -44,6 +44,26 @@ def test_each_figure_carries_the_layout_and_labels_at_most_about_48_positions(n_
     assert axis.tickvals[-1] == f"{n_tokens - 1}:␣a" or axis.tickvals[-1].startswith(f"{n_tokens - 1}:")
     assert all(len(t.replace("<b>", "").replace("</b>", "").rstrip("*")) <= present.TICK_CHARS for t in axis.ticktext)
     assert "<b>0:␣extraordin…*</b>" in axis.ticktext  # changed: bold and starred, cut with an ellipsis
+
+
+@pytest.mark.parametrize("n_tokens, changed", [(60, [12, 13, 14, 15]), (128, [0, 64, 127]), (17, [5])])
+def test_position_labels_sit_apart_beside_the_changed_ones(n_tokens, changed):
+    result = result_of(12, n_tokens)
+    result.changed = changed
+    values, labelled, ticks = present.token_axis(result)
+    every = -(-n_tokens // present.LABELLED_POSITIONS)
+    positions = [values.index(label) for label in labelled]
+    assert set(changed) | {n_tokens - 1} <= set(positions) and len(labelled) == len(ticks)
+    others = [p for p in positions if p not in changed and p != n_tokens - 1]
+    assert all(p % every == 0 for p in others)
+    assert all(abs(p - q) * 2 >= every for p in others for q in set(changed) | {n_tokens - 1})
+    assert len(labelled) <= present.LABELLED_POSITIONS + len(changed) + 1
+
+
+def test_the_two_head_maps_share_one_layer_axis_titled_once():
+    fig = present.grid_figure(result_of(12, 30, n_heads=12), "heads", 12, 12)
+    assert fig.layout.yaxis.title.text == "layer" and not fig.layout.yaxis2.title.text
+    assert fig.layout.yaxis2.matches == "y" or fig.layout.yaxis2.showticklabels is False
 
 
 def test_runs_that_barely_differ_rank_no_place():
