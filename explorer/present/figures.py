@@ -129,7 +129,8 @@ def top_tokens_figure(top_next: list[tuple[str, float]], after: str) -> go.Figur
                            hovertemplate="%{y}<br>p = %{x:.4f}<extra></extra>"))
     top = max(probabilities, default=1.0)
     fig.update_layout(title=plotly_text(f"Most likely next tokens after {after}"), xaxis_title="probability",
-                      xaxis=dict(range=[0, min(1.0, top * 1.25)], tickformat=".0%" if top >= 0.2 else ".1%" if top >= 0.02 else ".2%"),
+                      # two significant digits: ticks 0.005% apart stay apart (a fixed ".2%" printed 0.01% thrice)
+                      xaxis=dict(range=[0, min(1.0, top * 1.25)], tickformat=".2~p"),
                       **fitted_layout(32 * len(labels), left=140, right=60))
     fig.update_yaxes(autorange="reversed", tickfont_size=13)
     return fig

@@ -79,7 +79,9 @@ def test_the_next_token_chart_of_the_main_model_writes_every_probability_as_a_pe
     chart = figures.top_tokens_figure(steps.top_next, "day")
     assert list(chart.data[0].text) == [f"{p:.2%}" for p in probabilities]
     assert all(text.endswith("%") and "e" not in text for text in chart.data[0].text)
-    assert chart.layout.xaxis.tickformat.endswith("%")
+    # the axis: d3's percentage to two significant digits ("p"), trailing zeros trimmed ("~"): ticks 0.005% apart
+    # read 0.005%, 0.01%, 0.015% (a fixed ".2%" wrote 0.01% for each)
+    assert chart.layout.xaxis.tickformat == ".2~p"
 
 
 def test_extrapolation_lines_take_their_encodings_colour_and_mark_the_training_context():
