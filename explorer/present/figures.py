@@ -149,6 +149,12 @@ def unique_labels(labels: list[str]) -> list[str]:
     return out
 
 
+def probability(p: float) -> str:
+    """A probability to three decimals, or under 0.01 to two significant digits, where three decimals would write
+    0.001 or 0.000 on a flat distribution's every bar ('0.0093', '0.00021'); never in exponent form."""
+    return f"{p:.3f}" if p >= 0.01 or p == 0 else np.format_float_positional(p, precision=2, fractional=False, trim="-")
+
+
 def signed(value: float) -> str:
     """+0.123, or +4.6e-05 when three decimals would show nothing."""
     return f"{value:+.3f}" if value == 0 or abs(value) >= 5e-4 else f"{value:+.1e}"

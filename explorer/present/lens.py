@@ -6,7 +6,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.present.figures import LAYOUT, plotly_text
+from explorer.present.figures import LAYOUT, plotly_text, probability
 from explorer.views.lens import LogitLens
 
 
@@ -31,7 +31,7 @@ def lens_heatmap(lens: LogitLens) -> go.Figure:
     hover = np.array([[f"{r} → {n}" for r, n in zip(reads, nexts)]] * len(lens.rows))
     fig = go.Figure(go.Heatmap(z=lens.next_token_probs, x=columns, y=lens.rows, colorscale="Blues", zmin=0, zmax=1,
                                customdata=hover, colorbar=dict(title="p(next)"),
-                               hovertemplate="%{y}<br>%{customdata}<br>p = %{z:.3f}<extra></extra>"))
+                               hovertemplate="%{y}<br>%{customdata}<br>p = %{z:.3~g}<extra></extra>"))
     fig.update_layout(title="Probability of the token that actually came next, by layer", xaxis_title="position (token read)",
                       height=max(330, 160 + 30 * len(lens.rows)), **{**LAYOUT, "margin": dict(l=90, r=20, t=50, b=110)})
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
@@ -43,7 +43,7 @@ def lens_table_html(lens: LogitLens) -> str:
     """Rows: embeddings, layer 0, ...; cells: the top tokens with their probabilities."""
     body = []
     for row, labels, probs in zip(lens.rows, lens.top_labels, lens.top_probs):
-        cells = "".join(f"<td>{html.escape(label)}</td><td class=p>{p:.3f}</td>" for label, p in zip(labels, probs))
+        cells = "".join(f"<td>{html.escape(label)}</td><td class=p>{probability(p)}</td>" for label, p in zip(labels, probs))
         body.append(f"<tr><th>{html.escape(row)}</th>{cells}</tr>")
     head = "".join(f"<th>#{k + 1}</th><th>p</th>" for k in range(lens.top_probs.shape[1]))
     caption = f"Top {lens.top_probs.shape[1]} next tokens after {html.escape(lens.tokens[lens.position])} (position {lens.position})"

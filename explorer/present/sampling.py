@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.present.figures import AFTER, CUT, KEPT, LAYOUT, unique_labels, plotly_text
+from explorer.present.figures import AFTER, CUT, KEPT, LAYOUT, probability, unique_labels, plotly_text
 from explorer.views.sampling import NextTokenDistribution
 
 
@@ -30,11 +30,11 @@ def distribution_figure(d: NextTokenDistribution) -> go.Figure:
     labels = plotly_text(unique_labels(d.labels))
     colours = [KEPT if kept else CUT for kept in d.kept]
     fig = make_subplots(rows=2, cols=1, row_heights=[0.62, 0.38], vertical_spacing=0.3)
-    fig.add_bar(x=labels, y=d.tempered_probs, marker_color=colours, text=[f"{p:.3f}" for p in d.tempered_probs],
+    fig.add_bar(x=labels, y=d.tempered_probs, marker_color=colours, text=[probability(p) for p in d.tempered_probs],
                 textposition="outside", cliponaxis=False, name=f"after temperature {d.settings.temperature:g}, before the cut",
                 customdata=np.stack([d.final_probs, d.model_probs], 1),
-                hovertemplate="%{x}<br>after temperature %{y:.4f}<br>drawn with %{customdata[0]:.4f} (renormalised; 0: cut)"
-                              "<br>model (T = 1) %{customdata[1]:.4f}<extra></extra>", row=1, col=1)
+                hovertemplate="%{x}<br>after temperature %{y:.3~g}<br>drawn with %{customdata[0]:.3~g} (renormalised; 0: cut)"
+                              "<br>model (T = 1) %{customdata[1]:.3~g}<extra></extra>", row=1, col=1)
     fig.add_scatter(x=labels, y=d.model_probs, mode="markers", marker=dict(symbol="diamond", size=9, color="#1a202c"),
                     name="model's own (T = 1)", hoverinfo="skip", row=1, col=1)
     ranks = np.arange(1, len(d.cumulative) + 1)
@@ -54,7 +54,7 @@ def distribution_figure(d: NextTokenDistribution) -> go.Figure:
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
                       **{**LAYOUT, "margin": dict(l=60, r=20, t=80, b=60)})
     fig.update_xaxes(type="category", tickangle=-45, title_text=f"the {len(d.labels)} most likely next tokens", row=1, col=1)
-    fig.update_yaxes(rangemode="tozero", title_text="probability", tickformat=".3f", row=1, col=1)
+    fig.update_yaxes(rangemode="tozero", title_text="probability", tickformat=".2~g", row=1, col=1)  # 0.0001, 0.2
     fig.update_xaxes(type="log", title_text="tokens, most likely first (log scale)", row=2, col=1)
     fig.update_yaxes(range=[0, 1.02], title_text="summed", tickformat=".1f", row=2, col=1)
     return fig

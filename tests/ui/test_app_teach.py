@@ -91,7 +91,9 @@ def test_ablation_and_ranking(client):
 def test_next_token_distribution_redraws_with_the_settings(client):
     plot, note = client.predict("Shall I compare", "shakespeare-rope", 0.7, 5, 1.0, 1.0, api_name="/next_token_distribution")
     bars = figure(plot)["data"][0]
-    assert "drawn from 5 of 384 tokens" in note and bars["text"] == [f"{p:.3f}" for p in plotly_array(bars["y"])]
+    assert "drawn from 5 of 384 tokens" in note
+    for text, p in zip(bars["text"], plotly_array(bars["y"])):  # its height: 3 decimals, 2 significant digits under 0.01
+        assert text == f"{p:.3f}" if p >= 0.01 else float(text) == pytest.approx(p, rel=0.05)
     assert bars["marker"]["color"][4] != bars["marker"]["color"][5]  # kept, then cut
     for args, message in [((0, 0, 1.0, 1.0), "Temperature must be above 0"), (("hot", 0, 1.0, 1.0), "Temperature must be a number"),
                           ((1.0, -3, 1.0, 1.0), "Top-k (0 = off) must be a whole number"), ((1.0, 0, 2, 1.0), "Top-p must be above 0")]:

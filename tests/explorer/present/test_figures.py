@@ -136,3 +136,8 @@ def test_a_long_title_is_wrapped_to_fit_a_half_page_figure_and_its_margin_grows(
     assert top == figures.LABEL_ROOM + 2 * figures.TITLE_LINE + 3 * figures.DETAIL_LINE + 12
     assert hung["yref"] == "container" and hung["yanchor"] == "top"  # hung from the top: lines grow down, into the margin
     assert figures.wrapped_title("Short")[1] == figures.TITLED_TOP  # gr.Plot's floor
+
+
+def test_a_probability_reads_three_decimals_or_two_significant_digits_under_001():
+    texts = [figures.probability(p) for p in (0.5, 0.0123, 0.0093, 0.00093, 0.00090, 2.1e-5, 0.0)]
+    assert texts == ["0.500", "0.012", "0.0093", "0.00093", "0.0009", "0.000021", "0.000"]

@@ -19,6 +19,7 @@ from explorer.present.lens import lens_heatmap
 from explorer.present.ablation import ranking_figure
 from explorer.present.attention import token_centred_figure
 from explorer.present.attention import head_grid_html, head_types_html
+from explorer.present.figures import probability
 from explorer.present.lens import lens_table_html
 from explorer.present.steps import number, steps_html
 from explorer.present.clickable_html import token_strip_html
@@ -76,7 +77,19 @@ def test_distribution_figure_greys_what_is_cut_and_a_bars_number_is_its_height(m
     bars = distribution_figure(d).data[0]
     assert list(bars.marker.color[:5]) == ["#2b6cb0"] * 5 and set(bars.marker.color[5:]) == {"#cbd5e0"}
     np.testing.assert_array_equal(bars.y, d.tempered_probs)
-    assert list(bars.text) == [f"{p:.3f}" for p in bars.y]
+    for text, p in zip(bars.text, bars.y):  # three decimals, or two significant digits under 0.01
+        assert text == f"{p:.3f}" if p >= 0.01 else float(text) == pytest.approx(p, rel=0.05)
+
+
+def test_a_flat_distributions_bars_read_their_own_values_not_0000(main_model):
+    """At a high temperature over a 4096-token vocabulary every bar is under 0.001: three decimals would write
+    0.001 or 0.000 on each; two significant digits tell them apart, never in exponent form."""
+    model, tokenizer = main_model
+    d = next_token_distribution(model, tokenizer, "Shall I compare thee to a summer's", sampling_settings(5.0, 0, 1.0))
+    bars = distribution_figure(d).data[0]
+    assert max(bars.y) < 0.001
+    assert all(float(text) == pytest.approx(p, rel=0.05) and "e" not in text for text, p in zip(bars.text, bars.y))
+    assert len(set(bars.text)) > 1
     np.testing.assert_array_equal(bars.customdata[:, 0], d.final_probs)
     np.testing.assert_allclose(d.final_probs[:5], d.tempered_probs[:5] / d.kept_mass, rtol=1e-5)
 
@@ -104,7 +117,7 @@ def test_lens_heatmap_and_table_show_the_lens_numbers(main_model):
     np.testing.assert_array_equal(heat.z, lens.next_token_probs)
     assert list(heat.y) == lens.rows and not any("<" in x for x in heat.x) and "9:&lt;" in heat.x
     table = lens_table_html(lens)
-    assert table.split("<tbody>")[1].count("<tr><th>") == len(lens.rows) and f"{lens.top_probs[-1, 0]:.3f}" in table
+    assert table.split("<tbody>")[1].count("<tr><th>") == len(lens.rows) and probability(lens.top_probs[-1, 0]) in table
 
 
 def test_ranking_figure_writes_each_heads_loss_rise():
