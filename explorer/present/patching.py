@@ -185,10 +185,9 @@ def explanation(result: Patching) -> str:
     """What this result's grids show, in numbers computed from it; where the two runs barely differ
     (``Patching.measurable``), that, and no ranking of places."""
     if not result.measurable:
-        lines = [f"**No place is ranked.** The corruption barely changes the answer's lead over the wrong answer "
-                 f"(logit difference {result.clean_metric:.3f} clean, {result.corrupted_metric:.3f} corrupted), so "
-                 "every restored value here is a small change divided by a smaller one: noise. Change a token the "
-                 "answer depends on, or type answers the two texts disagree on, and press Patch again."]
+        lines = [f"**No place is ranked:** the corruption barely moves the answer's lead over the wrong answer "
+                 f"(logit difference {result.clean_metric:.3f} clean, {result.corrupted_metric:.3f} corrupted), so the "
+                 "grids below show noise; the line above says what to change."]
         return "\n\n".join(line for line in [*lines, colour_note(result)] if line)
     lines = []
     residual = result.grids.get("residual")
