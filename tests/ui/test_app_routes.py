@@ -17,6 +17,14 @@ def test_the_routes_of_a_prediction_come_back_as_a_graph_and_json(client):
         assert set(edge) >= {"kind", "layer", "head", "source", "target", "weight"}
     ids = {n["id"] for n in numbers["nodes"]}
     assert all(e["from"] in ids and e["to"] in ids for e in numbers["edges"])
+    counted = []
+    for threshold in (0.001, 0.99):  # the status counts the heads the edges pass through, or says there is none
+        _, routes, _, line = client.predict("shakespeare-rope", TEXT, -1, threshold, api_name="/prediction_routes")
+        heads = len({(e["layer"], e["head"]) for e in routes["edges"] if e["kind"] == "attention"})
+        counted.append(heads)
+        assert (f"through {heads} head{'' if heads == 1 else 's'}," if heads else "through no attention head (none "
+                "carries a share over the threshold: lower it to see them)") in line
+    assert counted[0] > 1 and counted[1] == 0
     drawn = figure(plot)
     assert drawn["layout"]["yaxis"]["ticktext"][0] == "embeddings"
     assert f"token {numbers['position']}" in node and "would predict" in node

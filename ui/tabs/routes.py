@@ -64,10 +64,12 @@ def prediction_routes(model_name, text, position, threshold):
     started = time.perf_counter()
     routes = graph.prediction_routes(model, tokenizer, text, position, threshold)
     seconds = time.perf_counter() - started
-    heads = {(e.layer, e.head) for e in routes.edges if e.kind == "attention"}
+    heads = len({(e.layer, e.head) for e in routes.edges if e.kind == "attention"})
+    through = (f"through {heads} head{'' if heads == 1 else 's'}" if heads else
+               "through no attention head (none carries a share over the threshold: lower it to see them)")
     line = (f"**{info.name}**: the prediction {inputs.echo(routes.predicted)} after token {routes.position} "
             f"({inputs.echo(routes.tokens[routes.position])}): {len(routes.edges)} edges over {routes.threshold:g} "
-            f"through {len(heads)} heads, in {seconds:.2f} s. Click a node.")
+            f"{through}, in {seconds:.2f} s. Click a node.")
     rewrite = (f"The decoder read the model's own rewrite, decoded greedily: «{inputs.echo(routes.run.read.rewrite, 300)}»; "
                "purple lines are cross-attention from the source." if info.is_encoder_decoder else "")
     top = graph.node_reading(routes, f"r{len(routes.rows) - 1}:{routes.position}")
