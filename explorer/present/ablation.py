@@ -89,7 +89,6 @@ def estimate_ranking_figure(estimate: HeadRanking, agreement=None) -> go.Figure:
         for cells, symbol, name in ((agreement.wrong_sign, "x-thin-open", "wrong sign"),
                                     (agreement.off_rank, "circle-open", f"exact top {agreement.k}, not the estimate's")):
             fig.add_scatter(x=[f"H{h}" for _, h in cells], y=[f"L{l}" for l, _ in cells], mode="markers", name=name,
-                            hoverinfo="skip", marker=dict(symbol=symbol, size=16, color="#111111",
-                                                          line=dict(width=2, color="#111111")))
-        fig.update_layout(legend=dict(orientation="h", y=-0.2, x=0))
+                            hoverinfo="skip", showlegend=False,  # the title says what × and ○ mark
+                            marker=dict(symbol=symbol, size=16, color="#111111", line=dict(width=2, color="#111111")))
     return fig
