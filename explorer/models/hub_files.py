@@ -42,6 +42,14 @@ REPO_ID_RULE = ("A repo id is `name` or `owner/name`: letters, digits, `-`, `_` 
                 "96 characters, such as `openai-community/gpt2`.")
 
 
+_AT_REVISION = ("tree", "blob", "resolve")  # a page's address goes on /<this>/<revision>/...
+
+
+def _typed_url(typed: str) -> bool:
+    """Whether what was typed is a page's address rather than a repo id."""
+    return "://" in typed or typed.startswith(("huggingface.co/", "hf.co/"))
+
+
 def _from_url(text: str) -> tuple[str, str | None]:
     """``owner/name`` of a model page's address (``https://huggingface.co/owner/name``) on this endpoint or
     huggingface.co, and the revision the address is at (``.../tree/step1000``, ``.../blob/main/config.json``;
@@ -56,13 +64,6 @@ def _from_url(text: str) -> tuple[str, str | None]:
     rest = parts[owner_and_name:]
     revision = unquote(rest[1]) if len(rest) >= 2 and rest[0] in _AT_REVISION else None
     return "/".join(parts[:owner_and_name]), revision
-
-
-_AT_REVISION = ("tree", "blob", "resolve")  # a page's address goes on /<this>/<revision>/...
-
-
-def _typed_url(typed: str) -> bool:
-    return "://" in typed or typed.startswith(("huggingface.co/", "hf.co/"))
 
 
 def check_repo_id(repo_id) -> str:
