@@ -1,5 +1,6 @@
 """Plot basics every view shares: the layout, the colour of each position encoding, a heat map, a message in place
-of a figure, token labels made safe for plotly (it reads ``<...>`` as markup, and a label is user text).
+of a figure, token labels made safe for plotly (it reads ``<...>`` as markup, and a label is user text), titles
+wrapped to a half-page figure, and probabilities written so that small ones still differ.
 """
 
 import math
