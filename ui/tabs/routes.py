@@ -95,7 +95,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
             with gr.Row():
                 position = gr.Number(value=-1, precision=0, label="Position (−1: last)", elem_id="routes-position",
                                      min_width=120)
-                threshold = gr.Slider(0.01, 0.5, value=graph.DEFAULT_THRESHOLD, step=0.01, min_width=160,
+                threshold = gr.Slider(0.01, 0.5, value=graph.DEFAULT_THRESHOLD, step=0.01, min_width=220,
                                       label="Threshold (the share an edge needs)", elem_id="routes-threshold")
             button = gr.Button("Trace the routes", variant="primary", elem_id="routes-button")
         status_line = gr.Markdown(elem_id="routes-status", elem_classes="status-line")
