@@ -4,7 +4,7 @@ queue), and no operator that changes nothing. Counted with torch.profiler on the
 import pytest
 import torch
 
-from support.tiny_models import random_ids, tiny_causal_lm
+from support.tiny_models import VOCAB, random_ids, tiny_causal_lm
 
 
 SYNCS = {"aten::item", "aten::is_nonzero", "aten::_local_scalar_dense"}  # a value read back to Python: a GPU sync
@@ -36,3 +36,16 @@ def test_inference_issues_no_dropout_and_training_still_drops():
     with torch.no_grad():
         first, second = model(ids).logits, model(ids).logits
     assert (first - second).abs().max() > 0.1  # a different mask each call
+
+
+@pytest.mark.parametrize("scale", [True, False])
+def test_an_unscaled_token_embedding_issues_the_lookup_alone(scale):
+    """GPT-2, Llama and Pythia do not scale E[x] by sqrt(d_model): no multiply by 1, forward or backward; ours does."""
+    from modeling.modeling_scratch_transformer import TokenEmbedding
+
+    embedding, ids = TokenEmbedding(VOCAB, 16, scale=scale), random_ids(2, 9)
+    with torch.profiler.profile() as profiler:
+        embedding(ids).sum().backward()
+    multiplies = [e.name for e in profiler.events() if e.name == "aten::mul"]
+    assert (len(multiplies) > 0) == scale
+    torch.testing.assert_close(embedding(ids), embedding.weight[ids] * (16 ** 0.5 if scale else 1.0), rtol=0, atol=0)
