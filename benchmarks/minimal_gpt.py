@@ -40,8 +40,9 @@ class CausalSelfAttention(nn.Module):
         self.out, self.drop = nn.Linear(c.d_model, c.d_model), nn.Dropout(c.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        batch, length, d = x.shape
-        q, k, v = self.qkv(x).view(batch, length, 3, self.n_heads, d // self.n_heads).transpose(1, 3).unbind(2)
+        batch, length, d = x.shape  # nanoGPT's split into heads, as it writes it
+        q, k, v = (part.view(batch, length, self.n_heads, d // self.n_heads).transpose(1, 2)
+                   for part in self.qkv(x).split(d, dim=2))
         heads = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.drop(self.out(heads.transpose(1, 2).reshape(batch, length, d)))
 
@@ -81,5 +82,7 @@ class MinimalGPT(nn.Module):
         logits = F.linear(self.norm(x), self.token.weight)
         if labels is None:
             return logits, None
-        loss = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
-        return logits, loss
+        # nanoGPT's loss over every position, the targets shifted instead of the logits (slicing the logits would copy
+        # them): the last position has no next token, and is ignored
+        targets = F.pad(labels[:, 1:], (0, 1), value=-100)
+        return logits, F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100)

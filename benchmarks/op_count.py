@@ -12,11 +12,16 @@ load. Three counts:
   memory and launches no kernel), a device-independent stand-in for a GPU's kernel launches (on CUDA the
   launches themselves are counted too).
 
+And the bytes its copies, casts and fills move (``aten::copy_`` reads its source and writes its destination,
+``aten::fill_`` writes; under autocast every cast is a copy): on a GPU these kernels are bound by memory, so their
+time is about these bytes over the memory's bandwidth, whatever the machine that counted them.
+
 Each issued op is charged to a site: in the forward pass the innermost module running it (its path, layer indices
 as ``*``); in the backward pass the module whose forward op created the autograd node (matched by the node's
 sequence number); ``(grad accumulation)`` for writing parameter gradients, ``(optimizer)`` for the update.
 """
 
+import math
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -32,6 +37,10 @@ VIEW_OPS = frozenset(f"aten::{op}" for op in (
     "unsqueeze", "squeeze", "unbind", "unflatten", "flatten", "split", "split_with_sizes", "chunk", "select", "slice",
     "narrow", "as_strided", "alias", "detach"))
 _SITE = "site: "
+# bytes per element of the dtypes the profiler names (record_shapes); "Scalar" is a number passed by value
+ELEMENT_BYTES = {"double": 8, "long int": 8, "float": 4, "int": 4, "c10::BFloat16": 2, "c10::Half": 2,
+                 "short int": 2, "bool": 1, "unsigned char": 1, "signed char": 1, "Scalar": 0}
+MOVING_OPS = {"aten::copy_": 2, "aten::fill_": 1}  # the ops every copy, cast and fill ends in: {op: tensors it moves}
 
 
 @dataclass
@@ -43,6 +52,7 @@ class OpCount:
     issued: Counter = field(default_factory=Counter)
     issued_ops: Counter = field(default_factory=Counter)
     views: Counter = field(default_factory=Counter)  # {phase: issued ops that only made a view}
+    moved: Counter = field(default_factory=Counter)  # {phase: bytes read and written by copies, casts and fills}
     kernels: int | None = None
 
     def computing(self, phase: str | None = None) -> int:
@@ -85,6 +95,17 @@ def is_view(event) -> bool:
     return event.name in VIEW_OPS and not copies(event)
 
 
+def bytes_moved(event) -> int:
+    """Bytes an ``aten::copy_`` (reads src, writes self) or ``aten::fill_`` (writes self) moves, from the
+    profiler's recorded shapes and dtypes; 0 for any other op."""
+    operands = MOVING_OPS.get(event.name, 0)
+    unknown = set(event.input_dtypes[:operands]) - set(ELEMENT_BYTES)
+    if unknown:
+        raise ValueError(f"{event.name} on {sorted(unknown)}: add its element size to ELEMENT_BYTES")
+    return sum(math.prod(shape) * ELEMENT_BYTES[dtype]
+               for shape, dtype in zip(event.input_shapes[:operands], event.input_dtypes[:operands]))
+
+
 def _ancestors(event):
     parent = event.cpu_parent
     while parent is not None:
@@ -95,7 +116,8 @@ def _ancestors(event):
 def count_step(model: torch.nn.Module, loss_of: Callable[[], torch.Tensor], optimizer: torch.optim.Optimizer,
                warmup: bool = True) -> OpCount:
     """Profile one step -- ``loss_of()`` (runs ``model``), backward, ``optimizer.step()``, zero_grad -- and count its
-    operators. ``warmup`` runs one step first, so the optimizer's state exists and the count is a steady step's."""
+    operators and the bytes its copies move. ``warmup`` runs one step first, so the optimizer's state exists and the
+    count is a steady step's."""
 
     def step():
         with record_function("forward"):
@@ -112,7 +134,7 @@ def count_step(model: torch.nn.Module, loss_of: Callable[[], torch.Tensor], opti
     handles = _label_modules(model)
     try:
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        with profile(activities=activities) as prof:
+        with profile(activities=activities, record_shapes=True) as prof:
             step()
             if cuda:
                 torch.cuda.synchronize()
@@ -137,6 +159,8 @@ def count_step(model: torch.nn.Module, loss_of: Callable[[], torch.Tensor], opti
         else:
             continue
         count.calls[event.name] += 1
+        if not any(n in MOVING_OPS for n in names):  # every copy ends in one copy_ or fill_, nested ones too
+            count.moved[phase] += bytes_moved(event)
         if phase == "forward":
             site = next((n[len(_SITE):] for n in names if n.startswith(_SITE)), "(outside modules)")
             if event.sequence_nr >= 0:  # this op made an autograd node (nested ops too: linear's addmm)
@@ -184,13 +208,14 @@ def report(counts: dict[str, OpCount], n_layers: int, lead: str, top: int = 15) 
     kernels = any(c.kernels is not None for c in counts.values())
     width = max(len(n) for n in names) + 2
     print(f"{'issued aten ops in one training step':<{width}} {'forward':>8} {'backward':>9} {'optimizer':>9} "
-          f"{'total':>7} {'per layer':>9} {'computing':>9} {'aten calls':>10}" + ("  kernels" if kernels else ""))
+          f"{'total':>7} {'per layer':>9} {'computing':>9} {'aten calls':>10} {'copied MB':>9}"
+          + ("  kernels" if kernels else ""))
     for name, c in counts.items():
         layers = sum(n for site, n in c.per_site().items() if "*" in site)
         total = sum(c.issued.values())
         print(f"{name:<{width}} {c.phase_total('forward'):>8} {c.phase_total('backward'):>9} "
               f"{c.phase_total('optimizer'):>9} {total:>7} {layers / n_layers:>9.1f} {c.computing():>9} "
-              f"{sum(c.calls.values()):>10}"
+              f"{sum(c.calls.values()):>10} {sum(c.moved.values()) / 1e6:>9.1f}"
               + (f"  {c.kernels:>7}" if kernels else ""))
     print(f"\nop kinds {lead} issues most (issued per step; all aten calls, nested included, in brackets)")
     print(f"  {'op':<36}" + "".join(f"{n[:22]:>24}" for n in names))

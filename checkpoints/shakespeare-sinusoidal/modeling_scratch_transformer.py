@@ -196,8 +196,10 @@ class MultiHeadAttention(nn.Module):
     def project(self, x: torch.Tensor, parts: str) -> tuple[torch.Tensor, ...]:
         """x (B, T, D) -> x W^P + b^P for each P in ``parts``, split into heads (B, heads, T, d_head); one product."""
         y = self.qkv_proj(x) if parts == "qkv" else F.linear(x, *self.projection(parts))
-        if self.n_kv_heads == self.n_heads:  # every part has H heads: one view splits them all
-            return y.view(*x.shape[:2], len(parts), self.n_heads, self.d_head).transpose(1, 3).unbind(2)
+        if self.n_kv_heads == self.n_heads:  # every part has H heads: one view splits them all, and the backward
+            # stacks the parts' gradients straight into y's layout (transposed first, they would need a second copy)
+            return tuple(part.transpose(1, 2) for part in
+                         y.view(*x.shape[:2], len(parts), self.n_heads, self.d_head).unbind(2))
         return tuple(part.unflatten(-1, (-1, self.d_head)).transpose(1, 2)
                      for part in y.split([self.rows[p] for p in parts], dim=-1))
 

@@ -101,9 +101,10 @@ def test_operator_counts_are_charged_to_modules_and_grow_with_the_layers():
 
     two, again, four = count(2), count(2), count(4)
     assert two.issued == again.issued and two.calls == again.calls  # deterministic
-    # forward of one block, by hand: the attention's own view, transpose, unbind, SDPA, transpose, reshape (its qkv,
-    # out and dropout are modules of their own); one op in each of the MLP's four modules (linear, gelu, linear, dropout)
-    assert two.issued[("forward", "blocks.*.attn")] == 2 * 6
+    # forward of one block, by hand: the attention's own split, a view and a transpose for each of q, k and v, SDPA,
+    # transpose, reshape (its qkv, out and dropout are modules of their own); one op in each of the MLP's four
+    # modules (linear, gelu, linear, dropout)
+    assert two.issued[("forward", "blocks.*.attn")] == 2 * 10
     # ops that compute (not views), forward, per block by hand: LayerNorm, qkv, SDPA, out, dropout, add; LayerNorm,
     # linear, GELU, linear, dropout, add: 12 (SDPA's CPU kernel writes its output as (B, T, H, Dh): the reshape of the
     # transposed heads is a view)
@@ -123,6 +124,41 @@ def test_operator_counts_are_charged_to_modules_and_grow_with_the_layers():
     assert four.issued[grads] - two.issued[grads] == 2 * 12
     assert two.issued_ops["aten::_fused_adamw_"] == 1 and two.phase_total("optimizer") == four.phase_total("optimizer")
 
+
+
+class _Product(torch.nn.Module):
+    """y = x W, then optionally y^T made contiguous (one copy of y) or y cast to bfloat16 and back (two casts)."""
+
+    def __init__(self, extra: str = ""):
+        super().__init__()
+        self.weight, self.extra = torch.nn.Parameter(torch.randn(6, 5)), extra
+
+    def forward(self, x):
+        y = x @ self.weight
+        if self.extra == "transpose":
+            y = y.t().contiguous()
+        elif self.extra == "casts":
+            y = y.to(torch.bfloat16).float()
+        return y.sum()
+
+
+def test_the_bytes_a_step_copies_grow_by_exactly_what_a_copy_or_a_cast_moves():
+    x = torch.randn(3, 6)
+
+    def moved(extra: str):
+        model = _Product(extra)
+        return count_step(model, lambda: model(x), torch.optim.SGD(model.parameters(), lr=0.1)).moved
+
+    plain, transpose, casts = moved(""), moved("transpose"), moved("casts")
+    assert plain["forward"] > 0  # sum's output and the backward's seed are fills, the gradient's ones a clone
+    # y^T.contiguous(): 15 float32 elements read and 15 written; its backward hands the gradient on as a view
+    assert transpose["forward"] - plain["forward"] == 15 * (4 + 4)
+    assert transpose["backward"] == plain["backward"]
+    # float32 -> bfloat16 -> float32 forward: 15 x (2 + 4) bytes twice. The backward casts the gradient back the same
+    # way, and the casts make it contiguous: the product's backward no longer clones the sum's expanded gradient
+    # (15 float32 read and written), as it does without them
+    assert casts["forward"] - plain["forward"] == 2 * 15 * (2 + 4)
+    assert casts["backward"] - plain["backward"] == 2 * 15 * (2 + 4) - 15 * (4 + 4)
 
 TINY = dict(vocab_size=97, d_model=32, n_heads=4, n_layers=2, d_ff=64, max_position_embeddings=64, dropout=0.1)
 MODELS = ["GPT2LMHeadModel", "ScratchTransformer (GPT-2's weights)", "ScratchTransformer (rope, as shipped)",
@@ -199,12 +235,13 @@ def test_training_step_counts_operators(tiny_checkpoint, capsys):
     training_step.main(["--checkpoint", tiny_checkpoint, "--batch", "2", "--length", "8", "--threads", "1", "--count-ops"])
     out = capsys.readouterr().out
     totals = dict((name.strip(), [float(n) for n in numbers.split()]) for name, numbers in re.findall(
-        r"^(GPT2LMHeadModel|ScratchTransformer \(.+?\)|minimal GPT \(.+?\))\s+(\d+\s+\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+\d+)$",
+        r"^(GPT2LMHeadModel|ScratchTransformer \(.+?\)|minimal GPT \(.+?\))\s+(\d+\s+\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+\d+\s+[\d.]+)$",
         out, re.M))
     assert list(totals) == MODELS
-    for forward, backward, optimizer, total, per_layer, computing, calls in totals.values():
+    for forward, backward, optimizer, total, per_layer, computing, calls, copied_mb in totals.values():
         assert forward + backward + optimizer == total and forward > 0 and backward > 0
         assert 0 < computing < total < calls  # views left out; nested calls counted in
+        assert copied_mb > 0  # at least the loss's seed and the dropout masks' fills
     assert "ms/step" not in out and "sites of minimal GPT" in out
 
 

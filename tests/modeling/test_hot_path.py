@@ -49,3 +49,27 @@ def test_an_unscaled_token_embedding_issues_the_lookup_alone(scale):
     multiplies = [e.name for e in profiler.events() if e.name == "aten::mul"]
     assert (len(multiplies) > 0) == scale
     torch.testing.assert_close(embedding(ids), embedding.weight[ids] * (16 ** 0.5 if scale else 1.0), rtol=0, atol=0)
+
+
+def test_the_backward_of_the_head_split_writes_the_qkv_gradient_once():
+    """q, k, v = split(x W_qkv): the backward stacks the three heads' gradients straight into the product's layout,
+    one write of B x T x 3D, and hands it to W_qkv's backward as a view; it does not copy the stack once more into
+    the product's layout (a GPU moves every byte of it twice). SDPA's own backward is not counted."""
+    model = tiny_causal_lm("learned")
+    attention = model.model.decoder.stack.layers[0].self_attn
+    x = torch.randn(2, 9, model.config.d_model, requires_grad=True)
+    q, k, v = attention.project(x, "qkv")
+    heads = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+    with torch.profiler.profile() as profiler:
+        heads.sum().backward()
+
+    def inside(event, names):
+        parent = event.cpu_parent
+        while parent is not None and not any(n in parent.name for n in names):
+            parent = parent.cpu_parent
+        return parent is not None
+
+    writes = [e.name for e in profiler.events() if e.name in ("aten::copy_", "aten::cat")
+              and not inside(e, ("scaled_dot_product", "aten::copy_", "aten::cat", "aten::sum", "aten::ones_like"))]
+    assert writes == ["aten::cat"]  # the stack
+    assert x.grad.abs().sum() > 0  # and the gradient arrived
