@@ -27,8 +27,12 @@ logger = logging.getLogger("app")
 # own, so a view never waits behind a streaming generation; their handlers only stream what the model's ONE decode
 # thread makes for all of them in one batch (explorer.generation.batching); the interactive views share one slot, the
 # other core. The long jobs get a slot each of their own, so that however many are queued, a click on
-# Generate starts at once
+# Generate starts at once, and a view never waits behind an exact answer
 INTERACTIVE = dict(concurrency_id="model", concurrency_limit=1)
+# the answers that run one pass per cell or per revision (exact patching grids, the exact head ranking, a Hub repo's
+# revisions measured): a slot of their own, so that however long one runs (``machine.Deadline`` bounds it), the
+# views never wait behind it
+EXACT = dict(concurrency_id="exact", concurrency_limit=1)
 GENERATION = dict(concurrency_id="generation", concurrency_limit=batching.MAX_BATCH)
 EXTRAPOLATION = dict(concurrency_id="extrapolation", concurrency_limit=1)
 COMPARISON = dict(concurrency_id="comparison", concurrency_limit=1)

@@ -4,13 +4,29 @@ Each request runs one torch thread (``app.warm_up``): two threads of one forward
 the work that may run side by side (generate calls outside a batch, ablation and patching chunks) runs ``CORES``
 at a time, one a core.
 
+An exact answer that runs one pass per cell (activation patching, the head ranking) holds the cores for at most
+``EXACT_SECONDS`` (``Deadline``; ``SCRATCH_EXACT_SECONDS`` sets another): a visitor's long text on a large model never keeps the next visitor's exact answer
+waiting for minutes; its first-order estimate stands alone, with what to shorten.
+
 Memory is given back as it is freed (``give_memory_back``): glibc's allocator otherwise keeps what a freed model or a
 view's arrays held in as many heaps as threads ran (up to 8 per core), so a process that loads and drops models for
 its visitors grows past what it holds."""
 
 import ctypes
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+
+from explorer.core.inputs import InputProblem
 
 CORES = 2
+# the longest one request's exact runs may take (a GPT-2-small-size model: patching ~70 tokens); an operator may set
+# another (a local app, used by one person, may wait longer)
+EXACT_ENV, EXACT_SECONDS = "SCRATCH_EXACT_SECONDS", 60
+SETTLED_SECONDS = 2  # a pace measured over less is not trusted (the first batches pay the warm-up)
 ARENAS = CORES  # glibc heaps: one a core (more threads share them)
 
 _M_ARENA_MAX = -8  # mallopt's parameter (malloc.h)
@@ -36,3 +52,55 @@ def trim_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
+
+
+def exact_seconds() -> float:
+    """``EXACT_SECONDS``, or the operator's ``SCRATCH_EXACT_SECONDS``."""
+    try:
+        return float(os.environ.get(EXACT_ENV, EXACT_SECONDS))
+    except ValueError:
+        return EXACT_SECONDS
+
+
+@contextmanager
+def side_by_side(fn: Callable, items: list, workers: int = CORES) -> Iterator[Iterable]:
+    """``fn`` over ``items``, ``workers`` threads at a time (torch releases the GIL in its kernels): the results in
+    order, as they come. Leaving the block early (an error, a ``Deadline``) drops the items not started, so the
+    cores come free after the ones running, not after all of them."""
+    pool = ThreadPoolExecutor(max(1, min(workers, len(items) or 1)))
+    try:
+        yield pool.map(fn, items)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class OverBudget(InputProblem):
+    """Work stopped by its ``Deadline``; the message says how far it got and what to shorten."""
+
+
+class Deadline:
+    """Work that reports its progress, stopped once it has run ``seconds``, or as soon as its pace says it would run
+    past twice that (measured over ``SETTLED_SECONDS`` at least; twice, because the first runs of a patching grid or a
+    ranking start from the lowest layers and cost the most). ``watching(progress)`` is the progress callback the
+    work calls with (fraction done, description): it checks, then passes the call on."""
+
+    def __init__(self, what: str, shorten: str, seconds: float | None = None):
+        self.what, self.shorten = what, shorten
+        self.seconds = exact_seconds() if seconds is None else seconds
+        self.started = time.perf_counter()
+
+    def check(self, fraction: float) -> None:
+        elapsed = time.perf_counter() - self.started
+        pace = elapsed / fraction if fraction > 0 else math.inf
+        if elapsed > self.seconds or (elapsed >= SETTLED_SECONDS and pace > 2 * self.seconds):
+            raise OverBudget(
+                f"{self.what} stopped after {elapsed:.0f} s, {fraction:.0%} done: at this pace all of them would take "
+                f"about {pace:.0f} s, and one request may hold the cores for {self.seconds:.0f} s. The first-order "
+                f"estimate stands alone; for the exact answer, {self.shorten}.")
+
+    def watching(self, progress: Callable | None = None) -> Callable:
+        def check_then(fraction: float, description: str = "") -> None:
+            self.check(fraction)
+            if progress is not None:
+                progress(fraction, description)
+        return check_then

@@ -11,7 +11,6 @@ The loss is the mean next-token cross-entropy over the text, in nats: -1/(T-1) s
 """
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,7 +21,7 @@ from modeling import record
 
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import InputProblem, echo, kind_of
-from explorer.core.machine import CORES
+from explorer.core.machine import CORES, side_by_side
 from explorer.views.architecture import describe
 from explorer.views.forward_pass import AttentionKind, RecordedPass, attention_kind, recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
@@ -180,7 +179,7 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
     (whose change reaches the whole decoder through its memory): one full pass per head (``ablated_pass``). The
     batches are independent, so ``workers`` threads run them side by side: torch releases the GIL inside its
     kernels, and the app runs one torch thread per request, so ``CORES`` workers use the machine's cores.
-    ``progress(fraction, description)`` is called as they finish."""
+    ``progress(fraction, description)`` is called as they finish: an error it raises stops the layers not started."""
     attention, run, losses = prepare(model, tokenizer, text, kind, decoding)
     n_layers, n_heads = attention.n_layers(model.config), model.config.n_heads
     base = float(losses.mean())
@@ -191,8 +190,8 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
         return [float(ablated_pass(run, attention, [(layer, head)])[1].mean()) for head in range(n_heads)]
 
     increase = np.zeros((n_layers, n_heads))
-    with ThreadPoolExecutor(max(1, workers)) as pool:
-        for done, (layer, layer_loss) in enumerate(zip(range(n_layers), pool.map(layer_losses, range(n_layers))), 1):
+    with side_by_side(layer_losses, list(range(n_layers)), workers) as results:
+        for done, (layer, layer_loss) in enumerate(zip(range(n_layers), results), 1):
             increase[layer] = np.array(layer_loss) - base
             if progress is not None:
                 progress(done / n_layers, f"{done * n_heads} of {n_layers * n_heads} heads removed, one at a time")

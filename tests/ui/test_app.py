@@ -61,12 +61,14 @@ def test_long_jobs_have_slots_of_their_own_so_interactive_events_are_not_starved
     groups = {app.demo.fns[dep["id"]].name: (app.demo.fns[dep["id"]].concurrency_id, app.demo.fns[dep["id"]].concurrency_limit)
               for dep in app.demo.config["dependencies"]}
     for interactive in ("encoding_plots", "show_attention", "show_head", "trace_forward", "training_timeline",
-                        "measure_revisions", "grids_offered"):
+                        "grids_offered"):
         assert groups[interactive] == ("model", 1)  # one core for the views, one for the generations' decode thread
     assert groups["generate"] == ("generation", 16)  # the views never wait behind generations, decoded in one batch
     assert groups["recompute_extrapolation"] == ("extrapolation", 1)
     assert groups["compare_encodings"] == ("comparison", 1)
     assert groups["gradient_step"] == ("model", 1)
+    for exact in ("activation_patching", "rank_heads", "measure_revisions"):
+        assert groups[exact] == ("exact", 1)  # a pass per cell or revision: never in the views' way
     assert groups["train_live"] == ("training", 1)  # one training job at a time, never in the generation slots
     for opening in ("open_model", "open_upload", "open_trained", "push_to_hub", "timeline_of_revisions", "open_revisions"):
         assert groups[opening] == ("opening", 16)  # waits on the network, so never in the views' slot (16: requests that follow a stalled download leave room)

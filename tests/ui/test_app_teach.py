@@ -18,11 +18,13 @@ def test_the_teaching_endpoints_are_public_and_share_the_cores(client, app):
     for name in ("attention_steps", "attention_steps_query", "worked_example", "logit_lens", "logit_lens_position",
                  "ablate_heads", "rank_heads", "next_token_distribution"):
         assert f"/{name}" in public, name
-    heavy = {"attention_steps", "attention_steps_query", "logit_lens", "logit_lens_position", "ablate_heads", "rank_heads",
+    views = {"attention_steps", "attention_steps_query", "logit_lens", "logit_lens_position", "ablate_heads",
              "next_token_distribution"}
     for dep in app.demo.config["dependencies"]:
-        if dep["api_name"] in heavy:
+        if dep["api_name"] in views:
             assert app.demo.fns[dep["id"]].concurrency_id == "model"
+        if dep["api_name"] == "rank_heads":  # a pass per head: the exact answers' slot
+            assert app.demo.fns[dep["id"]].concurrency_id == "exact"
 
 
 def test_worked_example_is_there_before_any_model(client):

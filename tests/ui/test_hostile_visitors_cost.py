@@ -7,6 +7,8 @@ the app's real endpoints (the app server of tests/conftest.py) against the local
 - Row 9: an upload unpacks only what the model needs: a pickle beside safetensors stays in the zip.
 - Row 11: repos that drip hold no opening slot another visitor needs; stalled, their jobs end and their threads go.
 - Row 14: a malformed tokenizer.json or config.json is refused by name, not "Something went wrong".
+- A long text's exact answers (one pass per cell) stop at their deadline, the estimate shown alone, and run in a slot
+  of their own, so the views never wait behind them.
 """
 
 import json
@@ -165,3 +167,36 @@ def test_dripping_repos_delay_no_other_open_and_their_jobs_end(app_server, hub, 
             break
         time.sleep(0.1)
     assert job_threads() == []
+
+
+def test_exact_answers_past_their_deadline_stop_and_leave_the_estimate(app_server, app, tiny_checkpoints, monkeypatch):
+    """SCRATCH_EXACT_SECONDS=0 (the operator's setting, read per request): every exact run is past its time at its
+    first batch; the estimate stays on screen with what to shorten."""
+    from transformers import AutoTokenizer
+
+    from explorer.views.patching.texts import DEFAULT_CLEAN, change_one_word
+    from support.app_client import figure
+
+    corrupted, _ = change_one_word(AutoTokenizer.from_pretrained(tiny_checkpoints / "shakespeare-rope"), DEFAULT_CLEAN)
+
+    client = Client(app_server, verbose=False)
+    monkeypatch.setenv("SCRATCH_EXACT_SECONDS", "0")
+    rank, estimate, line = client.predict("To be, or not to be, that is the question", "shakespeare-rope", "self",
+                                          api_name="/rank_heads")
+    assert rank is None and figure(estimate)["data"][0]["type"] == "heatmap"
+    assert "⚠️ Removing each head alone stopped after 0 s" in line and "shorten the text" in line
+    *exact, numbers, explained, cell, cell_line, estimated_residual, _, _, _, estimate_numbers, line = (
+        client.predict("shakespeare-rope", DEFAULT_CLEAN, corrupted, "", "", ["residual"],
+                       api_name="/activation_patching"))
+    assert exact == [None] * 4 and numbers is None and explained == ""
+    assert figure(estimated_residual)["data"][0]["type"] == "heatmap" and "residual" in estimate_numbers["estimate"]
+    assert "⚠️ The exact patched runs stopped after 0 s" in line and "fewer grids" in line
+    monkeypatch.delenv("SCRATCH_EXACT_SECONDS")
+    *_, line = client.predict("To be, or not to be, that is the question", "shakespeare-rope", "self",
+                              api_name="/rank_heads")
+    assert "each removed alone" in line  # the default: the tiny model's ranking is well within it
+
+    groups = {app.demo.fns[dep["id"]].name: app.demo.fns[dep["id"]].concurrency_id
+              for dep in app.demo.config["dependencies"]}
+    assert groups["rank_heads"] == groups["activation_patching"] == groups["measure_revisions"] == "exact"
+    assert groups["show_attention"] == groups["logit_lens"] == "model"  # never behind an exact answer

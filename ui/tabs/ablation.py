@@ -5,12 +5,13 @@ import time
 
 import gradio as gr
 
+from explorer.core.machine import Deadline, OverBudget
 from explorer.views import ablation, ablation_estimate, attention
 from explorer.views.first_order import agreement
 from explorer.present import ablation as present, figures
 
 from ui.controls import DecodingControls, view_inputs
-from ui.events import INTERACTIVE, NO_FIGURE, UNCHECKED, guarded, status
+from ui.events import EXACT, INTERACTIVE, NO_FIGURE, UNCHECKED, guarded, status
 from ui.menus import kind_choices, kind_menu, text_and_model
 from ui.tab import TabParts
 
@@ -42,7 +43,13 @@ def rank_heads(text, model_name, kind, *decoding, progress=gr.Progress()):
         f"**{info.name}**: every head's cost estimated to first order in {estimated:.2f} s (one backward pass). "
         "Removing each head alone is running; the exact map appears beside the estimate when it finishes.")
     started = time.perf_counter()
-    ranking = ablation.rank_heads(model, tokenizer, text, kind, settings, progress=lambda f, d: progress(f, desc=d))
+    deadline = Deadline("Removing each head alone", "shorten the text (each removal runs over all of it)")
+    try:
+        ranking = ablation.rank_heads(model, tokenizer, text, kind, settings,
+                                      progress=deadline.watching(lambda f, d: progress(f, desc=d)))
+    except OverBudget as stopped:
+        yield NO_FIGURE, present.estimate_ranking_figure(estimate), status(f"**{info.name}**: ⚠️ {stopped}", *notices)
+        return
     seconds = time.perf_counter() - started
     agreed = agreement(estimate.increase, ranking.increase)
     top = ", ".join(f"L{l}.H{h} ({figures.signed(v)})" for l, h, v in ranking.order()[:3])
@@ -77,7 +84,7 @@ def tab(choices, value, decoding: DecodingControls) -> TabParts:
     button.click(ablate_heads, [text, menu, kind, heads, *decoding.all()], [next_plot, loss_plot, status_line],
                  api_name="ablate_heads", **INTERACTIVE, **UNCHECKED)
     rank_button.click(rank_heads, [text, menu, kind, *decoding.all()], [rank_plot, estimate_plot, status_line], api_name="rank_heads",
-                      **INTERACTIVE, **UNCHECKED)
+                      **EXACT, **UNCHECKED)
     # the status line speaks of one request: the plots of the other kind of request are cleared, not left stale
     button.click(lambda: (NO_FIGURE, NO_FIGURE), None, [rank_plot, estimate_plot], api_name="ablation_clear_rank",
                  api_visibility="private")

@@ -9,10 +9,11 @@ from explorer.models import registry
 from explorer.views.first_order import agreement
 from explorer.views.patching import analysis, estimates, grids, texts
 from explorer.core.inputs import InputProblem, echo
+from explorer.core.machine import Deadline, OverBudget
 from explorer.present import patching as present
 
 from ui.controls import DecodingControls
-from ui.events import INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
+from ui.events import EXACT, INTERACTIVE, KEPT, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
 from ui.menus import decoder_only, model_menu
 from ui.tab import TabParts
 
@@ -77,13 +78,20 @@ def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_an
     started = time.perf_counter()
     estimate = estimates.attribution_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites)
     estimated = time.perf_counter() - started
-    yield (*NOTHING_EXACT_YET, *_estimate_figures(estimate, model.config), {"estimate": estimate.to_json()},
+    estimated_only = (*NOTHING_EXACT_YET, *_estimate_figures(estimate, model.config), {"estimate": estimate.to_json()})
+    yield (*estimated_only,
            status(f"**{info.name}**: every grid estimated to first order in {estimated:.2f} s (one backward pass). "
                   "The exact patched runs are running; each grid appears beside its estimate when they finish.",
                   *estimate.runs.notices))
     started = time.perf_counter()
-    result = analysis.activation_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites,
-                                          progress=lambda f, d: progress(f, desc=d))
+    deadline = Deadline("The exact patched runs", "shorten the two texts (each grid has a run per token) or choose "
+                        "fewer grids")
+    try:
+        result = analysis.activation_patching(model, tokenizer, clean_text, corrupted_text, answer, wrong_answer, sites,
+                                              progress=deadline.watching(lambda f, d: progress(f, desc=d)))
+    except OverBudget as stopped:
+        yield *estimated_only, status(f"**{info.name}**: ⚠️ {stopped}", *estimate.runs.notices)
+        return
     seconds = time.perf_counter() - started
     agreements = {name: agreement(estimate.grids[name].values, grid.values) for name, grid in result.grids.items()}
     runs = sum(grid.values.size for grid in result.grids.values())
@@ -220,7 +228,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                  [*plots.values(), numbers, explained, result, cell_plot, cell_line, *estimate_plots.values(),
                   estimate_numbers, status_line],
                  api_name="activation_patching",
-                 **INTERACTIVE, **UNCHECKED)
+                 **EXACT, **UNCHECKED)
     bridge.click(show_cell, result, [cell_plot, cell_line], api_name="patching_cell", api_visibility="private")
     menu.change(grids_offered, [menu, grid_boxes, offered], [grid_boxes, offered, rows["feed_forward"]], api_name="patching_grids",
                 api_visibility="private", **INTERACTIVE, **UNCHECKED)

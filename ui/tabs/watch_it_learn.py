@@ -17,7 +17,7 @@ from explorer.present import watch_it_learn as present
 from explorer.core.inputs import InputProblem, echo, whole_number
 
 from ui.controls import DecodingControls
-from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, OPENING, UNCHECKED, guarded, say_doing, status, visible_breaks
+from ui.events import EXACT, INTERACTIVE, NO_FIGURE, NO_TEXT, OPENING, UNCHECKED, guarded, say_doing, status, visible_breaks
 from ui.tab import TabParts
 
 
@@ -81,7 +81,7 @@ def open_revisions(repo_id, revisions, text):
 @guarded(timeline=NO_TIMELINE, picked=NO_REVISIONS, heads=NO_FIGURE, attention=NO_FIGURE, sample=NO_TEXT, guesses=NO_TEXT)
 def measure_revisions(asked):
     """The opened revisions measured (a ``HubTimeline``, kept for ``show_revision``), the revision menu on the last
-    one, and its views. Runs in the views' slot: the model's work, beside the generations' decode thread."""
+    one, and its views. Runs in the exact answers' slot (``EXACT``): one pass per revision, never in the views' way."""
     if asked is None:  # the opening failed, and its status line says why
         return (gr.skip(),) * 7
     measured = asked.measure(lambda line: say_doing(f"Measuring {line}"))
@@ -151,7 +151,7 @@ def hub_section(text: gr.Textbox) -> None:
     gr.on([button.click, repo.submit, revisions.submit], open_revisions, [repo, revisions, text], [asked, line],
           api_name="hub_timeline_open", api_visibility="private", show_progress="minimal", **OPENING, **UNCHECKED).then(
         measure_revisions, asked, [timeline, picked, heads, attention, sample, guesses, line],
-        api_name="hub_timeline_measure", api_visibility="private", **INTERACTIVE, **UNCHECKED)
+        api_name="hub_timeline_measure", api_visibility="private", **EXACT, **UNCHECKED)
     picked.input(show_revision, [timeline, picked], [heads, attention, sample, guesses, line],
                  api_name="hub_timeline_revision", api_visibility="private", **UNCHECKED)
     gr.api(timeline_of_revisions, api_name="hub_timeline", **OPENING)  # the section's numbers, as JSON

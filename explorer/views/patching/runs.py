@@ -14,7 +14,6 @@ table is ever held.
 
 from collections import defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import torch
@@ -22,7 +21,7 @@ from transformers.cache_utils import DynamicCache
 
 from modeling import Recording, Site, record
 
-from explorer.core.machine import CORES
+from explorer.core.machine import CORES, side_by_side
 from explorer.views import vocabulary
 from explorer.views.patching.grids import Patch
 
@@ -170,7 +169,7 @@ def run_batched(model, corrupted: Recording, patches: list[list[Patch]], clean,
                 chunk_tokens: int = CHUNK_TOKENS, workers: int = WORKERS) -> tuple[torch.Tensor, ...]:
     """``summarise`` of ``patched_logits`` of every row of ``patches``, in the row order given: each field of
     ``summarise((rows, vocab) logits)`` for every row. Batched by ``batches_of``, ``workers`` batches at a time;
-    ``progress(done, total)`` as batches finish."""
+    ``progress(done, total)`` as batches finish: an error it raises stops the batches not started."""
     length = corrupted["decoder", 0, None, "input"].shape[1]
     batches = batches_of(patches, model.config.n_layers, length, chunk_tokens)
     fields: list[torch.Tensor] | None = None
@@ -179,8 +178,8 @@ def run_batched(model, corrupted: Recording, patches: list[list[Patch]], clean,
         rows = [patches[i] for i in batch.rows]
         return summarise(patched_logits(model, corrupted, rows, clean, batch.layer, batch.position))
 
-    with ThreadPoolExecutor(max(1, min(workers, len(batches) or 1))) as pool:
-        for done, (batch, parts) in enumerate(zip(batches, pool.map(run, batches)), 1):
+    with side_by_side(run, batches, workers) as results:
+        for done, (batch, parts) in enumerate(zip(batches, results), 1):
             if fields is None:
                 fields = [torch.empty((len(patches), *p.shape[1:]), dtype=p.dtype) for p in parts]
             for out, part in zip(fields, parts):

@@ -46,3 +46,61 @@ def kept_mb(setting: str) -> float:
 def test_memory_freed_by_one_thread_is_reused_by_the_next_once_the_app_sets_the_allocator():
     assert kept_mb("set") < 40  # 2 heaps: each thread reuses what the ones before it freed (13 MB measured)
     assert kept_mb("default") > 60  # heaps of their own: several keep their 30 MB (100 MB measured)
+
+
+def test_leaving_side_by_side_early_drops_the_work_not_started():
+    """An error in the loop (a Deadline) frees the cores after the items running, not after all of them."""
+    import threading
+
+    from explorer.core.machine import side_by_side
+
+    started, lock = [], threading.Lock()
+
+    def work(item):
+        with lock:
+            started.append(item)
+        if item > 0:
+            threading.Event().wait(0.5)  # busy while the loop below stops: no worker is free to start another
+        return item * 2
+
+    with side_by_side(work, list(range(5)), workers=2) as results:
+        assert list(results) == [0, 2, 4, 6, 8]  # in order, all of them
+    started.clear()
+    with pytest.raises(RuntimeError):
+        with side_by_side(work, list(range(40)), workers=2) as results:
+            for value in results:
+                raise RuntimeError("stop")
+    assert sorted(started) == [0, 1, 2]  # item 0, and the two the workers had taken up: not 40
+
+
+def test_a_deadline_stops_work_past_its_time_or_bound_to_run_past_twice_it():
+    from explorer.core import machine
+    from explorer.core.inputs import InputProblem
+
+    deadline = machine.Deadline("The runs", "use a shorter text", seconds=10)
+    deadline.check(0.001)  # under SETTLED_SECONDS: the pace is not trusted yet
+    deadline.started -= 3  # 3 s in
+    deadline.check(0.2)  # on pace for 15 s: under twice 10
+    with pytest.raises(machine.OverBudget) as stopped:
+        deadline.check(0.1)  # on pace for 30 s: past twice 10
+    assert isinstance(stopped.value, InputProblem)  # the app shows it as a message, what to do included
+    assert "The runs stopped after 3 s, 10% done" in str(stopped.value) and "about 30 s" in str(stopped.value)
+    assert str(stopped.value).endswith("for the exact answer, use a shorter text.")
+    deadline.started -= 8  # 11 s in: past the time itself, whatever the pace
+    with pytest.raises(machine.OverBudget):
+        deadline.check(0.95)
+    calls = []
+    watching = machine.Deadline("The runs", "shorten it", seconds=10).watching(lambda f, d: calls.append((f, d)))
+    watching(0.5, "half")
+    assert calls == [(0.5, "half")]  # checked, then passed on
+
+
+def test_the_operator_may_give_exact_answers_another_time(monkeypatch):
+    from explorer.core import machine
+
+    monkeypatch.delenv(machine.EXACT_ENV, raising=False)
+    assert machine.Deadline("x", "y").seconds == machine.EXACT_SECONDS == 60
+    monkeypatch.setenv(machine.EXACT_ENV, "600")
+    assert machine.Deadline("x", "y").seconds == 600
+    monkeypatch.setenv(machine.EXACT_ENV, "an hour")
+    assert machine.Deadline("x", "y").seconds == 60  # unreadable: the default
