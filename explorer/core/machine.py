@@ -79,10 +79,10 @@ class OverBudget(InputProblem):
 
 
 class Deadline:
-    """Work that reports its progress, stopped once it has run ``seconds``, or as soon as its pace says it would run
-    past twice that (measured over ``SETTLED_SECONDS`` at least; twice, because the first runs of a patching grid or a
-    ranking start from the lowest layers and cost the most). ``watching(progress)`` is the progress callback the
-    work calls with (fraction done, description): it checks, then passes the call on."""
+    """Work that reports its progress (the fraction of its work done), stopped once it has run ``seconds``, or as
+    soon as its pace says it would run past twice that (measured over ``SETTLED_SECONDS`` at least; twice, for what a
+    pace misjudges: the first runs pay the warm-up, and share the cores with other requests). ``watching(progress)``
+    is the progress callback the work calls with (fraction done, description): it checks, then passes the call on."""
 
     def __init__(self, what: str, shorten: str, seconds: float | None = None):
         self.what, self.shorten = what, shorten

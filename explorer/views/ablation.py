@@ -179,7 +179,8 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
     (whose change reaches the whole decoder through its memory): one full pass per head (``ablated_pass``). The
     batches are independent, so ``workers`` threads run them side by side: torch releases the GIL inside its
     kernels, and the app runs one torch thread per request, so ``CORES`` workers use the machine's cores.
-    ``progress(fraction, description)`` is called as they finish: an error it raises stops the layers not started."""
+    ``progress(fraction, description)`` is called as they finish (the fraction of the work, the first layers' costing
+    the most): an error it raises stops the layers not started."""
     attention, run, losses = prepare(model, tokenizer, text, kind, decoding)
     n_layers, n_heads = attention.n_layers(model.config), model.config.n_heads
     base = float(losses.mean())
@@ -190,11 +191,14 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
         return [float(ablated_pass(run, attention, [(layer, head)])[1].mean()) for head in range(n_heads)]
 
     increase = np.zeros((n_layers, n_heads))
+    # each layer's work: a decoder's runs from that layer on (the first layers' cost the most), an encoder's whole
+    costs = np.array([n_layers - layer if attention.stack == "decoder" else 1 for layer in range(n_layers)])
     with side_by_side(layer_losses, list(range(n_layers)), workers) as results:
         for done, (layer, layer_loss) in enumerate(zip(range(n_layers), results), 1):
             increase[layer] = np.array(layer_loss) - base
             if progress is not None:
-                progress(done / n_layers, f"{done * n_heads} of {n_layers * n_heads} heads removed, one at a time")
+                progress(costs[:done].sum() / costs.sum(),
+                         f"{done * n_heads} of {n_layers * n_heads} heads removed, one at a time")
     return HeadRanking(attention.name, base, increase, [*run.read.notices, *sharing_notes(model)])
 
 

@@ -205,7 +205,7 @@ def cell_results(model, kinds: list[GridKind], clean, corrupted, answer_id: int,
     results = CellResults(*(column.expand(len(every), *column.shape[1:]).clone() for column in plain))
     if to_run:
         report = None if progress is None else (
-            lambda done, total: progress(done / total, f"{len(to_run)} patched runs: {done} of {total} batches"))
+            lambda done, total, work: progress(work, f"{len(to_run)} patched runs: {done} of {total} batches"))
         ran = run_batched(model, corrupted.recording, [cells[i] for i in to_run], values, summarise, report,
                           chunk_tokens, workers)
         for column, part in zip(results, ran):

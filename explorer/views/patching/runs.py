@@ -40,6 +40,11 @@ class Batch(NamedTuple):
     position: int
     rows: list[int]
 
+    def cost(self, n_layers: int, length: int) -> int:
+        """Its work, in layer-tokens: rows x layers run x tokens run (the first batches, from the lowest layers, cost
+        the most)."""
+        return len(self.rows) * (n_layers - self.layer) * (length - self.position)
+
 
 def _overwrite(clean: torch.Tensor, rows: list[int], heads: list[int | None], positions: list[int], start: int
                ) -> Callable:
@@ -169,9 +174,11 @@ def run_batched(model, corrupted: Recording, patches: list[list[Patch]], clean,
                 chunk_tokens: int = CHUNK_TOKENS, workers: int = WORKERS) -> tuple[torch.Tensor, ...]:
     """``summarise`` of ``patched_logits`` of every row of ``patches``, in the row order given: each field of
     ``summarise((rows, vocab) logits)`` for every row. Batched by ``batches_of``, ``workers`` batches at a time;
-    ``progress(done, total)`` as batches finish: an error it raises stops the batches not started."""
+    ``progress(done, total, work)`` as batches finish (``work``: the fraction of the work done, by ``Batch.cost``): an
+    error it raises stops the batches not started."""
     length = corrupted["decoder", 0, None, "input"].shape[1]
     batches = batches_of(patches, model.config.n_layers, length, chunk_tokens)
+    costs = [batch.cost(model.config.n_layers, length) for batch in batches]
     fields: list[torch.Tensor] | None = None
 
     def run(batch: Batch) -> tuple[torch.Tensor, ...]:
@@ -185,5 +192,5 @@ def run_batched(model, corrupted: Recording, patches: list[list[Patch]], clean,
             for out, part in zip(fields, parts):
                 out[batch.rows] = part
             if progress is not None:
-                progress(done, len(batches))
+                progress(done, len(batches), sum(costs[:done]) / sum(costs))
     return tuple(fields or ())

@@ -174,3 +174,14 @@ def test_the_default_text_shows_a_typical_effect_and_the_spread_is_the_models_ow
             assert measured == pytest.approx(alone.loss_after - alone.loss_before, abs=1e-6)
         line = spread.line()
         assert f"{ordered[0]:+.3f} to {ordered[-1]:+.3f} nats (median {np.median(ordered):+.3f})" in line, line
+
+
+def test_the_ranking_reports_its_work_weighted_by_the_layers_each_removal_runs():
+    """A decoder's removals in layer l run layers l.. L-1: layer 0's are L of the L(L+1)/2 layer-runs, not 1 of L."""
+    model, tokenizer = shipped("shakespeare-main")
+    reports = []
+    rank_heads(model, tokenizer, TEXT, progress=lambda fraction, line: reports.append((fraction, line)), workers=1)
+    n = model.config.n_layers
+    expected = np.cumsum(np.arange(n, 0, -1)) / (n * (n + 1) / 2)
+    np.testing.assert_allclose([fraction for fraction, _ in reports], expected, rtol=1e-12)
+    assert reports[0][1] == f"{model.config.n_heads} of {n * model.config.n_heads} heads removed, one at a time"

@@ -284,3 +284,27 @@ def test_an_encoder_decoder_is_refused_with_the_reason(tiny_checkpoints):
     model, tokenizer = load(tiny_checkpoints, "folio-to-modern")
     with pytest.raises(InputProblem, match="decoder-only"):
         activation_patching(model, tokenizer, TINY_TEXT, TINY_TEXT)
+
+
+def test_progress_reports_the_work_done_weighted_by_what_each_batch_runs(main):
+    """The deadline reads this pace: batches from the lowest layers run more layers, so each counts its layer-tokens,
+    not one batch each. Every report: (batches done, batches, fraction of the work), ending at 1."""
+    from explorer.views.patching.runs import batches_of
+
+    model, tokenizer = main
+    corrupted_text, _ = change_one_word(tokenizer, DEFAULT_CLEAN)
+    clean, corrupted, ids = runs(model, tokenizer, DEFAULT_CLEAN, corrupted_text)
+    n_layers, length = model.config.n_layers, len(ids)
+    site = lambda layer: Site("decoder", layer, None, "input")  # noqa: E731 - the residual stream entering a layer
+    rows = [[Patch(site(layer), (position,))] for layer in range(n_layers) for position in range(length)]
+    values = {site(layer): clean.recording[site(layer)] for layer in range(n_layers)}
+    reports = []
+    run_batched(model, corrupted.recording, rows, values, lambda logits: (logits,), lambda *r: reports.append(r),
+                chunk_tokens=64, workers=1)
+    batches = batches_of(rows, n_layers, length, 64)
+    costs = [len(b.rows) * (n_layers - b.layer) * (length - b.position) for b in batches]
+    assert [r[:2] for r in reports] == [(done, len(batches)) for done in range(1, len(batches) + 1)]
+    np.testing.assert_allclose([r[2] for r in reports], np.cumsum(costs) / sum(costs), rtol=1e-12)
+    assert reports[-1][2] == pytest.approx(1.0) and len(batches) > n_layers  # several batches a layer
+    first = [r[2] for r, b in zip(reports, batches) if b.layer == 0][-1]
+    assert first > sum(1 for b in batches if b.layer == 0) / len(batches)  # layer 0's share of the work > its count
