@@ -59,7 +59,7 @@ is not 0. Both work over the d_model numbers of one token."""
 
 FEED_FORWARD = """**Feed-forward network.** After attention mixes information between tokens, the same network runs on
 every position alone. The paper's: FFN(x) = act(x W_1 + b_1) W_2 + b_2, widened to d_ff and back; the paper used
-ReLU, our shipped models (4 × d_model wide), GPT-2 and Pythia GELU. Llama, Qwen2 and Mistral use a *gated* one with
+ReLU, our shipped models, GPT-2 and Pythia GELU. Llama, Qwen2 and Mistral use a *gated* one with
 no biases: FFN(x) = (silu(x W_gate) ⊙ (x W_up)) W_2 (SwiGLU), where the gate decides, unit by unit, how much of
 x W_up passes. A model trained *attention only* (the induction preset of Train one yourself) has none: each of its
 layers is x + Attn(Norm(x)) alone."""
