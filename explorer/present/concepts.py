@@ -5,8 +5,8 @@ The teaching text writes a head's width as the paper does, d_k; ``ATTENTION`` sa
 
 
 EMBEDDING = """**Token embedding, × √d_model or not.** Each token id picks one row of the embedding matrix E. The
-paper and our shipped models multiply it by √d_model (16 for d_model = 256); GPT-2, Llama, Qwen2, Mistral and Pythia
-do not (the first step above says which the model in front of you does). Why the paper's factor: in our shipped
+paper and our shipped models multiply it by √d_model; GPT-2, Llama, Qwen2, Mistral and Pythia do not (the token
+embedding step says whether the model in front of you does, and by how much). Why the paper's factor: in our shipped
 models E is shared with the output layer (the LM head is E itself, *tied*), which keeps its entries small
 (initialised with standard deviation 0.02); the factor brings a token vector to the size of the position encoding
 added to it (sinusoidal values lie in [−1, 1]), so neither drowns the other. With RoPE, ALiBi or no encoding nothing

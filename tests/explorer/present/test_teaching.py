@@ -150,6 +150,16 @@ def test_what_the_explanations_say_about_our_models_is_true_of_every_shipped_one
         assert c.d_ff == int(ratio) * c.d_model, (name, ratio)
 
 
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_concepts_give_no_size_of_one_shipped_model(name):
+    """The concepts are one text for every model: no d_model, d_ff or √d_model of a checkpoint is typed into them (the
+    steps of the model shown give its own)."""
+    c = shipped(name)[0].config
+    numbers = {float(n) for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", " ".join(concepts.CONCEPTS))}
+    sizes = {c.d_model, c.d_ff, round(c.d_model ** 0.5, 2)}
+    assert not numbers & sizes, (name, numbers & sizes)
+
+
 def test_the_papers_d_k_is_said_once_to_be_the_codes_d_head():
     """The teaching text writes a head's width as the paper's d_k; the concept of multi-head attention says that the
     code calls it d_head, and no other concept says so again."""
