@@ -91,10 +91,12 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
 
 
 def _feed_forward_rows(steps: _Steps, stack: str, first, where: str, tokens: str, dims, arch: Architecture) -> None:
-    """Layer 0's feed-forward: its hidden layer and its output, as this model computes them."""
+    """Layer 0's feed-forward: its hidden layer and its output, as this model computes them. It reads the stream after
+    the sublayer before it: a decoder layer's cross-attention (an encoder-decoder), attention otherwise."""
+    before = "cross-attention" if first.cross_attention is not None else "attention"
     reads = (f"reads {arch.norm}_2 of the layer's input x, beside attention (parallel residual)" if arch.parallel_residual
-             else f"reads {arch.norm_of('x')} of the stream after attention" if arch.pre_norm
-             else "reads the stream after attention's Add & Norm")
+             else f"reads {arch.norm_of('x')} of the stream after {before}" if arch.pre_norm
+             else f"reads the stream after {before}'s Add & Norm")
     steps.add(stack, "layer 0: feed-forward hidden", f"{where}.feed_forward_hidden", first.feed_forward_hidden,
               ("batch", tokens, "d_ff"), f"{arch.ffn_hidden_formula()}: widened to d_ff; {reads}")
     steps.add(stack, "layer 0: feed-forward output", f"{where}.feed_forward_output", first.feed_forward_output,
