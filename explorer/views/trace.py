@@ -150,7 +150,7 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
         if first.cross_attention is not None:
             _attention_rows(steps, stack, "layer 0 cross-attention", first.cross_attention,
                             f"{where}.layers[0].cross_attention", tokens, "source tokens", config, arch)
-            steps.add(stack, f"layer 0: after cross-attention's {add}", f"{where}.layers[0].after_cross_attention",
+            steps.add(stack, f"layer 0: after cross-attention's {add.removeprefix('the ')}", f"{where}.layers[0].after_cross_attention",
                       first.after_cross_attention, dims, "the residual stream after cross-attention")
         if first.feed_forward_output is not None:  # an attention-only model (feed_forward="none") has none
             _feed_forward_rows(steps, stack, first, f"{where}.layers[0]", tokens, dims, arch)

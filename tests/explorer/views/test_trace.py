@@ -75,6 +75,13 @@ def test_the_feed_forward_reads_the_stream_after_the_sublayer_before_it(tokenize
     assert len(rows) == (2 if kind == "encoder-decoder" else 1)
 
 
+@pytest.mark.parametrize("norm_first, added", [(True, "residual add"), (False, "Add & Norm")])
+def test_the_stream_after_cross_attention_is_named_by_how_it_is_added(tokenizer, norm_first, added):
+    model = seq2seq_lm(tokenizer, norm_first=norm_first, final_layer_norm=norm_first)
+    steps = [s.step for s in trace.forward_trace(model, tokenizer, TEXT, GREEDY).steps if "after cross-attention" in s.step]
+    assert steps == [f"layer 0: after cross-attention's {added}"]
+
+
 def test_every_row_names_where_its_tensor_is_in_the_models_output(tokenizer):
     model = causal_lm(tokenizer, "rope")
     result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)
