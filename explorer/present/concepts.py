@@ -5,8 +5,8 @@ The teaching text writes a head's width as the paper does, d_k; ``ATTENTION`` sa
 
 
 EMBEDDING = """**Token embedding, × √d_model or not.** Each token id picks one row of the embedding matrix E. The
-paper and our shipped models multiply it by √d_model (16 for d_model = 256); GPT-2, Llama, Qwen2, Mistral and Pythia
-do not (the first step above says which the model in front of you does). Why the paper's factor: in our shipped
+paper and our shipped models multiply it by √d_model; GPT-2, Llama, Qwen2, Mistral and Pythia do not (the token
+embedding step says whether the model in front of you does, and by how much). Why the paper's factor: in our shipped
 models E is shared with the output layer (the LM head is E itself, *tied*), which keeps its entries small
 (initialised with standard deviation 0.02); the factor brings a token vector to the size of the position encoding
 added to it (sinusoidal values lie in [−1, 1]), so neither drowns the other. With RoPE, ALiBi or no encoding nothing
@@ -59,7 +59,7 @@ is not 0. Both work over the d_model numbers of one token."""
 
 FEED_FORWARD = """**Feed-forward network.** After attention mixes information between tokens, the same network runs on
 every position alone. The paper's: FFN(x) = act(x W_1 + b_1) W_2 + b_2, widened to d_ff and back; the paper used
-ReLU, our shipped models (4 × d_model wide), GPT-2 and Pythia GELU. Llama, Qwen2 and Mistral use a *gated* one with
+ReLU, our shipped models, GPT-2 and Pythia GELU. Llama, Qwen2 and Mistral use a *gated* one with
 no biases: FFN(x) = (silu(x W_gate) ⊙ (x W_up)) W_2 (SwiGLU), where the gate decides, unit by unit, how much of
 x W_up passes. A model trained *attention only* (the induction preset of Train one yourself) has none: each of its
 layers is x + Attn(Norm(x)) alone."""

@@ -16,11 +16,12 @@ TEACHING = """### How the prediction was made: the routes through the model
   Blue lines are attention (head **L4.H7** = layer 4, head 7) carrying one token's information to another; orange
   lines a feed-forward block; grey lines the residual stream kept as it was; purple lines (an encoder-decoder)
   cross-attention reading the source from the encoder's output, the bottom row. A line's width is its share.
-- **How it is measured (Ferrando & Voita 2024):** every vector the model writes into the stream is a sum of parts:
-  y = x + Σ_heads Σ_tokens A[i,j] · (Norm(x_j) W_V W_O) + b_O after attention, y = x + FFN(Norm(x)) after a
-  feed-forward (Norm: the model's own LayerNorm or RMSNorm; the line above the graph gives this model's layer).
-  A part c's *share* is how much closer it brings the sum: max(0, |y|₁ − |y − c|₁), normalised over the parts. Only
-  parts over the threshold are kept, traced back from the prediction: one forward pass, then arithmetic.
+- **How it is measured (Ferrando & Voita 2024):** every vector y the model writes into the stream is a sum of parts:
+  the stream x it is added to; for attention, each head's share of each token (the attention weight A[i,j] times
+  that token's value, through W_O), and the output bias where the model has one; for a feed-forward, its output.
+  The line above the graph gives this model's layer and the sums it splits. A part c's *share* is how much closer
+  it brings the sum: max(0, |y|₁ − |y − c|₁), normalised over the parts. Only parts over the threshold are kept,
+  traced back from the prediction: one forward pass, then arithmetic.
 - **Click a node:** what the stream there would predict (the logit lens at that point), and the heads and blocks
   feeding it.
 - **Its limits:** a share says how much a part *adds* to a vector, not that the prediction *needs* it: contribution

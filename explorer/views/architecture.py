@@ -144,16 +144,20 @@ class Architecture:
         return f"the paper's feed-forward with {self.activation}: {self.ffn_formula()}"
 
     def residual_formula(self) -> str:
-        """One layer's update of the residual stream x."""
-        attention = "Attn(x)" if not self.pre_norm else f"Attn({self.norm_of('x')})"
-        ffn = "FFN(x)" if not self.pre_norm else f"FFN({self.norm_of('x')})"
-        if self.feed_forward == "none":
-            return f"x ← x + {attention}" if self.pre_norm else f"x ← {self.norm}(x + Attn(x))"
+        """One layer's update of the residual stream x: a decoder layer's, whose cross-attention (an encoder-decoder)
+        reads the encoder's output, the memory; an encoder's layer has no cross-attention.
+
+            pre-norm   x ← x + Attn(Norm(x)); then x ← x + CrossAttn(Norm(x), memory); then x ← x + FFN(Norm(x))
+            post-norm  x ← Norm(x + Attn(x)); then x ← Norm(x + CrossAttn(x, memory)); then x ← Norm(x + FFN(x))
+            parallel   x ← x + Attn(Norm_1(x)) + FFN(Norm_2(x))
+        """
         if self.parallel_residual:
             return f"x ← x + Attn({self.norm}_1(x)) + FFN({self.norm}_2(x))"
+        sublayers = ["Attn({})"] + (["CrossAttn({}, memory)"] if self.encoder_decoder else []) + (
+            ["FFN({})"] if self.feed_forward != "none" else [])
         if self.pre_norm:
-            return f"x ← x + {attention}; then x ← x + {ffn}"
-        return f"x ← {self.norm}(x + Attn(x)); then x ← {self.norm}(x + FFN(x))"
+            return "; then ".join(f"x ← x + {s.format(self.norm_of('x'))}" for s in sublayers)
+        return "; then ".join(f"x ← {self.norm}(x + {s.format('x')})" for s in sublayers)
 
     def residual_name(self) -> str:
         if self.parallel_residual:
@@ -234,7 +238,8 @@ class Architecture:
                  f"Position: {self.position_encoding}" + (f"; {self.rotary_text()}" if self.rotary_text() else ""),
                  "LM head: " + self.head_formula()]
         if self.encoder_decoder:
-            lines.append("Encoder-decoder: the decoder's layers also cross-attend to the encoder's output")
+            lines.append("Encoder-decoder: the layer above is the decoder's; memory is the encoder's output, and the "
+                         "encoder's layers have no cross-attention")
         return lines
 
 

@@ -91,10 +91,12 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
 
 
 def _feed_forward_rows(steps: _Steps, stack: str, first, where: str, tokens: str, dims, arch: Architecture) -> None:
-    """Layer 0's feed-forward: its hidden layer and its output, as this model computes them."""
+    """Layer 0's feed-forward: its hidden layer and its output, as this model computes them. It reads the stream after
+    the sublayer before it: a decoder layer's cross-attention (an encoder-decoder), attention otherwise."""
+    before = "cross-attention" if first.cross_attention is not None else "attention"
     reads = (f"reads {arch.norm}_2 of the layer's input x, beside attention (parallel residual)" if arch.parallel_residual
-             else f"reads {arch.norm_of('x')} of the stream after attention" if arch.pre_norm
-             else "reads the stream after attention's Add & Norm")
+             else f"reads {arch.norm_of('x')} of the stream after {before}" if arch.pre_norm
+             else f"reads the stream after {before}'s Add & Norm")
     steps.add(stack, "layer 0: feed-forward hidden", f"{where}.feed_forward_hidden", first.feed_forward_hidden,
               ("batch", tokens, "d_ff"), f"{arch.ffn_hidden_formula()}: widened to d_ff; {reads}")
     steps.add(stack, "layer 0: feed-forward output", f"{where}.feed_forward_output", first.feed_forward_output,
@@ -148,7 +150,7 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
         if first.cross_attention is not None:
             _attention_rows(steps, stack, "layer 0 cross-attention", first.cross_attention,
                             f"{where}.layers[0].cross_attention", tokens, "source tokens", config, arch)
-            steps.add(stack, f"layer 0: after cross-attention's {add}", f"{where}.layers[0].after_cross_attention",
+            steps.add(stack, f"layer 0: after cross-attention's {add.removeprefix('the ')}", f"{where}.layers[0].after_cross_attention",
                       first.after_cross_attention, dims, "the residual stream after cross-attention")
         if first.feed_forward_output is not None:  # an attention-only model (feed_forward="none") has none
             _feed_forward_rows(steps, stack, first, f"{where}.layers[0]", tokens, dims, arch)

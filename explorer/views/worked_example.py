@@ -54,7 +54,8 @@ def worked_example() -> tuple[list[Step], str]:
     heads, wrong_heads = heads_of(x), heads_of(E + wrong)
     steps = [
         Step("Token embeddings E", "one row per token (the notes' values)", E.numpy(), TOKENS, DIMS,
-             "The notes add PE to E as it is; the paper and our shipped models add it to E[x]·√d_model (×2 here): "
+             f"The notes add PE to E as it is; the paper and our shipped models add it to E[x]·√d_model "
+             f"(×{D_MODEL ** 0.5:g} here): "
              "see 'Token embedding, × √d_model or not' above."),
         Step("Sinusoidal position encoding PE", "PE(pos, 2i) = sin(pos / 10000^(2i/d)),  PE(pos, 2i+1) = cos(pos / 10000^(2i/d))",
              pe.numpy(), [f"pos {p}" for p in range(len(TOKENS))], DIMS,

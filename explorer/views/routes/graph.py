@@ -16,7 +16,7 @@ from explorer.core.inputs import InputProblem, echo, number, pick
 from explorer.generation.decoding import DecodingSettings
 from explorer.generation.tokens import token_labels
 from explorer.views.forward_pass import RecordedPass, recorded_pass
-from explorer.views.architecture import describe
+from explorer.views.architecture import Architecture, describe
 from explorer.views.lens import TOP_K, read_out
 from explorer.views.routes.split import Part, Splitter, Step, steps_of
 
@@ -230,7 +230,7 @@ def prediction_routes(model, tokenizer, text: str, position=None, threshold=DEFA
 
 
 def layer_note(model) -> str:
-    """This model's layer, and what of it the routes split into parts."""
+    """This model's layer, and the sums the routes split into parts."""
     arch = describe(model)
     if arch.parallel_residual:
         split = "both blocks read the layer's input, and each one's output is split into its parts"
@@ -238,7 +238,28 @@ def layer_note(model) -> str:
         split = f"each block reads {arch.norm_of('x')}, and its output is split into its parts before it is added"
     else:
         split = f"the sum before each {arch.norm} is what is split"
-    return f"This model's layer: {arch.residual_formula()} ({arch.norm}; {split})."
+    return f"This model's layer: {arch.residual_formula()} ({arch.norm}; {split}). The sums split: {split_sums(arch)}."
+
+
+def split_sums(arch: Architecture) -> str:
+    """The sums ``split`` cuts into parts, in this model's terms: its norm, b_V and b_O only where it has them.
+
+        x + Σ_heads Σ_tokens A[i,j] · (Norm(x_j) W_V + b_V) W_O + b_O     an attention block (b_V: in each value)
+        x + FFN(Norm(x))                                                   a feed-forward
+    """
+    def heads(reads: str, tokens: str = "tokens") -> str:
+        value = arch.projection("v", reads, head="")
+        value = f"({value})" if arch.has_bias("v") else value
+        return f"Σ_heads Σ_{tokens} A[i,j] · {value} W_O" + (" + b_O" if arch.has_bias("o") else "")
+
+    if arch.parallel_residual:
+        return f"x + {heads(f'{arch.norm}_1(x_j)')} + FFN({arch.norm}_2(x)), both blocks at once"
+    sums = [f"x + {heads(arch.sublayer_input('x_j'))} after attention"]
+    if arch.encoder_decoder:
+        sums.append(f"x + {heads('memory_j', 'source tokens')} after cross-attention")
+    if arch.feed_forward != "none":
+        sums.append(f"x + FFN({arch.sublayer_input('x')}) after the feed-forward")
+    return "; ".join(sums)
 
 
 @dataclass

@@ -198,11 +198,15 @@ def test_the_routes_say_this_models_layer_and_their_teaching_no_other(explained)
     or parallel) and what of it is split; the fixed teaching text names no norm of its own."""
     from explorer.present.routes import TEACHING as ROUTES_TEACHING
     from explorer.views.routes.graph import prediction_routes
+    from explorer.views.routes.split import steps_of
 
     name, model, tokenizer, _, _ = explained
     arch = describe(model)
     note = prediction_routes(model, tokenizer, TEXT, decoding=GREEDY).notices[0]
     assert note.startswith("This model's layer: ") and arch.residual_formula() in note, (name, note)
+    rows = [step.sublayers for step in steps_of(model.config) if step.layer == 0]  # the graph's rows of one layer
+    assert len(arch.residual_formula().split("; then ")) == len(rows)
+    assert ("CrossAttn(" in note) == (("cross",) in rows), (name, note)
     assert {"LayerNorm": "RMSNorm", "RMSNorm": "LayerNorm"}[arch.norm] not in note
     assert ("split into its parts before it is added" in note) == (arch.pre_norm and not arch.parallel_residual)
     assert ("the sum before each" in note) == (not arch.pre_norm and not arch.parallel_residual)

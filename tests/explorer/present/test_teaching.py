@@ -4,6 +4,7 @@ model."""
 
 import base64
 import io
+import re
 
 import numpy as np
 import pytest
@@ -24,9 +25,10 @@ from explorer.present.lens import lens_table_html
 from explorer.present.steps import number, steps_html
 from explorer.present.clickable_html import token_strip_html
 from explorer.views.lens import logit_lens
-from support.shipped import shipped
+from support.shipped import SHIPPED_ROOT, shipped
 
 HOSTILE = "<img src=x onerror=alert(1)>"
+SHIPPED = sorted(config.parent.name for config in SHIPPED_ROOT.glob("*/config.json"))
 
 
 def test_steps_show_values_rounded_or_in_full_and_escape_labels():
@@ -134,17 +136,28 @@ def test_token_centred_figure_has_a_row_per_head_with_its_type():
     assert "&lt;s&gt;" in fig.layout.title.text
 
 
-@pytest.mark.parametrize("name", ["shakespeare-main", "shakespeare-sinusoidal", "shakespeare-learned", "shakespeare-rope",
-                                  "shakespeare-alibi", "shakespeare-none", "folio-to-modern"])
+@pytest.mark.parametrize("name", SHIPPED)
 def test_what_the_explanations_say_about_our_models_is_true_of_every_shipped_one(name):
     """explorer.present.concepts says: pre-norm with a final LayerNorm, embeddings x sqrt(d_model) tied to the LM head and
-    initialised with std 0.02, GELU feed-forward 4 x d_model wide, RoPE base 10000."""
+    initialised with std 0.02, a GELU feed-forward (as wide as any "N × d_model" it gives), RoPE base 10000."""
     model, _ = shipped(name)
     c = model.config
     assert c.norm_first and c.final_layer_norm and c.scale_embeddings and c.tie_word_embeddings
     assert model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
-    assert c.initializer_range == 0.02 and c.activation == "gelu" and c.d_ff == 4 * c.d_model and c.rope_theta == 10000
+    assert c.initializer_range == 0.02 and c.activation == "gelu" and c.rope_theta == 10000
     assert "pre-norm" in concepts.ADD_NORM and "GELU" in concepts.FEED_FORWARD and "0.02" in concepts.EMBEDDING
+    for ratio in re.findall(r"(\d+) × d_model", " ".join(concepts.CONCEPTS)):
+        assert c.d_ff == int(ratio) * c.d_model, (name, ratio)
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_the_concepts_give_no_size_of_one_shipped_model(name):
+    """The concepts are one text for every model: no d_model, d_ff or √d_model of a checkpoint is typed into them (the
+    steps of the model shown give its own)."""
+    c = shipped(name)[0].config
+    numbers = {float(n) for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", " ".join(concepts.CONCEPTS))}
+    sizes = {c.d_model, c.d_ff, round(c.d_model ** 0.5, 2)}
+    assert not numbers & sizes, (name, numbers & sizes)
 
 
 def test_the_papers_d_k_is_said_once_to_be_the_codes_d_head():

@@ -7,6 +7,8 @@ import torch
 from explorer.views.architecture import describe
 from modeling.modeling_scratch_transformer import RMSNorm
 from support.families import FAMILIES, family
+from support.shipped import shipped
+from support.tiny_models import tiny_causal_lm, tiny_seq2seq
 
 # family -> what describe must say: (norm, feed-forward, activation, n_heads, n_kv_heads, biases, tied, parallel,
 # pre-norm, d_rotary, scaled embeddings)
@@ -83,7 +85,33 @@ def test_the_norm_and_feed_forward_formulas_are_the_models():
     assert only.ffn_formula() == "" and only.residual_formula() == "x ← x + Attn(LayerNorm(x))"
     assert neox.residual_formula() == "x ← x + Attn(LayerNorm_1(x)) + FFN(LayerNorm_2(x))"
     assert llama.residual_formula() == "x ← x + Attn(RMSNorm(x)); then x ← x + FFN(RMSNorm(x))"
-    assert describe(family("paper")[0]).residual_formula() == "x ← LayerNorm(x + Attn(x)); then x ← LayerNorm(x + FFN(x))"
+    assert describe(family("paper")[0]).residual_formula() == (
+        "x ← LayerNorm(x + Attn(x)); then x ← LayerNorm(x + CrossAttn(x, memory)); then x ← LayerNorm(x + FFN(x))")
+
+
+SUBLAYERS = {"self_attn": "Attn", "cross_attn": "CrossAttn", "feed_forward": "FFN"}
+DECODERS = {
+    "causal": lambda: tiny_causal_lm("rope"),
+    "causal, post-norm": lambda: tiny_causal_lm("rope", norm_first=False, final_layer_norm=False),
+    "encoder-decoder": lambda: tiny_seq2seq("sinusoidal"),
+    "encoder-decoder, post-norm": lambda: tiny_seq2seq("sinusoidal", norm_first=False, final_layer_norm=False),
+    "encoder-decoder, attention-only": lambda: tiny_seq2seq("rope", feed_forward="none"),
+    "folio-to-modern": lambda: shipped("folio-to-modern")[0],
+}
+
+
+@pytest.mark.parametrize("build", DECODERS.values(), ids=DECODERS)
+def test_the_layer_formula_adds_each_sublayer_of_a_decoder_layer_in_its_order(build):
+    """One update per sublayer the decoder's layer holds, in the order it runs them (an encoder-decoder's
+    cross-attention reads the memory between attention and feed-forward), each pre- or post-norm as the model is."""
+    model = build()
+    arch, layer = describe(model), model.model.decoder.stack.layers[0]
+    held = [SUBLAYERS[name] for name, _ in layer.named_children() if name in SUBLAYERS]
+    memory = {"CrossAttn": ", memory"}
+    updates = [f"x ← x + {s}({arch.norm}(x){memory.get(s, '')})" if arch.pre_norm
+               else f"x ← {arch.norm}(x + {s}(x{memory.get(s, '')}))" for s in held]
+    assert arch.residual_formula() == "; then ".join(updates)
+    assert ("CrossAttn" in arch.residual_formula()) == model.config.is_encoder_decoder
 
 
 def test_the_rotary_share_and_the_head_are_said_as_they_are():

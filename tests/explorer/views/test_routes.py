@@ -6,7 +6,10 @@ import pytest
 import torch
 
 from explorer.core.inputs import InputProblem
-from explorer.views.routes.graph import DEFAULT_THRESHOLD, Tracer, node_reading, prediction_routes
+from explorer.present.routes import TEACHING
+from explorer.views.architecture import describe
+from explorer.views.routes.graph import (DEFAULT_THRESHOLD, Tracer, layer_note, node_reading, prediction_routes,
+                                        split_sums)
 from explorer.views.routes.split import Part, Splitter, steps_of
 from modeling import record
 from modeling.convert import from_transformers
@@ -141,6 +144,24 @@ def test_each_part_and_share_equals_a_recomputation_from_the_weights(build):
         out = hidden @ ffn.linear2.weight.T + (0 if ffn.linear2.bias is None else ffn.linear2.bias)
         torch.testing.assert_close(Splitter(model, recording).vectors(ffn_step, [i])[0], torch.stack([mid, out]),
                                    **TOLERANCE)
+
+
+@pytest.mark.parametrize("build", list(OURS.values()) + list(CONVERTED.values()), ids=list(OURS) + list(CONVERTED))
+def test_the_sums_the_note_gives_carry_the_biases_the_split_adds(build):
+    """The line above the graph gives one sum per update of a layer, in the graph's order: b_O where the split has a
+    bias part (Llama, Mistral: none), b_V where the values it reads carry one (GPT-2, Pythia, ours), the feed-forward
+    where the update has one; the fixed teaching text gives no bias of its own."""
+    model = build()
+    splitter, layer = Splitter(model, recorded(model)), model.model.decoder.stack.layers[0]
+    steps = [step for step in steps_of(model.config) if step.layer == 0]
+    sums = split_sums(describe(model)).split("; ")
+    assert len(sums) == len(steps) and sums[0] in layer_note(model)
+    for step, formula in zip(steps, sums):
+        biases = sum(part.kind == "bias" for part in splitter.parts_of(step))
+        value_biases = sum(getattr(layer, f"{s}_attn").qkv_proj.bias is not None for s in step.sublayers if s != "ffn")
+        assert (formula.count("+ b_O"), formula.count("+ b_V")) == (biases, value_biases), formula
+        assert ("FFN(" in formula) == ("ffn" in step.sublayers) and ("memory_j" in formula) == ("cross" in step.sublayers)
+    assert "b_O" not in TEACHING and "b_V" not in TEACHING
 
 
 def test_grouped_query_heads_read_their_groups_values():

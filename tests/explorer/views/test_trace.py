@@ -57,6 +57,31 @@ def test_an_attention_only_model_shows_no_feed_forward_step(tokenizer, kind):
     assert all("attention only: no feed-forward" in s.meaning and "of its feed-forward" not in s.meaning for s in outputs)
 
 
+@pytest.mark.parametrize("kind, norm_first", [("decoder-only", True), ("decoder-only", False),
+                                              ("encoder-decoder", True), ("encoder-decoder", False)])
+def test_the_feed_forward_reads_the_stream_after_the_sublayer_before_it(tokenizer, kind, norm_first):
+    """A decoder layer of an encoder-decoder runs self-attention, cross-attention, then the feed-forward: its
+    feed-forward row says it reads the stream after cross-attention; an encoder's or a decoder-only model's, after
+    attention (post-norm: after that sublayer's Add & Norm)."""
+    build = causal_lm if kind == "decoder-only" else seq2seq_lm
+    model = build(tokenizer, norm_first=norm_first, final_layer_norm=norm_first)
+    rows = {s.stack: s.meaning for s in trace.forward_trace(model, tokenizer, TEXT, GREEDY).steps
+            if s.step == "layer 0: feed-forward hidden"}
+    names = {"self_attn": "attention", "cross_attn": "cross-attention"}
+    for stack, meaning in rows.items():
+        layer = getattr(model.model, stack).stack.layers[0]
+        before = [names[n] for n, _ in layer.named_children() if n in names][-1]
+        assert meaning.endswith(f"of the stream after {before}" if norm_first else f"the stream after {before}'s Add & Norm")
+    assert len(rows) == (2 if kind == "encoder-decoder" else 1)
+
+
+@pytest.mark.parametrize("norm_first, added", [(True, "residual add"), (False, "Add & Norm")])
+def test_the_stream_after_cross_attention_is_named_by_how_it_is_added(tokenizer, norm_first, added):
+    model = seq2seq_lm(tokenizer, norm_first=norm_first, final_layer_norm=norm_first)
+    steps = [s.step for s in trace.forward_trace(model, tokenizer, TEXT, GREEDY).steps if "after cross-attention" in s.step]
+    assert steps == [f"layer 0: after cross-attention's {added}"]
+
+
 def test_every_row_names_where_its_tensor_is_in_the_models_output(tokenizer):
     model = causal_lm(tokenizer, "rope")
     result = trace.forward_trace(model, tokenizer, TEXT, GREEDY)

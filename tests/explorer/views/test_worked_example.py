@@ -1,13 +1,14 @@
 """explorer.views.worked_example: the notes' example with the correct encoding, step by step."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from explorer.views.worked_example import EMBEDDINGS, HEADS, notes_positional_encoding, worked_example
+from explorer.views.worked_example import D_MODEL, EMBEDDINGS, HEADS, notes_positional_encoding, worked_example
 
 NOTES_PRINTED_PE = [[0.0, 1.0, 0.0, 1.0], [0.84147098, 0.99995, 0.0001, 1.0]]  # what the notes printed
 
@@ -70,3 +71,12 @@ def test_the_example_is_introduced_and_its_references_point_to_text_rendered_abo
     for note in pointers:
         heading = note.split("see '")[1].split("'")[0]
         assert f"**{heading}" in above and "above" in note, note
+
+
+def test_the_worked_example_speaks_of_its_own_d_model_only(steps):
+    """Its text (with the embedding concept it shows) gives no d_model but its own, and √d_model computed from it."""
+    from explorer.present import steps as present
+
+    by_title, _ = steps
+    assert set(re.findall(r"d_model = (\d+)", present.WORKED_EXAMPLE)) == {str(D_MODEL)}
+    assert f"(×{D_MODEL ** 0.5:g} here)" in by_title["Token embeddings E"].note
