@@ -129,6 +129,18 @@ def model_class(config):
     return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
 
 
+def check_convertible(raw: dict, where: str) -> None:
+    """Refuse what the config alone shows our Transformer cannot hold (a scaled RoPE, a non-finite norm epsilon...)
+    before the weights are fetched: the conversion's own checks (``convert.our_config``), not a copy of them. Ours is
+    checked by its own config class (``count_parameters``)."""
+    if raw["model_type"] == OURS:
+        return
+    try:
+        convert.our_config(config_object(raw))
+    except Exception as error:  # noqa: BLE001 - transformers' config classes raise their own kinds too
+        raise InputProblem(f"{where} cannot be converted to our Transformer: {echo(str(error), 300)}.") from None
+
+
 def count_parameters(raw: dict) -> int:
     """Parameters of the model the config describes, from its numbers alone (``parameter_count``): no model is built,
     so any config is counted at once; a config whose numbers are not positive integers is refused."""
@@ -208,12 +220,14 @@ def _ours(raw: dict) -> int:
 
 def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
     """The files to read from a listing (name -> bytes), refused with the reason when something is missing or too
-    large: config, tokenizer.json, safetensors weights (else pickled ones)."""
+    large, or when the config shows it cannot be converted: config, tokenizer.json, safetensors weights (else pickled
+    ones)."""
     too_large = [f"{name} is {sizes[name]:,} bytes (at most {file_cap(name):,})" for name in sorted(sizes)
                  if name in FILE_CAPS and (sizes[name] or 0) > file_cap(name)]  # weights: their total, below
     if too_large:
         raise InputProblem(f"{where} cannot be opened: its {'; its '.join(too_large)}.")
     raw = read_config(config_bytes, where)
+    check_convertible(raw, where)
     missing = [name for name in ("tokenizer.json",) if name not in sizes]
     formats = [kind for kind, names in WEIGHTS.items() if any(name in sizes for name in names)]
     if not formats:
