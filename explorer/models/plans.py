@@ -1,6 +1,6 @@
 """What may be opened, checked before a weight is read or fetched: the model families (those ``modeling.convert``
-converts, and ours), the limits in force (parameters, weight bytes, memory of the models held; each set by an
-environment variable), and the ``Plan`` of a folder or of a repo's file listing: the files to read, the weights'
+converts, and ours), the limits in force (parameters, weight bytes, memory of the models held, disk of the models
+downloaded; each set by an environment variable), and the ``Plan`` of a folder or of a repo's file listing: the files to read, the weights'
 format and bytes, the config, its parameters.
 
 Nothing a repository holds ever runs: a config's ``auto_map`` (a repo's pointer to its own code) is dropped before any
@@ -24,6 +24,7 @@ from explorer.core.inputs import InputProblem, echo, error_text
 MAX_PARAMETERS_ENV, MAX_PARAMETERS = "SCRATCH_HUB_MAX_PARAMETERS", 200_000_000
 MAX_BYTES_ENV, MAX_BYTES = "SCRATCH_HUB_MAX_BYTES", 1_000_000_000
 MEMORY_ENV, MEMORY = "SCRATCH_HUB_MEMORY", 2_000_000_000
+DISK_ENV, DISK = "SCRATCH_HUB_DISK", 5_000_000_000  # the Hub cache's revisions this app downloaded (five 1 GB models)
 OURS = ScratchTransformerConfig.model_type
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "gpt_neox": "GPT-NeoX (Pythia)",
             OURS: f"ours ({OURS})"}
@@ -50,9 +51,9 @@ def megabytes(n: int) -> str:
 
 
 def limits() -> dict[str, int]:
-    """The limits in force now: parameters, weight bytes, memory of the models held."""
+    """The limits in force now: parameters, weight bytes, memory of the models held, disk of the models downloaded."""
     return {"parameters": env_limit(MAX_PARAMETERS_ENV, MAX_PARAMETERS), "bytes": env_limit(MAX_BYTES_ENV, MAX_BYTES),
-            "memory": env_limit(MEMORY_ENV, MEMORY)}
+            "memory": env_limit(MEMORY_ENV, MEMORY), "disk": env_limit(DISK_ENV, DISK)}
 
 
 def families() -> list[str]:

@@ -53,3 +53,31 @@ def test_what_the_config_shows_cannot_convert_is_refused_before_the_weights(hub,
         opening.open_repo(repo)
     assert all(word in str(refused.value) for word in words)
     assert hub.downloads(repo, "config.json") == 1 and hub.downloads(repo, "model.safetensors") == 0
+    assert cached(repo) == []  # its config.json went too
+
+
+def test_a_refused_open_leaves_nothing_in_the_cache(hub):
+    with pytest.raises(InputProblem, match="cannot be opened: the weights do not load"):
+        opening.open_repo("bad/misfit")
+    assert hub.downloads("bad/misfit", "model.safetensors") == 1
+    assert cached("bad/misfit") == []
+
+
+def test_the_disk_budget_lets_the_least_recently_opened_go_and_keeps_the_models_held(hub, monkeypatch):
+    first = opening.open_repo("tiny/a")
+    size = snapshot_bytes("tiny/a")
+    monkeypatch.setenv("SCRATCH_HUB_DISK", str(int(2.5 * size)))  # room for two
+    opening.open_repo("tiny/b")
+    registry.let_go(first.name)  # still listed, no longer in memory: its files may go
+    opening.open_repo("tiny/c")
+    assert cached("tiny/a") == [] and snapshot_bytes("tiny/b") == snapshot_bytes("tiny/c") == size
+    with pytest.raises(InputProblem, match=r"No room on disk for tiny/d .*: the models being opened or held take the "
+                                           r".* MB this app keeps for models from the Hub"):
+        opening.open_repo("tiny/d")  # b and c are in memory: neither goes
+    assert hub.downloads("tiny/d", "model.safetensors") == 0 and cached("tiny/d") == []
+    monkeypatch.setenv("SCRATCH_HUB_DISK", str(size // 2))
+    with pytest.raises(InputProblem, match=r"tiny/e needs .* MB on disk; this app keeps at most .* MB for models from "
+                                           r"the Hub \(set SCRATCH_HUB_DISK to change it\)"):
+        opening.open_repo("tiny/e")
+    with pytest.raises(InputProblem, match="files of `tiny/a` are gone: open it again"):
+        registry.resolve(first.name)
