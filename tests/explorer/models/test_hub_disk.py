@@ -81,3 +81,18 @@ def test_the_disk_budget_lets_the_least_recently_opened_go_and_keeps_the_models_
         opening.open_repo("tiny/e")
     with pytest.raises(InputProblem, match="files of `tiny/a` are gone: open it again"):
         registry.resolve(first.name)
+
+
+def test_one_visitor_cannot_take_every_job_slot(hub):
+    """A visitor opening two repos of a Hub that hangs is refused a third; another visitor opens at once."""
+    hub.hanging.update({"slow/one", "slow/two", "slow/three"})
+    greedy, other = Visitor("greedy"), Visitor("other")
+    with visiting(greedy):
+        slow = [opening.start_open(f"slow/{n}") for n in ("one", "two")]
+        with pytest.raises(InputProblem, match="You are already opening 2 models: wait for one to finish"):
+            opening.start_open("slow/three")
+    with visiting(other):
+        assert opening.open_repo("tiny/e").name == "tiny/e"
+    for started in slow:
+        with pytest.raises(InputProblem):
+            started.outcome()
