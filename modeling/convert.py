@@ -5,6 +5,8 @@
 - ``causal_lm_from_llama``: ``LlamaForCausalLM`` (and ``Qwen2ForCausalLM``, ``MistralForCausalLM``: the same block).
 - ``causal_lm_from_gpt_neox``: ``GPTNeoXForCausalLM`` (Pythia).
 - ``from_transformers``: any causal LM of a family above, chosen by ``config.model_type``.
+- ``our_config``: our config for a transformers config of those families, or ValueError naming what ours cannot hold
+  (every check of the conversion that the config alone decides: the app asks it before downloading any weights).
 
 GPT-2 and torch stack the Q, K, V projections into one (3D, D) matrix, as our ``qkv_proj`` does, so it is copied
 as it is. GPT-2's ``Conv1D`` stores weights as (in, out), the transpose of ``nn.Linear``. GPT-NeoX stacks them per
@@ -89,20 +91,23 @@ def transformer_from_torch(m: nn.Transformer) -> Transformer:
     return ours.to(next(m.parameters()).dtype)
 
 
-def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
-    """Build a ``ScratchTransformerForCausalLM`` holding the weights of a ``GPT2LMHeadModel``.
+def _refuse(family: str, problems: list[str]) -> None:
+    """Raise ValueError naming every setting of the reference that our model cannot hold exactly."""
+    if problems:
+        raise ValueError(f"cannot convert this {family} model exactly: " + "; ".join(problems))
 
-    GPT-2 is our decoder-only model with: learned positions, unscaled embeddings, pre-norm with a
-    final LayerNorm, gelu_new, biases everywhere, tied LM head, no dropout inside the MLP.
-    """
-    if not isinstance(m, GPT2LMHeadModel):
-        raise ValueError(f"m must be a transformers GPT2LMHeadModel, got {type(m).__name__}")
-    c = m.config
+
+def gpt2_config(c) -> ScratchTransformerConfig:
+    """Our config for a ``GPT2Config``; ValueError naming what our model cannot hold."""
+    problems = []
     if getattr(c, "scale_attn_by_inverse_layer_idx", False) or getattr(c, "reorder_and_upcast_attn", False):
-        raise ValueError("GPT-2 variants with scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn are not supported")
+        problems.append("scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn")
     if not getattr(c, "scale_attn_weights", True):
-        raise ValueError("GPT-2 without scale_attn_weights is not supported (we always scale by 1/sqrt(d_k))")
-    config = ScratchTransformerConfig(
+        problems.append("scale_attn_weights False (we always scale by 1/sqrt(d_k))")
+    if c.activation_function not in ("gelu_new", "gelu", "relu"):
+        problems.append(f"activation_function {c.activation_function!r} (ours: gelu_new, gelu, relu)")
+    _refuse("GPT-2", problems)
+    return ScratchTransformerConfig(
         vocab_size=c.vocab_size,
         d_model=c.n_embd,
         n_heads=c.n_head,
@@ -112,7 +117,7 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
         position_encoding="learned",
         norm_first=True,
         final_layer_norm=True,
-        activation={"gelu_new": "gelu_new", "gelu": "gelu", "relu": "relu"}[c.activation_function],
+        activation=c.activation_function,
         scale_embeddings=False,
         dropout=c.resid_pdrop,
         activation_dropout=0.0,  # GPT-2's MLP has no dropout inside
@@ -123,6 +128,17 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
         pad_token_id=getattr(c, "pad_token_id", None),
         tie_word_embeddings=True,
     )
+
+
+def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
+    """Build a ``ScratchTransformerForCausalLM`` holding the weights of a ``GPT2LMHeadModel``.
+
+    GPT-2 is our decoder-only model with: learned positions, unscaled embeddings, pre-norm with a
+    final LayerNorm, gelu_new, biases everywhere, tied LM head, no dropout inside the MLP.
+    """
+    if not isinstance(m, GPT2LMHeadModel):
+        raise ValueError(f"m must be a transformers GPT2LMHeadModel, got {type(m).__name__}")
+    c, config = m.config, gpt2_config(m.config)
     src = m.state_dict()
     out = {
         "model.decoder.embed.token.weight": src["transformer.wte.weight"],
@@ -144,12 +160,6 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     ours = ScratchTransformerForCausalLM(config)
     ours.load_state_dict({k: v.contiguous() for k, v in out.items()}, strict=True)
     return ours.to(m.dtype)
-
-
-def _refuse(family: str, problems: list[str]) -> None:
-    """Raise ValueError naming every setting of the reference that our model cannot hold exactly."""
-    if problems:
-        raise ValueError(f"cannot convert this {family} model exactly: " + "; ".join(problems))
 
 
 def _rope_settings(c, problems: list[str]) -> tuple[float, float]:
@@ -176,6 +186,45 @@ def _half_to_pairs(weight: torch.Tensor, n_heads: int, d_rotary: int) -> torch.T
     return weight.unflatten(0, (n_heads, d_head))[:, order].flatten(0, 1)
 
 
+LLAMA_FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM"}
+
+
+def _llama_biases(c) -> tuple[bool, bool, bool]:
+    """(on q, k, v; on o_proj; in the feed-forward), as transformers' classes build them from the config."""
+    if c.model_type == "qwen2":
+        return True, False, False
+    if c.model_type == "mistral":
+        return False, False, False
+    return bool(c.attention_bias), bool(c.attention_bias), bool(c.mlp_bias)
+
+
+def llama_config(c) -> ScratchTransformerConfig:
+    """Our config for a ``LlamaConfig`` (or Qwen2's, Mistral's); ValueError naming what our model cannot hold."""
+    family, problems = LLAMA_FAMILIES[c.model_type], []
+    d_head = c.hidden_size // c.num_attention_heads
+    if getattr(c, "head_dim", None) not in (None, d_head):
+        problems.append(f"head_dim {c.head_dim} != hidden_size / num_attention_heads = {d_head}")
+    if getattr(c, "sliding_window", None) is not None:
+        problems.append(f"sliding_window {c.sliding_window} (ours attends to every earlier token)")
+    if any(kind != "full_attention" for kind in getattr(c, "layer_types", None) or ()):
+        problems.append(f"layer_types {sorted(set(c.layer_types))} (ours: full_attention in every layer)")
+    rope_theta, rotary_fraction = _rope_settings(c, problems)
+    activation = _activation(c, problems)
+    qkv_bias, attention_bias, feed_forward_bias = _llama_biases(c)
+    _refuse(family, problems)
+    return ScratchTransformerConfig(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads,
+        n_kv_heads=c.num_key_value_heads, n_layers=c.num_hidden_layers, d_ff=c.intermediate_size,
+        max_position_embeddings=c.max_position_embeddings, position_encoding="rope", rope_theta=rope_theta,
+        rotary_fraction=rotary_fraction, norm="rmsnorm", norm_first=True, final_layer_norm=True,
+        activation=activation, feed_forward="gated", scale_embeddings=False, dropout=0.0, activation_dropout=0.0,
+        attention_dropout=c.attention_dropout, bias=False, qkv_bias=qkv_bias, attention_bias=attention_bias,
+        feed_forward_bias=feed_forward_bias, layer_norm_eps=c.rms_norm_eps,
+        tie_word_embeddings=c.tie_word_embeddings, bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id,
+        pad_token_id=c.pad_token_id,
+    )
+
+
 def causal_lm_from_llama(m) -> ScratchTransformerForCausalLM:
     """Build a ``ScratchTransformerForCausalLM`` holding the weights of a ``LlamaForCausalLM`` (or a Qwen2 or
     Mistral one: the same block, with other biases).
@@ -188,33 +237,7 @@ def causal_lm_from_llama(m) -> ScratchTransformerForCausalLM:
     if not isinstance(m, (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)):
         raise ValueError(f"m must be a transformers LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM, "
                          f"got {type(m).__name__}")
-    c, family, problems = m.config, type(m).__name__, []
-    d_head = c.hidden_size // c.num_attention_heads
-    if getattr(c, "head_dim", None) not in (None, d_head):
-        problems.append(f"head_dim {c.head_dim} != hidden_size / num_attention_heads = {d_head}")
-    if getattr(c, "sliding_window", None) is not None:
-        problems.append(f"sliding_window {c.sliding_window} (ours attends to every earlier token)")
-    if any(kind != "full_attention" for kind in getattr(c, "layer_types", None) or ()):
-        problems.append(f"layer_types {sorted(set(c.layer_types))} (ours: full_attention in every layer)")
-    rope_theta, rotary_fraction = _rope_settings(c, problems)
-    activation = _activation(c, problems)
-    attention = m.model.layers[0].self_attn
-    qkv_bias = attention.q_proj.bias is not None
-    if {attention.k_proj.bias is not None, attention.v_proj.bias is not None} != {qkv_bias}:
-        problems.append("a bias on some of q_proj, k_proj, v_proj but not all")
-    _refuse(family, problems)
-    config = ScratchTransformerConfig(
-        vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads,
-        n_kv_heads=c.num_key_value_heads, n_layers=c.num_hidden_layers, d_ff=c.intermediate_size,
-        max_position_embeddings=c.max_position_embeddings, position_encoding="rope", rope_theta=rope_theta,
-        rotary_fraction=rotary_fraction, norm="rmsnorm", norm_first=True, final_layer_norm=True,
-        activation=activation, feed_forward="gated", scale_embeddings=False, dropout=0.0, activation_dropout=0.0,
-        attention_dropout=c.attention_dropout, bias=False, qkv_bias=qkv_bias,
-        attention_bias=attention.o_proj.bias is not None,
-        feed_forward_bias=m.model.layers[0].mlp.gate_proj.bias is not None, layer_norm_eps=c.rms_norm_eps,
-        tie_word_embeddings=c.tie_word_embeddings, bos_token_id=c.bos_token_id, eos_token_id=c.eos_token_id,
-        pad_token_id=c.pad_token_id,
-    )
+    c, config = m.config, llama_config(m.config)
     ours = ScratchTransformerForCausalLM(config)
     d_rotary = config.d_rotary
     src = m.state_dict()
@@ -223,7 +246,7 @@ def causal_lm_from_llama(m) -> ScratchTransformerForCausalLM:
            "lm_head.weight": m.get_output_embeddings().weight}
     for i in range(c.num_hidden_layers):
         s, t = f"model.layers.{i}", f"model.decoder.stack.layers.{i}"
-        for kind in ("weight", "bias") if qkv_bias else ("weight",):
+        for kind in ("weight", "bias") if config.qkv_bias else ("weight",):
             q = _half_to_pairs(src[f"{s}.self_attn.q_proj.{kind}"], c.num_attention_heads, d_rotary)
             k = _half_to_pairs(src[f"{s}.self_attn.k_proj.{kind}"], c.num_key_value_heads, d_rotary)
             out[f"{t}.self_attn.qkv_proj.{kind}"] = torch.cat((q, k, src[f"{s}.self_attn.v_proj.{kind}"]))
@@ -239,6 +262,24 @@ def causal_lm_from_llama(m) -> ScratchTransformerForCausalLM:
     return ours.to(m.dtype)
 
 
+def gpt_neox_config(c) -> ScratchTransformerConfig:
+    """Our config for a ``GPTNeoXConfig``; ValueError naming what our model cannot hold."""
+    problems = []
+    rope_theta, rotary_fraction = _rope_settings(c, problems)
+    activation = _activation(c, problems)
+    _refuse("GPT-NeoX", problems)
+    return ScratchTransformerConfig(
+        vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads, n_layers=c.num_hidden_layers,
+        d_ff=c.intermediate_size, max_position_embeddings=c.max_position_embeddings, position_encoding="rope",
+        rope_theta=rope_theta, rotary_fraction=rotary_fraction, norm="layernorm", norm_first=True,
+        final_layer_norm=True, parallel_residual=c.use_parallel_residual, activation=activation,
+        scale_embeddings=False, dropout=c.hidden_dropout, activation_dropout=0.0,
+        attention_dropout=c.attention_dropout, bias=True, attention_bias=c.attention_bias, feed_forward_bias=True,
+        layer_norm_eps=c.layer_norm_eps, tie_word_embeddings=c.tie_word_embeddings, bos_token_id=c.bos_token_id,
+        eos_token_id=c.eos_token_id, pad_token_id=c.pad_token_id,
+    )
+
+
 def causal_lm_from_gpt_neox(m) -> ScratchTransformerForCausalLM:
     """Build a ``ScratchTransformerForCausalLM`` holding the weights of a ``GPTNeoXForCausalLM`` (Pythia).
 
@@ -250,20 +291,7 @@ def causal_lm_from_gpt_neox(m) -> ScratchTransformerForCausalLM:
     """
     if not isinstance(m, GPTNeoXForCausalLM):
         raise ValueError(f"m must be a transformers GPTNeoXForCausalLM, got {type(m).__name__}")
-    c, problems = m.config, []
-    rope_theta, rotary_fraction = _rope_settings(c, problems)
-    activation = _activation(c, problems)
-    _refuse("GPT-NeoX", problems)
-    config = ScratchTransformerConfig(
-        vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads, n_layers=c.num_hidden_layers,
-        d_ff=c.intermediate_size, max_position_embeddings=c.max_position_embeddings, position_encoding="rope",
-        rope_theta=rope_theta, rotary_fraction=rotary_fraction, norm="layernorm", norm_first=True,
-        final_layer_norm=True, parallel_residual=c.use_parallel_residual, activation=activation,
-        scale_embeddings=False, dropout=c.hidden_dropout, activation_dropout=0.0,
-        attention_dropout=c.attention_dropout, bias=True, attention_bias=c.attention_bias, feed_forward_bias=True,
-        layer_norm_eps=c.layer_norm_eps, tie_word_embeddings=c.tie_word_embeddings, bos_token_id=c.bos_token_id,
-        eos_token_id=c.eos_token_id, pad_token_id=c.pad_token_id,
-    )
+    c, config = m.config, gpt_neox_config(m.config)
     ours = ScratchTransformerForCausalLM(config)
     heads, d_head, d_rotary = config.n_heads, config.d_head, config.d_rotary
     src = m.state_dict()
@@ -285,21 +313,31 @@ def causal_lm_from_gpt_neox(m) -> ScratchTransformerForCausalLM:
     return ours.to(m.dtype)
 
 
-# model_type -> converter: the families we can hold
+# model_type -> (our config for its config, converter): the families we can hold
 CONVERTERS = {
-    "gpt2": causal_lm_from_gpt2,
-    "llama": causal_lm_from_llama,
-    "qwen2": causal_lm_from_llama,
-    "mistral": causal_lm_from_llama,
-    "gpt_neox": causal_lm_from_gpt_neox,
+    "gpt2": (gpt2_config, causal_lm_from_gpt2),
+    "llama": (llama_config, causal_lm_from_llama),
+    "qwen2": (llama_config, causal_lm_from_llama),
+    "mistral": (llama_config, causal_lm_from_llama),
+    "gpt_neox": (gpt_neox_config, causal_lm_from_gpt_neox),
 }
+
+
+def _family(model_type, what) -> tuple:
+    if model_type not in CONVERTERS:
+        raise ValueError(f"cannot convert a {model_type or type(what).__name__!r} model: the families we can hold "
+                         f"are {', '.join(sorted(CONVERTERS))}")
+    return CONVERTERS[model_type]
+
+
+def our_config(config) -> ScratchTransformerConfig:
+    """Our config for a transformers config of a family we hold: every check a conversion makes that the config alone
+    decides (RoPE scaling, sliding windows, activations, a norm's epsilon...), so an app refuses before it downloads
+    the weights. ValueError naming what our model cannot hold."""
+    return _family(getattr(config, "model_type", None), config)[0](config)
 
 
 def from_transformers(model) -> ScratchTransformerForCausalLM:
     """A transformers causal LM as our Transformer, the converter chosen by ``model.config.model_type``; a family we
     cannot hold is refused with the list of those we can."""
-    model_type = getattr(getattr(model, "config", None), "model_type", None)
-    if model_type not in CONVERTERS:
-        raise ValueError(f"cannot convert a {model_type or type(model).__name__!r} model: the families we can hold "
-                         f"are {', '.join(sorted(CONVERTERS))}")
-    return CONVERTERS[model_type](model)
+    return _family(getattr(getattr(model, "config", None), "model_type", None), model)[1](model)

@@ -25,7 +25,7 @@ from huggingface_hub import errors as hub_errors
 
 from checkpointing.in_context import head_scores, induction_baseline, INDUCTION_LENGTH
 
-from explorer.models import hub_files, jobs, opening, registry
+from explorer.models import hub_cache, hub_files, jobs, opening, registry
 from explorer.generation.decoding import generate_ids
 from explorer.core.inputs import InputProblem, echo, kind_of
 from explorer.learning.guesses import guessed_tokens, shown_token
@@ -235,7 +235,11 @@ class Request:
 def download(repo_id: str, revision: str) -> jobs.Job:
     """The shared job that downloads one revision's files into the Hub cache (``hub_files.fetch``), converting
     nothing; follow it, then ``outcome()`` raises what failed."""
-    return jobs.run_shared(("hub files", repo_id, revision), lambda job: hub_files.fetch(job, repo_id, revision)[1])
+    def work(job: jobs.Job) -> str:
+        with hub_cache.claim(repo_id) as claim:
+            return hub_files.fetch(job, repo_id, revision, claim)[1]
+
+    return jobs.run_shared(("hub files", repo_id, revision), work)
 
 
 def revision_problem(repo_id: str, revision: str, number: int, count: int, problem: InputProblem) -> str:

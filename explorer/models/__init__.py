@@ -9,7 +9,10 @@
     checked before a weight is read or fetched; a repo's code never runs.
 ``hub_files``: the Hub a model comes from (repo ids, revisions, endpoint, token, cache, its failures in words) and
     ``fetch``, which sizes a repo from its metadata and downloads only the planned files.
-``jobs``: one job per key however many ask, in a daemon thread; requesters follow its progress and give up on a stall.
+``hub_cache``: the Hub cache on disk within ``SCRATCH_HUB_DISK`` (the least recently opened revisions nobody uses go
+    first); a refused open's files removed.
+``jobs``: one job per key however many ask, in a daemon thread, a few per visitor; requesters follow its progress and
+    give up on a stall.
 ``converting``: a planned folder loaded behind the lock, converted to our Transformer, its parity measured.
 ``uploads``: a zip of a save_pretrained folder unpacked safely into a folder of its own under this process's folder.
 ``held``: what the registry holds for an opened model (``Opened``, its menu line) and what a model costs in memory

@@ -1,8 +1,9 @@
 """The Hub a model comes from and what is fetched from it: repo ids and revisions checked by the Hub's own rules; the
 endpoint and cache as the environment sets them now; whose token a request carries (``access``); a visitor's
 message for each way the Hub fails; and ``fetch``: the repo's file sizes from the Hub's metadata, checked
-(``plans.plan``: families, parameters, bytes) before the weights come, then only the planned data files downloaded
-(a repo's ``.py`` files never are), each cut off where it runs past its listed size.
+(``plans.plan``: families, parameters, bytes, what the config shows cannot be converted) and room made on disk
+(``hub_cache``) before the weights come, then only the planned data files downloaded (a repo's ``.py`` files never
+are), each cut off where it runs past its listed size.
 
 Whose token: the machine's (``HF_TOKEN``, the local login) is the operator's. It acts only for the operator: Python
 outside any request, or a request to an app that is not a Space and listens on loopback only (``serving_on``, which
@@ -263,9 +264,10 @@ def _download(job, name: str, size: int | None, common: dict) -> Path:
     return Path(hf_hub_download(filename=name, tqdm_class=_progress_class(job, name, limit), **common))
 
 
-def fetch(job, repo_id: str, revision: str | None) -> tuple[Path, str, Plan]:
+def fetch(job, repo_id: str, revision: str | None, claim) -> tuple[Path, str, Plan]:
     """Ask the Hub what the repo holds, check it, download what is needed: (snapshot folder, commit, plan). ``job``
-    (a ``jobs.Job``) hears each phase (``report``) and the bytes to come (``total_bytes``). The request's token
+    (a ``jobs.Job``) hears each phase (``report``) and the bytes to come (``total_bytes``); ``claim`` (a
+    ``hub_cache.Claim``) pins the commit and makes room on disk before the weights come. The request's token
     (``access``) is the one every call carries."""
     where = f"{repo_id}" + (f"@{revision}" if revision else "")
     if offline():
@@ -284,11 +286,13 @@ def fetch(job, repo_id: str, revision: str | None) -> tuple[Path, str, Plan]:
     sizes = {s.rfilename: s.size for s in info.siblings or []}
     if "config.json" not in sizes:
         raise InputProblem(f"{where} lacks config.json: it cannot be opened.")
+    claim.pin(info.sha)
     common = dict(repo_id=repo_id, revision=info.sha, cache_dir=cache_dir(), endpoint=endpoint(), token=token_,
                   etag_timeout=HTTP_TIMEOUT)
     job.report("reading config.json")
     config_path = _download(job, "config.json", sizes["config.json"], common)
     plan_ = plan(where, sizes, config_path.read_bytes())
+    claim.reserve(where, {n: sizes.get(n) for n in plan_.files})
     job.total_bytes = sum(sizes.get(n) or 0 for n in plan_.files)
     for number, name in enumerate(plan_.files, 1):
         job.report(f"downloading {name} ({number} of {len(plan_.files)})")

@@ -1,6 +1,7 @@
 """Jobs: one per key however many ask (a Hub repo at a revision, a reload, a repo's list of revisions), each running
-in a daemon thread, at most ``MAX_JOBS`` at once (one more is refused at once: nobody queues behind a slow Hub). A
-requester follows its job's progress.
+in a daemon thread, at most ``MAX_JOBS`` at once and ``MAX_JOBS_PER_VISITOR`` started by one browser session (one
+more is refused at once: nobody queues behind a slow Hub, nor waits for a visitor who started many). A requester
+follows its job's progress; joining a running job costs nothing and is never refused.
 
 A stalled job is abandoned, its thread freed: every byte the Hub sends reaches the job through huggingface_hub's HTTP
 client (``_GuardedTransport``, installed once), so a job whose Hub sends fewer than ``FLOOR_BYTES`` in
@@ -18,6 +19,7 @@ import httpx2
 from huggingface_hub import set_client_factory
 from huggingface_hub.utils._http import hf_request_event_hook
 
+from explorer.core import visitor
 from explorer.core.inputs import InputProblem, echo
 from explorer.models.hub_files import access, endpoint, hub_error_message
 from explorer.models.plans import megabytes
@@ -25,6 +27,7 @@ from explorer.models.plans import megabytes
 STALL_ENV, STALL_SECONDS = "SCRATCH_HUB_STALL_SECONDS", 20  # a job moving under FLOOR_BYTES for this long is abandoned
 FLOOR_BYTES = 64_000  # 3.2 KB/s over 20 s: a drip, not a slow line
 MAX_JOBS = 8  # jobs running at once (threads); one more is refused, not queued
+MAX_JOBS_PER_VISITOR = 2  # jobs one browser session started that run at once: one visitor cannot take every slot
 
 
 def stall_seconds() -> float:
@@ -37,8 +40,9 @@ def stall_seconds() -> float:
 class Job:
     """A load running in a daemon thread; ``phase``, ``done_bytes``/``total_bytes`` say how far it is."""
 
-    def __init__(self, key):
+    def __init__(self, key, session: str | None = None):
         self.key, self.phase, self.done_bytes, self.total_bytes = key, "starting", 0, 0
+        self.session = session  # the browser session that started it (None: Python, outside any request)
         self.waiting_on_hub = False  # only a wait on the network can stall; a load behind the lock just queues
         self.finished = threading.Event()
         self.touched = self.window_start = time.monotonic()
@@ -103,12 +107,16 @@ def run_shared(key, work: Callable[[Job], object]) -> Job:
     visitors' apart). A failure reaches
     every requester as an ``InputProblem``."""
     key = (key, access().whose == "operator")  # the operator's jobs (private repos too) are joined by the operator only
+    session = visitor.current().session
     with _jobs_lock:
         if key in _jobs:
             return _jobs[key]
+        if session is not None and sum(j.session == session for j in _jobs.values()) >= MAX_JOBS_PER_VISITOR:
+            raise InputProblem(f"You are already opening {MAX_JOBS_PER_VISITOR} models: wait for one to finish, then "
+                               "try again.")
         if len(_jobs) >= MAX_JOBS:
             raise InputProblem(f"The app is busy opening {MAX_JOBS} models for its visitors: try again in a minute.")
-        job = _jobs[key] = Job(key)
+        job = _jobs[key] = Job(key, session)
 
     def run():
         _running.set(job)

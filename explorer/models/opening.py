@@ -1,6 +1,6 @@
 """Opening a model as OUR Transformer, for the visitor asking (``explorer.core.visitor.current()``): a Hub repo at a
 revision (``start_open`` starts, or joins, the one job that fetches, checks, converts and measures parity, shared by
-every visitor; ``open_repo`` waits for it), or an uploaded zip of a save_pretrained folder (``open_upload``; the zip
+every visitor; ``open_repo`` waits for it; a refused one leaves none of its files in the Hub cache), or an uploaded zip of a save_pretrained folder (``open_upload``; the zip
 Train one yourself made is one). What opens joins that visitor's menus (``registry.add``); its weights are held once
 (``registry.hold``), whoever opened them.
 """
@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from explorer.models import catalog, hub_files, registry, uploads
+from explorer.models import catalog, hub_cache, hub_files, registry, uploads
 from explorer.models.converting import load_folder
 from explorer.models.held import Opened
 from explorer.models.jobs import Job, run_shared
@@ -57,15 +57,16 @@ def start_open(repo_id, revision=None) -> Opening:
 
     def work(job: Job) -> Opened:
         start = time.perf_counter()
-        folder, commit, plan_ = hub_files.fetch(job, repo_id, revision)
-        key = ("hub", repo_id, commit)
-        known = registry.described(key)
-        if known is None:  # not opened by anyone yet: loaded and measured (else loaded again when used, if it went)
-            job.report("converting to our Transformer and measuring parity", hub=False)
-            with catalog.LOAD_LOCK:  # one model loading and converting at a time: room made for it, then held
-                registry.shrink(registry.load_peak_bytes(plan_.n_parameters, folder))
-                model, parity, tokenizer = load_folder(folder, plan_, name)
-                registry.hold(key, model, tokenizer, folder)
+        with hub_cache.claim(repo_id) as claim:  # refused: its files leave the cache
+            folder, commit, plan_ = hub_files.fetch(job, repo_id, revision, claim)
+            key = ("hub", repo_id, commit)
+            known = registry.described(key)
+            if known is None:  # not opened by anyone yet: loaded and measured (else loaded again when used, if it went)
+                job.report("converting to our Transformer and measuring parity", hub=False)
+                with catalog.LOAD_LOCK:  # one model loading and converting at a time: room made for it, then held
+                    registry.shrink(registry.load_peak_bytes(plan_.n_parameters, folder))
+                    model, parity, tokenizer = load_folder(folder, plan_, name)
+                    registry.hold(key, model, tokenizer, folder)
         return Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, commit,
                       parity if known is None else known.parity, folder, plan_, key, repo_id, revision,
                       time.perf_counter() - start)

@@ -1,6 +1,6 @@
 """What may be opened, checked before a weight is read or fetched: the model families (those ``modeling.convert``
-converts, and ours), the limits in force (parameters, weight bytes, memory of the models held; each set by an
-environment variable), and the ``Plan`` of a folder or of a repo's file listing: the files to read, the weights'
+converts, and ours), the limits in force (parameters, weight bytes, memory of the models held, disk of the models
+downloaded; each set by an environment variable), and the ``Plan`` of a folder or of a repo's file listing: the files to read, the weights'
 format and bytes, the config, its parameters.
 
 Nothing a repository holds ever runs: a config's ``auto_map`` (a repo's pointer to its own code) is dropped before any
@@ -24,6 +24,7 @@ from explorer.core.inputs import InputProblem, echo, error_text
 MAX_PARAMETERS_ENV, MAX_PARAMETERS = "SCRATCH_HUB_MAX_PARAMETERS", 200_000_000
 MAX_BYTES_ENV, MAX_BYTES = "SCRATCH_HUB_MAX_BYTES", 1_000_000_000
 MEMORY_ENV, MEMORY = "SCRATCH_HUB_MEMORY", 2_000_000_000
+DISK_ENV, DISK = "SCRATCH_HUB_DISK", 5_000_000_000  # the Hub cache's revisions this app downloaded (five 1 GB models)
 OURS = ScratchTransformerConfig.model_type
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "gpt_neox": "GPT-NeoX (Pythia)",
             OURS: f"ours ({OURS})"}
@@ -50,9 +51,9 @@ def megabytes(n: int) -> str:
 
 
 def limits() -> dict[str, int]:
-    """The limits in force now: parameters, weight bytes, memory of the models held."""
+    """The limits in force now: parameters, weight bytes, memory of the models held, disk of the models downloaded."""
     return {"parameters": env_limit(MAX_PARAMETERS_ENV, MAX_PARAMETERS), "bytes": env_limit(MAX_BYTES_ENV, MAX_BYTES),
-            "memory": env_limit(MEMORY_ENV, MEMORY)}
+            "memory": env_limit(MEMORY_ENV, MEMORY), "disk": env_limit(DISK_ENV, DISK)}
 
 
 def families() -> list[str]:
@@ -127,6 +128,18 @@ def model_class(config):
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
 
     return MODEL_FOR_CAUSAL_LM_MAPPING[type(config)]
+
+
+def check_convertible(raw: dict, where: str) -> None:
+    """Refuse what the config alone shows our Transformer cannot hold (a scaled RoPE, a non-finite norm epsilon...)
+    before the weights are fetched: the conversion's own checks (``convert.our_config``), not a copy of them. Ours is
+    checked by its own config class (``count_parameters``)."""
+    if raw["model_type"] == OURS:
+        return
+    try:
+        convert.our_config(config_object(raw))
+    except Exception as error:  # noqa: BLE001 - transformers' config classes raise their own kinds too
+        raise InputProblem(f"{where} cannot be converted to our Transformer: {echo(str(error), 300)}.") from None
 
 
 def count_parameters(raw: dict) -> int:
@@ -208,12 +221,14 @@ def _ours(raw: dict) -> int:
 
 def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
     """The files to read from a listing (name -> bytes), refused with the reason when something is missing or too
-    large: config, tokenizer.json, safetensors weights (else pickled ones)."""
+    large, or when the config shows it cannot be converted: config, tokenizer.json, safetensors weights (else pickled
+    ones)."""
     too_large = [f"{name} is {sizes[name]:,} bytes (at most {file_cap(name):,})" for name in sorted(sizes)
                  if name in FILE_CAPS and (sizes[name] or 0) > file_cap(name)]  # weights: their total, below
     if too_large:
         raise InputProblem(f"{where} cannot be opened: its {'; its '.join(too_large)}.")
     raw = read_config(config_bytes, where)
+    check_convertible(raw, where)
     missing = [name for name in ("tokenizer.json",) if name not in sizes]
     formats = [kind for kind, names in WEIGHTS.items() if any(name in sizes for name in names)]
     if not formats:

@@ -222,6 +222,16 @@ def holds(repo_id: str, revision: str | None) -> bool:
                    for mine in _listed.values() for o in mine.values())
 
 
+def hub_commits(listed: bool = False) -> set[tuple[str, str]]:
+    """(repo_id, commit) of the Hub models in memory now; ``listed``: and of those any session lists (the Hub cache
+    keeps their files)."""
+    with _lock:
+        found = {key[1:] for key in _held if key[0] == "hub"}
+        if listed:
+            found |= {(o.repo_id, o.commit) for mine in _listed.values() for o in mine.values() if o.source == "hub"}
+        return found
+
+
 def let_go(name) -> None:
     """The visitor's model ``name`` leaves memory (its cached views with it); it stays listed, and loads again from
     its files when it is used (Watch it learn holds one revision at a time this way)."""

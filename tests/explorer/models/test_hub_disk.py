@@ -1,0 +1,98 @@
+"""What opening Hub models costs on disk and in job slots (tests/support/fake_hub.py, the real huggingface_hub client):
+a config the conversion refuses is refused before the weights come, a refused open leaves nothing in the Hub cache,
+the cache's downloads stay within SCRATCH_HUB_DISK (the least recently opened go, the models held stay), and one
+visitor cannot take every job slot."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from explorer.core.inputs import InputProblem
+from explorer.core.visitor import Visitor, visiting
+from explorer.models import hub_files, opening, registry
+from support import hub_repos
+
+
+@pytest.fixture(scope="module")
+def hub(start_fake_hub, tmp_path_factory):
+    """GPT-2 repos of their own weights (tiny/a ... tiny/e), and repos refused for their config or their weights."""
+    tmp = tmp_path_factory.mktemp("disk-repos")
+    server = start_fake_hub(token=None)
+    for seed, name in enumerate("abcde"):
+        server.add_repo(f"tiny/{name}", hub_repos.files_of(hub_repos.save_transformers_repo(tmp / name, "gpt2", seed)))
+    gpt2 = hub_repos.files_of(tmp / "a")
+    neox = hub_repos.files_of(hub_repos.save_transformers_repo(tmp / "neox", "gpt_neox"))
+
+    def with_config(files: dict, **changes) -> dict:
+        return dict(files, **{"config.json": json.dumps(dict(json.loads(files["config.json"]), **changes)).encode()})
+
+    server.add_repo("bad/yarn", with_config(neox, rope_parameters={"rope_type": "yarn", "factor": 2.0,
+                                                                  "rope_theta": 10000.0, "partial_rotary_factor": 0.25}))
+    server.add_repo("bad/nan-epsilon", with_config(gpt2, layer_norm_epsilon=float("nan")))
+    server.add_repo("bad/misfit", with_config(gpt2, n_embd=2 * json.loads(gpt2["config.json"])["n_embd"]))
+    return server
+
+
+def cached(repo_id: str) -> list[Path]:
+    """The files of ``repo_id`` in the Hub cache (its snapshots and blobs)."""
+    folder = Path(hub_files.cache_dir()) / ("models--" + repo_id.replace("/", "--"))
+    return [p for p in folder.rglob("*") if p.is_file() and "refs" not in p.parts] if folder.exists() else []
+
+
+def snapshot_bytes(repo_id: str) -> int:
+    return sum(p.stat().st_size for p in cached(repo_id) if "blobs" in p.parts)
+
+
+@pytest.mark.parametrize("repo, words", [
+    ("bad/yarn", ["rope_type 'yarn'", "only the default, unscaled RoPE maps"]),
+    ("bad/nan-epsilon", ["layer_norm_eps must be a finite positive number, got nan"]),
+])
+def test_what_the_config_shows_cannot_convert_is_refused_before_the_weights(hub, repo, words):
+    with pytest.raises(InputProblem, match="cannot be converted to our Transformer") as refused:
+        opening.open_repo(repo)
+    assert all(word in str(refused.value) for word in words)
+    assert hub.downloads(repo, "config.json") == 1 and hub.downloads(repo, "model.safetensors") == 0
+    assert cached(repo) == []  # its config.json went too
+
+
+def test_a_refused_open_leaves_nothing_in_the_cache(hub):
+    with pytest.raises(InputProblem, match="cannot be opened: the weights do not load"):
+        opening.open_repo("bad/misfit")
+    assert hub.downloads("bad/misfit", "model.safetensors") == 1
+    assert cached("bad/misfit") == []
+
+
+def test_the_disk_budget_lets_the_least_recently_opened_go_and_keeps_the_models_held(hub, monkeypatch):
+    first = opening.open_repo("tiny/a")
+    size = snapshot_bytes("tiny/a")
+    monkeypatch.setenv("SCRATCH_HUB_DISK", str(int(2.5 * size)))  # room for two
+    opening.open_repo("tiny/b")
+    registry.let_go(first.name)  # still listed, no longer in memory: its files may go
+    opening.open_repo("tiny/c")
+    assert cached("tiny/a") == [] and snapshot_bytes("tiny/b") == snapshot_bytes("tiny/c") == size
+    with pytest.raises(InputProblem, match=r"No room on disk for tiny/d .*: the models being opened or held take the "
+                                           r".* MB this app keeps for models from the Hub"):
+        opening.open_repo("tiny/d")  # b and c are in memory: neither goes
+    assert hub.downloads("tiny/d", "model.safetensors") == 0 and cached("tiny/d") == []
+    monkeypatch.setenv("SCRATCH_HUB_DISK", str(size // 2))
+    with pytest.raises(InputProblem, match=r"tiny/e needs .* MB on disk; this app keeps at most .* MB for models from "
+                                           r"the Hub \(set SCRATCH_HUB_DISK to change it\)"):
+        opening.open_repo("tiny/e")
+    with pytest.raises(InputProblem, match="files of `tiny/a` are gone: open it again"):
+        registry.resolve(first.name)
+
+
+def test_one_visitor_cannot_take_every_job_slot(hub):
+    """A visitor opening two repos of a Hub that hangs is refused a third; another visitor opens at once."""
+    hub.hanging.update({"slow/one", "slow/two", "slow/three"})
+    greedy, other = Visitor("greedy"), Visitor("other")
+    with visiting(greedy):
+        slow = [opening.start_open(f"slow/{n}") for n in ("one", "two")]
+        with pytest.raises(InputProblem, match="You are already opening 2 models: wait for one to finish"):
+            opening.start_open("slow/three")
+    with visiting(other):
+        assert opening.open_repo("tiny/e").name == "tiny/e"
+    for started in slow:
+        with pytest.raises(InputProblem):
+            started.outcome()
