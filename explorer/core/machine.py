@@ -5,8 +5,9 @@ the work that may run side by side (generate calls outside a batch, ablation and
 at a time, one a core.
 
 An exact answer that runs one pass per cell (activation patching, the head ranking) holds the cores for at most
-``EXACT_SECONDS`` (``Deadline``; ``SCRATCH_EXACT_SECONDS`` sets another): a visitor's long text on a large model never keeps the next visitor's exact answer
-waiting for minutes; its first-order estimate stands alone, with what to shorten.
+``EXACT_SECONDS`` (``Deadline``; ``SCRATCH_EXACT_SECONDS`` sets another): a visitor's long text on a large model
+never keeps the next visitor's exact answer waiting for minutes; its first-order estimate stands alone, with what to
+shorten.
 
 Memory is given back as it is freed (``give_memory_back``): glibc's allocator otherwise keeps what a freed model or a
 view's arrays held in as many heaps as threads ran (up to 8 per core), so a process that loads and drops models for

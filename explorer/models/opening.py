@@ -1,8 +1,8 @@
 """Opening a model as OUR Transformer, for the visitor asking (``explorer.core.visitor.current()``): a Hub repo at a
 revision (``start_open`` starts, or joins, the one job that fetches, checks, converts and measures parity, shared by
-every visitor; ``open_repo`` waits for it; a refused one leaves none of its files in the Hub cache), or an uploaded zip of a save_pretrained folder (``open_upload``; the zip
-Train one yourself made is one). What opens joins that visitor's menus (``registry.add``); its weights are held once
-(``registry.hold``), whoever opened them.
+every visitor; ``open_repo`` waits for it; a refused one leaves none of its files in the Hub cache), or an uploaded
+zip of a save_pretrained folder (``open_upload``; the zip Train one yourself made is one). What opens joins that
+visitor's menus (``registry.add``); its weights are held once (``registry.hold``), whoever opened them.
 """
 
 import secrets

@@ -1,7 +1,7 @@
 """What may be opened, checked before a weight is read or fetched: the model families (those ``modeling.convert``
 converts, and ours), the limits in force (parameters, weight bytes, memory of the models held, disk of the models
-downloaded; each set by an environment variable), and the ``Plan`` of a folder or of a repo's file listing: the files to read, the weights'
-format and bytes, the config, its parameters.
+downloaded; each set by an environment variable), and the ``Plan`` of a folder or of a repo's file listing: the
+files to read, the weights' format and bytes, the config, its parameters.
 
 Nothing a repository holds ever runs: a config's ``auto_map`` (a repo's pointer to its own code) is dropped before any
 class is chosen; the class is transformers' own for the config's ``model_type`` (or ours for ``scratch_transformer``).
