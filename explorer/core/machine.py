@@ -75,6 +75,11 @@ def side_by_side(fn: Callable, items: list, workers: int = CORES) -> Iterator[It
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+def seconds(value: float) -> str:
+    """'0.4 s', '9.2 s', '266 s': a tenth of a second where it shows."""
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
+
+
 class OverBudget(InputProblem):
     """Work stopped by its ``Deadline``; the message says how far it got and what to shorten."""
 
@@ -95,9 +100,9 @@ class Deadline:
         pace = elapsed / fraction if fraction > 0 else math.inf
         if elapsed > self.seconds or (elapsed >= SETTLED_SECONDS and pace > 2 * self.seconds):
             raise OverBudget(
-                f"{self.what} stopped after {elapsed:.0f} s, {fraction:.0%} done: at this pace all of them would take "
-                f"about {pace:.0f} s, and one request may hold the cores for {self.seconds:.0f} s. The first-order "
-                f"estimate stands alone; for the exact answer, {self.shorten}.")
+                f"{self.what} stopped after {seconds(elapsed)}, {fraction:.0%} done: at this pace all of them would "
+                f"take about {seconds(pace)}, and one request may hold the cores for {seconds(self.seconds)}. The "
+                f"first-order estimate stands alone; for the exact answer, {self.shorten}.")
 
     def watching(self, progress: Callable | None = None) -> Callable:
         def check_then(fraction: float, description: str = "") -> None:

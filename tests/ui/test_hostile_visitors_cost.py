@@ -184,13 +184,13 @@ def test_exact_answers_past_their_deadline_stop_and_leave_the_estimate(app_serve
     rank, estimate, line = client.predict("To be, or not to be, that is the question", "shakespeare-rope", "self",
                                           api_name="/rank_heads")
     assert rank is None and figure(estimate)["data"][0]["type"] == "heatmap"
-    assert "⚠️ Removing each head alone stopped after 0 s" in line and "shorten the text" in line
+    assert "⚠️ Removing each head alone stopped after 0." in line and "shorten the text" in line
     *exact, numbers, explained, cell, cell_line, estimated_residual, _, _, _, estimate_numbers, line = (
         client.predict("shakespeare-rope", DEFAULT_CLEAN, corrupted, "", "", ["residual"],
                        api_name="/activation_patching"))
     assert exact == [None] * 4 and numbers is None and explained == ""
     assert figure(estimated_residual)["data"][0]["type"] == "heatmap" and "residual" in estimate_numbers["estimate"]
-    assert "⚠️ The exact patched runs stopped after 0 s" in line and "fewer grids" in line
+    assert "⚠️ The exact patched runs stopped after 0." in line and "fewer grids" in line
     monkeypatch.delenv("SCRATCH_EXACT_SECONDS")
     *_, line = client.predict("To be, or not to be, that is the question", "shakespeare-rope", "self",
                               api_name="/rank_heads")

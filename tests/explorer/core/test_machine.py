@@ -84,7 +84,8 @@ def test_a_deadline_stops_work_past_its_time_or_bound_to_run_past_twice_it():
     with pytest.raises(machine.OverBudget) as stopped:
         deadline.check(0.1)  # on pace for 30 s: past twice 10
     assert isinstance(stopped.value, InputProblem)  # the app shows it as a message, what to do included
-    assert "The runs stopped after 3 s, 10% done" in str(stopped.value) and "about 30 s" in str(stopped.value)
+    assert "The runs stopped after 3.0 s, 10% done" in str(stopped.value) and "about 30 s" in str(stopped.value)
+    assert "may hold the cores for 10 s." in str(stopped.value)
     assert str(stopped.value).endswith("for the exact answer, use a shorter text.")
     deadline.started -= 8  # 11 s in: past the time itself, whatever the pace
     with pytest.raises(machine.OverBudget):
