@@ -228,7 +228,6 @@ def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
     if too_large:
         raise InputProblem(f"{where} cannot be opened: its {'; its '.join(too_large)}.")
     raw = read_config(config_bytes, where)
-    check_convertible(raw, where)
     missing = [name for name in ("tokenizer.json",) if name not in sizes]
     formats = [kind for kind, names in WEIGHTS.items() if any(name in sizes for name in names)]
     if not formats:
@@ -249,6 +248,7 @@ def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
     if weight_bytes > max_bytes:
         raise InputProblem(f"{where}'s weights are {megabytes(weight_bytes)}; this app opens at most "
                            f"{megabytes(max_bytes)} (set {MAX_BYTES_ENV} to change it).")
+    check_convertible(raw, where)  # after the numbers, which count_parameters refuses naming config.json
     files = ["config.json"] + [n for n in TOKENIZER_FILES + OPTIONAL_FILES if n in sizes] + weight_files
     return Plan(raw, files, weights_format, weight_bytes, n_parameters)
 
