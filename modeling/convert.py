@@ -189,13 +189,14 @@ def _half_to_pairs(weight: torch.Tensor, n_heads: int, d_rotary: int) -> torch.T
 LLAMA_FAMILIES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "mistral": "MistralForCausalLM"}
 
 
-def _llama_biases(c) -> tuple[bool, bool, bool]:
-    """(on q, k, v; on o_proj; in the feed-forward), as transformers' classes build them from the config."""
-    if c.model_type == "qwen2":
+def llama_biases(model_type: str, attention_bias=False, mlp_bias=False) -> tuple[bool, bool, bool]:
+    """(on q, k, v; on o_proj; in the feed-forward), as transformers' classes build them from the config's
+    ``model_type``, ``attention_bias`` and ``mlp_bias`` (Qwen2 and Mistral read neither)."""
+    if model_type == "qwen2":
         return True, False, False
-    if c.model_type == "mistral":
+    if model_type == "mistral":
         return False, False, False
-    return bool(c.attention_bias), bool(c.attention_bias), bool(c.mlp_bias)
+    return bool(attention_bias), bool(attention_bias), bool(mlp_bias)
 
 
 def llama_config(c) -> ScratchTransformerConfig:
@@ -210,7 +211,8 @@ def llama_config(c) -> ScratchTransformerConfig:
         problems.append(f"layer_types {sorted(set(c.layer_types))} (ours: full_attention in every layer)")
     rope_theta, rotary_fraction = _rope_settings(c, problems)
     activation = _activation(c, problems)
-    qkv_bias, attention_bias, feed_forward_bias = _llama_biases(c)
+    qkv_bias, attention_bias, feed_forward_bias = llama_biases(c.model_type, getattr(c, "attention_bias", False),
+                                                               getattr(c, "mlp_bias", False))
     _refuse(family, problems)
     return ScratchTransformerConfig(
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads,

@@ -197,8 +197,7 @@ def parameter_count(raw: dict) -> int:
     v, d, layers, f, n, k, h, tied = _numbers(raw, "vocab_size hidden_size num_hidden_layers intermediate_size "
                                                    "num_attention_heads num_key_value_heads head_dim tie_word_embeddings")
     k, h = k or n, h or d // n
-    qkv_bias, o_bias, mlp_bias = {"qwen2": (True, False, False), "mistral": (False, False, False)}.get(
-        kind, (raw.get("attention_bias", False), raw.get("attention_bias", False), raw.get("mlp_bias", False)))
+    qkv_bias, o_bias, mlp_bias = convert.llama_biases(kind, raw.get("attention_bias"), raw.get("mlp_bias"))
     attention = _linear(d, n * h, qkv_bias) + 2 * _linear(d, k * h, qkv_bias) + _linear(n * h, d, o_bias)
     block = attention + 2 * _linear(d, f, mlp_bias) + _linear(f, d, mlp_bias) + 2 * d
     return v * d + layers * block + d + (0 if tied else v * d)
