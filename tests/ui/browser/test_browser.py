@@ -227,6 +227,36 @@ def test_attention_of_folio_to_modern_shows_the_whole_rewrite(page):
     assert_no_error_shown(page)
 
 
+def trace_table_is_whole_and_words_unbroken(page):
+    """The forward pass's table: no scroll box inside it, no word laid out on two lines (broken only where a hyphen
+    allows), no text running past its cell or cut off by it."""
+    inner_scroll = page.evaluate("""() => [...document.querySelectorAll('#trace-table *')].some(
+        e => e.scrollHeight > e.clientHeight + 2 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))""")
+    assert not inner_scroll
+    split = page.evaluate(r"""() => {
+        const split = [];  // words (broken only where a hyphen allows) laid out on more than one line, or cut off
+        for (const cell of document.querySelectorAll('#trace-table [role=gridcell], #trace-table [role=columnheader]')) {
+            if (cell.scrollWidth > cell.clientWidth + 1) split.push('overflow: ' + cell.innerText);
+            const box = cell.getBoundingClientRect();
+            const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+            for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+                const re = /[^\s-]+-?/g;
+                for (let m = re.exec(node.data); m; m = re.exec(node.data)) {
+                    const range = document.createRange();
+                    range.setStart(node, m.index);
+                    range.setEnd(node, m.index + m[0].length);
+                    const rects = [...range.getClientRects()];
+                    const lines = new Set(rects.map(r => Math.round(r.top)));
+                    if (lines.size > 1) split.push(m[0]);
+                    if (rects.some(r => r.right > box.right + 1)) split.push('cut off: ' + m[0]);
+                }
+            }
+        }
+        return split;
+    }""")
+    assert split == [], split[:10]
+
+
 def test_forward_pass_tab_shows_the_shapes_without_an_inner_scroll_box_or_split_words(page):
     open_tab(page, "Inside the forward pass")
     assert page.input_value("#trace-model input").startswith("shakespeare-rope")
@@ -239,30 +269,7 @@ def test_forward_pass_tab_shows_the_shapes_without_an_inner_scroll_box_or_split_
     plot_drawn(page, "plot-top")
     assert page.locator("#plot-top text.bartext").count() == 10  # every bar has its probability printed
 
-    def table_is_whole_and_words_unbroken():
-        inner_scroll = page.evaluate("""() => [...document.querySelectorAll('#trace-table *')].some(
-            e => e.scrollHeight > e.clientHeight + 2 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowY))""")
-        assert not inner_scroll
-        split = page.evaluate(r"""() => {
-            const split = [];  // words (broken only where a hyphen allows) laid out on more than one line, or cut off
-            for (const cell of document.querySelectorAll('#trace-table [role=gridcell], #trace-table [role=columnheader]')) {
-                if (cell.scrollWidth > cell.clientWidth + 1) split.push('overflow: ' + cell.innerText);
-                const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
-                for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-                    const re = /[^\s-]+-?/g;
-                    for (let m = re.exec(node.data); m; m = re.exec(node.data)) {
-                        const range = document.createRange();
-                        range.setStart(node, m.index);
-                        range.setEnd(node, m.index + m[0].length);
-                        const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
-                        if (lines.size > 1) split.push(m[0]);
-                    }
-                }
-            }
-            return split;
-        }""")
-        assert split == [], split[:10]
-    screenshots(page, "06-forward-pass", before=table_is_whole_and_words_unbroken)
+    screenshots(page, "06-forward-pass", before=lambda: trace_table_is_whole_and_words_unbroken(page))
     assert_no_error_shown(page)
 
 
@@ -272,5 +279,6 @@ def test_forward_pass_of_folio_to_modern_names_the_decoder_tokens(page):
     page.wait_for_selector("#trace-summary >> text=The decoder read the model's own rewrite")
     plot_drawn(page, "plot-top")
     assert "the last token the decoder read" in page.inner_text("#plot-top")
-    screenshots(page, "06b-forward-pass-seq2seq")
+    # its stack column ("encoder", "decoder") and its sites (after_cross_attention) fit their cells
+    screenshots(page, "06b-forward-pass-seq2seq", before=lambda: trace_table_is_whole_and_words_unbroken(page))
     assert_no_error_shown(page)
