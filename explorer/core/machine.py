@@ -5,7 +5,7 @@ the work that may run side by side (generate calls outside a batch, ablation and
 at a time, one a core.
 
 An exact answer that runs one pass per cell (activation patching, the head ranking) holds the cores for at most
-``EXACT_SECONDS`` (``Deadline``; ``SCRATCH_EXACT_SECONDS`` sets another): a visitor's long text on a large model
+``settings.EXACT_SECONDS`` (``Deadline``; the operator sets it): a visitor's long text on a large model
 never keeps the next visitor's exact answer waiting for minutes; its first-order estimate stands alone, with what to
 shorten.
 
@@ -15,18 +15,15 @@ its visitors grows past what it holds."""
 
 import ctypes
 import math
-import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 from explorer.core.inputs import InputProblem
+from explorer.core.settings import EXACT_SECONDS
 
 CORES = 2
-# the longest one request's exact runs may take (a GPT-2-small-size model: patching ~70 tokens); an operator may set
-# another (a local app, used by one person, may wait longer)
-EXACT_ENV, EXACT_SECONDS = "SCRATCH_EXACT_SECONDS", 60
 SETTLED_SECONDS = 2  # a pace measured over less is not trusted (the first batches pay the warm-up)
 # how far past the time a pace must say the work would run to stop it before the time is up: early in the runs a
 # pace read up to 2.3x slow at GPT-2 small's size (the warm-up; a batch running beside the first, not yet counted)
@@ -56,14 +53,6 @@ def trim_heap() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
-
-
-def exact_seconds() -> float:
-    """``EXACT_SECONDS``, or the operator's ``SCRATCH_EXACT_SECONDS``."""
-    try:
-        return float(os.environ.get(EXACT_ENV, EXACT_SECONDS))
-    except ValueError:
-        return EXACT_SECONDS
 
 
 @contextmanager
@@ -96,7 +85,7 @@ class Deadline:
 
     def __init__(self, what: str, shorten: str, seconds: float | None = None):
         self.what, self.shorten = what, shorten
-        self.seconds = exact_seconds() if seconds is None else seconds
+        self.seconds = EXACT_SECONDS.value() if seconds is None else seconds
         self.started = time.perf_counter()
 
     def check(self, fraction: float) -> None:

@@ -1,5 +1,5 @@
 """The Hub cache on disk, bounded: the revisions this app downloaded take at most ``SCRATCH_HUB_DISK`` bytes
-(``plans.limits()["disk"]``), so strangers opening repo after repo (Pythia alone has 154 revisions) cannot fill the
+(``explorer.core.settings.HUB_DISK``), so strangers opening repo after repo (Pythia alone has 154 revisions) cannot fill the
 machine's disk.
 
 Each open holds a ``Claim`` on its revision: ``pin`` once the Hub names the commit, ``reserve`` once the plan names
@@ -26,7 +26,8 @@ from huggingface_hub.file_download import repo_folder_name
 from explorer.core.inputs import InputProblem
 from explorer.models import registry
 from explorer.models.hub_files import cache_dir
-from explorer.models.plans import DISK_ENV, file_cap, limits, megabytes
+from explorer.core.settings import HUB_DISK, megabytes
+from explorer.models.plans import file_cap, limits
 
 LEDGER = "scratch_app_downloads.json"  # in the cache folder: {"repo_id@commit": last opened, in seconds since 1970}
 
@@ -118,7 +119,7 @@ class Claim:
         budget = limits()["disk"]
         if incoming > budget:
             raise InputProblem(f"{where} needs {megabytes(incoming)} on disk; this app keeps at most "
-                               f"{megabytes(budget)} for models from the Hub (set {DISK_ENV} to change it).")
+                               f"{megabytes(budget)} for models from the Hub (set {HUB_DISK.env} to change it).")
         with _lock:
             ledger = _ledger()
             if incoming:

@@ -5,12 +5,11 @@ follows its job's progress; joining a running job costs nothing and is never ref
 
 A stalled job is abandoned, its thread freed: every byte the Hub sends reaches the job through huggingface_hub's HTTP
 client (``_GuardedTransport``, installed once), so a job whose Hub sends fewer than ``FLOOR_BYTES`` in
-``stall_seconds()`` (nothing at all, or a drip) fails at its next byte or its requester's next look, with a clear
-message; huggingface_hub deletes the partial file. A load queued behind ``catalog.LOAD_LOCK`` is not a stall.
+``settings.HUB_STALL_SECONDS`` (nothing at all, or a drip) fails at its next byte or its requester's next look, with a
+clear message; huggingface_hub deletes the partial file. A load queued behind ``catalog.LOAD_LOCK`` is not a stall.
 """
 
 import contextvars
-import os
 import threading
 import time
 from typing import Callable, Iterator
@@ -22,19 +21,11 @@ from huggingface_hub.utils._http import hf_request_event_hook
 from explorer.core import visitor
 from explorer.core.inputs import InputProblem, echo
 from explorer.models.hub_files import access, endpoint, hub_error_message
-from explorer.models.plans import megabytes
+from explorer.core.settings import HUB_STALL_SECONDS, megabytes
 
-STALL_ENV, STALL_SECONDS = "SCRATCH_HUB_STALL_SECONDS", 20  # a job moving under FLOOR_BYTES for this long is abandoned
-FLOOR_BYTES = 64_000  # 3.2 KB/s over 20 s: a drip, not a slow line
+FLOOR_BYTES = 64_000  # a job moving less in HUB_STALL_SECONDS is abandoned: 3.2 KB/s over 20 s, a drip, not a slow line
 MAX_JOBS = 8  # jobs running at once (threads); one more is refused, not queued
 MAX_JOBS_PER_VISITOR = 2  # jobs one browser session started that run at once: one visitor cannot take every slot
-
-
-def stall_seconds() -> float:
-    try:
-        return float(os.environ.get(STALL_ENV, STALL_SECONDS))
-    except ValueError:
-        return STALL_SECONDS
 
 
 class Job:
@@ -67,10 +58,10 @@ class Job:
     def check(self) -> None:
         """Abandon the job once a whole window passed with fewer than FLOOR_BYTES from the Hub; raise if abandoned."""
         now = time.monotonic()
-        if self.abandoned is None and self.waiting_on_hub and now - self.window_start > stall_seconds():
+        if self.abandoned is None and self.waiting_on_hub and now - self.window_start > HUB_STALL_SECONDS.value():
             if self.window_bytes < FLOOR_BYTES:
                 self.abandoned = InputProblem(
-                    f"Gave up after {stall_seconds():g} s with under {megabytes(FLOOR_BYTES)} from the Hub "
+                    f"Gave up after {HUB_STALL_SECONDS.value():g} s with under {megabytes(FLOOR_BYTES)} from the Hub "
                     f"({self.phase}): the Hub at {echo(endpoint())} is not answering, or barely. Try again later.")
             else:
                 self.window_start, self.window_bytes = now, 0

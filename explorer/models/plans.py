@@ -13,18 +13,14 @@ arithmetic per family, no model built, not even on the meta device), so an absur
 """
 
 import json
-import os
 from dataclasses import dataclass
 
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM
 from modeling import convert
 
 from explorer.core.inputs import InputProblem, echo, error_text
+from explorer.core.settings import HUB_DISK, HUB_MAX_BYTES, HUB_MAX_PARAMETERS, HUB_MEMORY, megabytes
 
-MAX_PARAMETERS_ENV, MAX_PARAMETERS = "SCRATCH_HUB_MAX_PARAMETERS", 200_000_000
-MAX_BYTES_ENV, MAX_BYTES = "SCRATCH_HUB_MAX_BYTES", 1_000_000_000
-MEMORY_ENV, MEMORY = "SCRATCH_HUB_MEMORY", 2_000_000_000
-DISK_ENV, DISK = "SCRATCH_HUB_DISK", 5_000_000_000  # the Hub cache's revisions this app downloaded (five 1 GB models)
 OURS = ScratchTransformerConfig.model_type
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "gpt_neox": "GPT-NeoX (Pythia)",
             OURS: f"ours ({OURS})"}
@@ -39,21 +35,11 @@ FILE_CAPS = {"config.json": 1_000_000, "generation_config.json": 1_000_000, "spe
              "pytorch_model.bin.index.json": 5_000_000}
 
 
-def env_limit(env: str, default: int) -> int:
-    try:
-        return int(float(os.environ.get(env, default)))
-    except ValueError:
-        return default
-
-
-def megabytes(n: int) -> str:
-    return f"{n / 1e6:,.3g} MB" if n < 1e9 else f"{n / 1e9:,.3g} GB"
-
-
 def limits() -> dict[str, int]:
-    """The limits in force now: parameters, weight bytes, memory of the models held, disk of the models downloaded."""
-    return {"parameters": env_limit(MAX_PARAMETERS_ENV, MAX_PARAMETERS), "bytes": env_limit(MAX_BYTES_ENV, MAX_BYTES),
-            "memory": env_limit(MEMORY_ENV, MEMORY), "disk": env_limit(DISK_ENV, DISK)}
+    """The limits in force now (``explorer.core.settings``): parameters, weight bytes, memory of the models held, disk
+    of the models downloaded."""
+    return {"parameters": HUB_MAX_PARAMETERS.value(), "bytes": HUB_MAX_BYTES.value(), "memory": HUB_MEMORY.value(),
+            "disk": HUB_DISK.value()}
 
 
 def families() -> list[str]:
@@ -72,7 +58,7 @@ def families_line() -> str:
 
 def file_cap(name: str) -> int:
     """The most bytes the file ``name`` may have: its cap in ``FILE_CAPS``, else (weights) the weights' limit."""
-    return FILE_CAPS.get(name, env_limit(MAX_BYTES_ENV, MAX_BYTES))
+    return FILE_CAPS.get(name, HUB_MAX_BYTES.value())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -240,13 +226,12 @@ def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
         n for n in sizes if n.startswith(stem + "-") and n.endswith(single.rsplit(".", 1)[1]))
     weight_bytes = sum(sizes[n] or 0 for n in weight_files)
     n_parameters = count_parameters(raw)
-    max_parameters, max_bytes = env_limit(MAX_PARAMETERS_ENV, MAX_PARAMETERS), env_limit(MAX_BYTES_ENV, MAX_BYTES)
-    if n_parameters > max_parameters:
+    if n_parameters > HUB_MAX_PARAMETERS.value():
         raise InputProblem(f"{where} has {n_parameters / 1e6:,.1f}M parameters; this app opens models of at most "
-                           f"{max_parameters / 1e6:,.0f}M (set {MAX_PARAMETERS_ENV} to change it).")
-    if weight_bytes > max_bytes:
+                           f"{HUB_MAX_PARAMETERS.shown()} (set {HUB_MAX_PARAMETERS.env} to change it).")
+    if weight_bytes > HUB_MAX_BYTES.value():
         raise InputProblem(f"{where}'s weights are {megabytes(weight_bytes)}; this app opens at most "
-                           f"{megabytes(max_bytes)} (set {MAX_BYTES_ENV} to change it).")
+                           f"{HUB_MAX_BYTES.shown()} (set {HUB_MAX_BYTES.env} to change it).")
     check_convertible(raw, where)  # after the numbers, which count_parameters refuses naming config.json
     files = ["config.json"] + [n for n in TOKENIZER_FILES + OPTIONAL_FILES if n in sizes] + weight_files
     return Plan(raw, files, weights_format, weight_bytes, n_parameters)

@@ -29,7 +29,8 @@ from explorer.models import catalog, uploads
 from explorer.models.catalog import CheckpointInfo
 from explorer.models.converting import load_folder
 from explorer.models.held import Opened, model_bytes, tokenizer_bytes
-from explorer.models.plans import limits, megabytes
+from explorer.core.settings import megabytes
+from explorer.models.plans import limits
 
 OWN_MODELS = 2  # uploads and trained models a browser session keeps (its oldest goes)
 HUB_MODELS = 12  # Hub models a session lists (its oldest goes): Watch it learn opens up to 12 revisions of a repo

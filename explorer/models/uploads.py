@@ -19,13 +19,12 @@ from pathlib import Path
 
 from explorer.core import visitor
 from explorer.core.inputs import InputProblem
-from explorer.models.plans import FILE_CAPS, OPTIONAL_FILES, TOKENIZER_FILES, WEIGHTS, env_limit, file_cap, limits, megabytes
+from explorer.core.settings import UPLOAD_DISK, UPLOAD_DISK_SESSION, megabytes
+from explorer.models.plans import FILE_CAPS, OPTIONAL_FILES, TOKENIZER_FILES, WEIGHTS, file_cap, limits
 
 ROOT = Path(tempfile.mkdtemp(prefix="opened-models-"))  # the unpacked uploads of this process, removed at its exit
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
 MAX_ZIP_MEMBERS = 64
-DISK_ENV, DISK = "SCRATCH_UPLOAD_DISK", 6_000_000_000  # all sessions' unpacked uploads
-SESSION_DISK_ENV, SESSION_DISK = "SCRATCH_UPLOAD_DISK_SESSION", 2_200_000_000  # one session's: two models at the limit
 _SHARD = re.compile(r"(model|pytorch_model)-\d{5}-of-\d{5}\.(safetensors|bin)")
 
 
@@ -51,8 +50,8 @@ def session_folder() -> Path:
 
 def _check_disk(folder: Path, adding: int) -> None:
     """Refuse an upload of ``adding`` bytes that would take the session's or all uploads' disk past its bound."""
-    for used, bound, whose in ((disk_used(folder.parent), env_limit(SESSION_DISK_ENV, SESSION_DISK), "your uploads"),
-                               (disk_used(ROOT), env_limit(DISK_ENV, DISK), "all visitors' uploads")):
+    for used, bound, whose in ((disk_used(folder.parent), UPLOAD_DISK_SESSION.value(), "your uploads"),
+                               (disk_used(ROOT), UPLOAD_DISK.value(), "all visitors' uploads")):
         if used + adding > bound:
             raise InputProblem(f"This upload ({megabytes(adding)}) would take {whose} past {megabytes(bound)} on disk "
                                f"({megabytes(used)} held now). Close a model you opened, or try again later.")

@@ -12,6 +12,7 @@ import torch
 from checkpointing import scoring
 from modeling.modeling_scratch_transformer import alibi_slopes, rope_angles, sinusoidal_encoding
 
+from explorer.core.settings import EXACT_SECONDS
 from explorer.models.catalog import CheckpointInfo, encoding_models
 from explorer.models.registry import shipped_model
 
@@ -141,7 +142,6 @@ def within_tokens(tokenizer, text: str, max_tokens: int) -> tuple[str, int]:
 
 
 EXTRAPOLATION_MAX_TOKENS = 4096  # of the user's text, per model: bounds every (model, length) job
-EXTRAPOLATION_TIME_LIMIT_S = 60.0  # for the whole recomputation; unfinished lengths stay blank
 
 
 SHORTER_DIVISORS = (4, 2)  # a text is also scored at 1/4 and 1/2 of the training context: a sonnet is shorter than 1x
@@ -185,15 +185,17 @@ class Extrapolation:
 
 def recompute_extrapolation(catalog: dict[str, CheckpointInfo], text: str, lengths: list[int] | None = None,
                             max_tokens: int = EXTRAPOLATION_MAX_TOKENS,
-                            time_limit: float = EXTRAPOLATION_TIME_LIMIT_S):
+                            time_limit: float | None = None):
     """Bits/char of every encoding model at every length on ``text``, as a generator: it yields the state
     after each (length, model) job, shorter lengths first, so the caller can show progress and stop at any
     yield (closing the generator stops the work). The work is bounded: at most ``max_tokens`` tokens of the
-    text per model, and ``time_limit`` seconds in all (checked between batches of windows)."""
+    text per model, and ``time_limit`` seconds in all (checked between batches of windows; by default the operator's
+    ``settings.EXACT_SECONDS``, as every request's exact runs)."""
     family = encoding_models(catalog)
     lengths = sorted(lengths or extrapolation_lengths(catalog))
     state = Extrapolation({name: {} for name in family.values()}, {name: e for e, name in family.items()}, lengths,
                           total=len(lengths) * len(family))
+    time_limit = EXACT_SECONDS.value() if time_limit is None else time_limit
     deadline = time.monotonic() + time_limit
     texts, longest = {}, 0
     for name in family.values():

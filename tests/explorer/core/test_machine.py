@@ -98,10 +98,11 @@ def test_a_deadline_stops_work_past_its_time_or_bound_to_run_far_past_it():
 
 def test_the_operator_may_give_exact_answers_another_time(monkeypatch):
     from explorer.core import machine
+    from explorer.core.settings import EXACT_SECONDS
 
-    monkeypatch.delenv(machine.EXACT_ENV, raising=False)
-    assert machine.Deadline("x", "y").seconds == machine.EXACT_SECONDS == 60
-    monkeypatch.setenv(machine.EXACT_ENV, "600")
+    monkeypatch.delenv(EXACT_SECONDS.env, raising=False)
+    assert machine.Deadline("x", "y").seconds == EXACT_SECONDS.default == 60
+    monkeypatch.setenv(EXACT_SECONDS.env, "600")
     assert machine.Deadline("x", "y").seconds == 600
-    monkeypatch.setenv(machine.EXACT_ENV, "an hour")
+    monkeypatch.setenv(EXACT_SECONDS.env, "an hour")
     assert machine.Deadline("x", "y").seconds == 60  # unreadable: the default

@@ -7,6 +7,7 @@ import zipfile
 import pytest
 
 from explorer.core.inputs import InputProblem
+from explorer.core.settings import UPLOAD_DISK, UPLOAD_DISK_SESSION
 from explorer.core.visitor import Visitor, visiting
 from explorer.models import uploads
 from support import hub_repos
@@ -34,13 +35,13 @@ def test_an_upload_holds_only_what_the_model_needs_in_its_sessions_folder(archiv
 
 def test_a_sessions_disk_and_all_sessions_disk_are_bounded(archive, monkeypatch):
     path, needed = archive
-    monkeypatch.setenv(uploads.SESSION_DISK_ENV, str(2 * needed))
+    monkeypatch.setenv(UPLOAD_DISK_SESSION.env, str(2 * needed))
     with visiting(Visitor("disk-b")):
         uploads.unpack_upload(path)
         uploads.unpack_upload(path)
         with pytest.raises(InputProblem, match="would take your uploads past"):
             uploads.unpack_upload(path)
         assert uploads.disk_used(uploads.session_folder()) == 2 * needed  # nothing of the third was written
-    monkeypatch.setenv(uploads.DISK_ENV, str(uploads.disk_used(uploads.ROOT) + needed - 1))
+    monkeypatch.setenv(UPLOAD_DISK.env, str(uploads.disk_used(uploads.ROOT) + needed - 1))
     with visiting(Visitor("disk-c")), pytest.raises(InputProblem, match="would take all visitors' uploads past"):
         uploads.unpack_upload(path)

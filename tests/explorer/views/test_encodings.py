@@ -125,9 +125,15 @@ def test_recompute_extrapolation_scores_at_most_its_token_budget(tiny_checkpoint
     assert state.notices[0] == f"Your text is {n_tokens:,} tokens: scoring its first 200 to keep the job short."
 
 
-def test_recompute_extrapolation_stops_at_its_time_limit(tiny_checkpoints):
+@pytest.mark.parametrize("how", ["argument", "operator"])
+def test_recompute_extrapolation_stops_at_its_time_limit(tiny_checkpoints, monkeypatch, how):
+    """The limit is the caller's, or by default the operator's time for one request's exact runs."""
     found = catalog.discover_checkpoints(tiny_checkpoints)
-    *_, state = encodings.recompute_extrapolation(found, TEXT * 3, [8, 16], time_limit=0)
+    if how == "operator":
+        monkeypatch.setenv("SCRATCH_EXACT_SECONDS", "0")
+        *_, state = encodings.recompute_extrapolation(found, TEXT * 3, [8, 16])
+    else:
+        *_, state = encodings.recompute_extrapolation(found, TEXT * 3, [8, 16], time_limit=0)
     assert state.finished and state.done == 0 and all(curve == {} for curve in state.curves.values())
     assert state.notices[-1].startswith("Stopped after the time limit of 0 s: 0 of 10 scores computed")
 
