@@ -195,38 +195,49 @@ class HubTimeline(Timeline):
 @dataclass
 class Request:
     """A checked request: the repo, the revisions to open (in the order asked), the learner's text. ``opening()``
-    opens them (downloads wait on the network), ``measure()`` then reads them (the model's work)."""
+    opens them (downloads wait on the network), ``measure()`` then reads them (the model's work); what was downloaded
+    stays in the Hub cache until then (``kept``)."""
 
     repo_id: str
     revisions: list[str]
     text: str
     notices: list[str]
     names: list[str] = field(default_factory=list)  # the revisions whose files are here so far
+    kept: hub_cache.Kept = field(default_factory=hub_cache.Kept)
 
     def opening(self) -> Iterator[str]:
         """Download every revision's files (each once, whoever asks; the Hub cache keeps them), one progress line at
         a time. Nothing is converted yet: ``measure`` opens the revisions one at a time."""
         self.names = []
-        for number, revision in enumerate(self.revisions, 1):
-            job = download(self.repo_id, revision)
-            for line in ["opening", *job.follow()]:
-                yield f"revision {revision} ({number} of {len(self.revisions)}): {line}"
-            try:
-                job.outcome()
-            except InputProblem as problem:
-                raise InputProblem(revision_problem(self.repo_id, revision, number, len(self.revisions), problem)) from None
-            self.names.append(revision)
+        try:
+            for number, revision in enumerate(self.revisions, 1):
+                job = download(self.repo_id, revision)
+                for line in ["opening", *job.follow()]:
+                    yield f"revision {revision} ({number} of {len(self.revisions)}): {line}"
+                try:
+                    self.kept.add(self.repo_id, job.outcome())
+                except InputProblem as problem:
+                    raise InputProblem(revision_problem(self.repo_id, revision, number, len(self.revisions),
+                                                        problem)) from None
+                self.names.append(revision)
+        except BaseException:  # a revision refused, or the visitor gone (the generator closed): nothing to read
+            self.kept.end()
+            raise
 
     def measure(self, on_progress: Callable[[str], None] | None = None) -> HubTimeline:
         """What the views draw: every downloaded revision opened and measured in turn (``measured_revision``: one
         revision's weights held at a time), in step order. ``on_progress`` hears which revision is being measured."""
         with MEASURING:
+            self.kept.renew()
             measured = []
-            for number, revision in enumerate(self.names, 1):
-                if on_progress:
-                    on_progress(f"revision {revision} ({number} of {len(self.names)}): converting, measuring every head, "
-                                "reading the text")
-                measured.append(measured_revision(self.repo_id, revision, self.text))
+            try:
+                for number, revision in enumerate(self.names, 1):
+                    if on_progress:
+                        on_progress(f"revision {revision} ({number} of {len(self.names)}): converting, measuring every "
+                                    "head, reading the text")
+                    measured.append(measured_revision(self.repo_id, revision, self.text))
+            finally:
+                self.kept.end()
             measured.sort(key=lambda pair: (pair[0].step is None, pair[0].step or 0))
             views = [view for view, _ in measured]
             return HubTimeline(self.repo_id, views, measured[0][1], induction_baseline(INDUCTION_LENGTH), self.notices)

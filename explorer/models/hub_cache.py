@@ -7,6 +7,10 @@ the files, before the weights come. To make room, the least recently opened revi
 no model in memory) are removed; when that is not enough the open is refused. A refused open removes what it
 downloaded, unless another open of that revision is under way or a visitor holds or lists it.
 
+A request that downloads now and reads later (Watch it learn downloads every revision, then measures them one by one)
+keeps what it downloaded (``Kept``) until it has read it, or for ``KEEP_SECONDS`` if it never does: its first
+revisions never go to make room for its last, to be downloaded again while it measures.
+
 What this app downloaded is written in a ledger beside the cache (``LEDGER``: revision -> when last opened), so the
 bound holds across restarts and revisions the operator had cached before are never counted nor removed.
 """
@@ -15,6 +19,7 @@ import json
 import os
 import threading
 import time
+import uuid
 from collections import Counter
 from contextlib import contextmanager
 from pathlib import Path
@@ -34,6 +39,8 @@ LEDGER = "scratch_app_downloads.json"  # in the cache folder: {"repo_id@commit":
 _lock = threading.Lock()  # the ledger, the pins, the reservations, and every removal
 _opening: Counter = Counter()  # (repo_id, commit) -> opens under way
 _reserved: dict[int, int] = {}  # id(claim) -> the bytes it may still download
+KEEP_SECONDS = 900  # how long a request's downloads stay kept after it last said it would read them
+_kept: dict[str, tuple[set[str], float]] = {}  # a Kept's id -> the revisions it keeps, and until when (monotonic)
 
 
 def _ledger_path() -> Path:
@@ -76,8 +83,14 @@ def _ours_bytes(ledger: dict, cached: dict) -> int:
 
 
 def _in_use(shown: bool) -> set[str]:
-    """Revisions that must stay: opens under way, models in memory (``shown``: and those any visitor lists)."""
-    return {f"{r}@{c}" for (r, c), n in _opening.items() if n} | {f"{r}@{c}" for r, c in registry.hub_commits(shown)}
+    """Revisions that must stay: opens under way, revisions a request keeps to read later, models in memory
+    (``shown``: and those any visitor lists). The lock held."""
+    now = time.monotonic()
+    for lease in [lease for lease, (_, until) in _kept.items() if until < now]:
+        del _kept[lease]  # never read: the request was dropped, or its visitor left
+    kept = set().union(*(keys for keys, _ in _kept.values()))
+    return ({f"{r}@{c}" for (r, c), n in _opening.items() if n} | kept
+            | {f"{r}@{c}" for r, c in registry.hub_commits(shown)})
 
 
 def _remove(info, cached: dict, keys: list[str], ledger: dict) -> None:
@@ -154,6 +167,31 @@ class Claim:
             if failed and self.key in ledger and self.key not in _in_use(shown=True):
                 info, cached = _cached()
                 _remove(info, cached, [self.key], ledger)
+
+
+class Kept:
+    """The revisions one request downloaded to read later, kept in the cache until ``end()``, or ``KEEP_SECONDS``
+    after the last ``add`` or ``renew`` (a request whose visitor left keeps nothing for long). Only an id lives here,
+    the revisions in this module: a copy of the request (the app's state) ends the same lease."""
+
+    def __init__(self):
+        self.id = uuid.uuid4().hex
+
+    def add(self, repo_id: str, commit: str) -> None:
+        with _lock:
+            keys, _ = _kept.get(self.id, (set(), 0))
+            _kept[self.id] = (keys | {f"{repo_id}@{commit}"}, time.monotonic() + KEEP_SECONDS)
+
+    def renew(self) -> None:
+        """Another ``KEEP_SECONDS`` from now: the reading starts."""
+        with _lock:
+            if self.id in _kept:
+                _kept[self.id] = (_kept[self.id][0], time.monotonic() + KEEP_SECONDS)
+
+    def end(self) -> None:
+        """Read, or given up: the revisions may go to make room again (least recently opened first)."""
+        with _lock:
+            _kept.pop(self.id, None)
 
 
 @contextmanager

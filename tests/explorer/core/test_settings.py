@@ -10,7 +10,7 @@ import pytest
 from explorer.core import machine, settings
 from explorer.core.settings import EXACT_SECONDS, HUB_MAX_BYTES, HUB_STALL_SECONDS, UPLOAD_DISK
 from explorer.generation.tokens import FORWARD_MAX_TOKENS
-from explorer.models import jobs, plans, registry
+from explorer.models import hub_cache, jobs, plans, registry
 
 SAFETY = (Path(__file__).resolve().parents[3] / "docs" / "safety.md").read_text()
 
@@ -73,3 +73,4 @@ def test_docs_safety_gives_the_other_bounds_as_the_code_has_them():
     assert f"take {words[machine.PACE_MARGIN]} times that" in SAFETY
     assert f"({words[registry.LOAD_PEAK_WEIGHTS]} times its weights" in SAFETY
     assert f"keeps glibc to {words[machine.ARENAS]} heaps" in SAFETY
+    assert f"not measured yet (for {hub_cache.KEEP_SECONDS // 60} minutes at most)" in SAFETY

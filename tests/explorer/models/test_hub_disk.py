@@ -1,7 +1,7 @@
 """What opening Hub models costs on disk and in job slots (tests/support/fake_hub.py, the real huggingface_hub client):
 a config the conversion refuses is refused before the weights come, a refused open leaves nothing in the Hub cache,
-the cache's downloads stay within SCRATCH_HUB_DISK (the least recently opened go, the models held stay), and one
-visitor cannot take every job slot."""
+the cache's downloads stay within SCRATCH_HUB_DISK (the least recently opened go, the models held stay, and so do the
+revisions Watch it learn downloaded until it has measured them), and one visitor cannot take every job slot."""
 
 import json
 from pathlib import Path
@@ -10,8 +10,11 @@ import pytest
 
 from explorer.core.inputs import InputProblem
 from explorer.core.visitor import Visitor, visiting
-from explorer.models import hub_files, opening, registry
+from explorer.learning import hub_revisions
+from explorer.models import hub_cache, hub_files, opening, registry
 from support import hub_repos
+
+STEPPED, STEPS = "tiny/stepped", (0, 1)  # a repo of training steps, as Watch it learn opens
 
 
 @pytest.fixture(scope="module")
@@ -19,8 +22,10 @@ def hub(start_fake_hub, tmp_path_factory):
     """GPT-2 repos of their own weights (tiny/a ... tiny/e), and repos refused for their config or their weights."""
     tmp = tmp_path_factory.mktemp("disk-repos")
     server = start_fake_hub(token=None)
-    for seed, name in enumerate("abcde"):
+    for seed, name in enumerate("abcdefg"):
         server.add_repo(f"tiny/{name}", hub_repos.files_of(hub_repos.save_transformers_repo(tmp / name, "gpt2", seed)))
+    for seed, step in enumerate(STEPS, 10):
+        server.add_folder(STEPPED, hub_repos.save_transformers_repo(tmp / f"step{step}", "gpt2", seed), f"step{step}")
     gpt2 = hub_repos.files_of(tmp / "a")
     neox = hub_repos.files_of(hub_repos.save_transformers_repo(tmp / "neox", "gpt_neox"))
 
@@ -96,3 +101,45 @@ def test_one_visitor_cannot_take_every_job_slot(hub):
     for started in slow:
         with pytest.raises(InputProblem):
             started.outcome()
+
+
+def downloaded_revisions() -> hub_revisions.Request:
+    """Watch it learn's first half: every revision of STEPPED downloaded, none measured yet."""
+    asked = hub_revisions.request(STEPPED, ", ".join(f"step{s}" for s in STEPS), "If music be the food of love")
+    for _ in asked.opening():
+        pass
+    return asked
+
+
+def room_for_half_a_model(hub, monkeypatch) -> None:
+    """SCRATCH_HUB_DISK set to what the cache holds now (all this module downloaded) and half a tiny model more: the
+    next open must make room by removing a revision nobody uses."""
+    cached_now = sum(snapshot_bytes(repo) for repo in hub.repos)
+    monkeypatch.setenv("SCRATCH_HUB_DISK", str(cached_now + snapshot_bytes(STEPPED) // 4))
+
+
+def test_revisions_downloaded_to_be_measured_stay_until_they_are(hub, monkeypatch):
+    """Between Watch it learn's download and its measuring (two events; the second may queue behind another visitor's
+    exact run), another visitor's open cannot make room by removing those revisions: it is refused, as when the models
+    held fill the disk. Measuring reads them from the cache, each downloaded once; then they may go."""
+    asked = downloaded_revisions()
+    kept = snapshot_bytes(STEPPED)
+    room_for_half_a_model(hub, monkeypatch)
+    with pytest.raises(InputProblem, match="No room on disk for tiny/f"):
+        opening.open_repo("tiny/f")
+    assert snapshot_bytes(STEPPED) == kept and hub.downloads("tiny/f", "model.safetensors") == 0
+    measured = asked.measure()
+    assert [v.step for v in measured.revisions] == list(STEPS)
+    assert hub.downloads(STEPPED, "model.safetensors") == len(STEPS)  # once each: none went before it was measured
+    assert opening.open_repo("tiny/f").name == "tiny/f"  # measured and let go: now one may make room
+    assert 0 < snapshot_bytes(STEPPED) < kept
+
+
+def test_revisions_never_measured_are_kept_only_for_a_while(hub, monkeypatch):
+    """A request whose visitor left before measuring keeps its revisions for ``KEEP_SECONDS`` at most."""
+    monkeypatch.setattr(hub_cache, "KEEP_SECONDS", 0)
+    downloaded_revisions()
+    kept = snapshot_bytes(STEPPED)
+    room_for_half_a_model(hub, monkeypatch)
+    assert opening.open_repo("tiny/g").name == "tiny/g"
+    assert snapshot_bytes(STEPPED) < kept
