@@ -1,6 +1,6 @@
 """The Hub cache on disk, bounded: the revisions this app downloaded take at most ``SCRATCH_HUB_DISK`` bytes
-(``explorer.core.settings.HUB_DISK``), so strangers opening repo after repo (Pythia alone has 154 revisions) cannot fill the
-machine's disk.
+(``explorer.core.settings.HUB_DISK``), so strangers opening repo after repo (Pythia alone has 154 revisions) cannot
+fill the machine's disk.
 
 Each open holds a ``Claim`` on its revision: ``pin`` once the Hub names the commit, ``reserve`` once the plan names
 the files, before the weights come. To make room, the least recently opened revisions nobody uses (no open under way,
@@ -8,8 +8,8 @@ no model in memory) are removed; when that is not enough the open is refused. A 
 downloaded, unless another open of that revision is under way or a visitor holds or lists it.
 
 A request that downloads now and reads later (Watch it learn downloads every revision, then measures them one by one)
-keeps what it downloaded (``Kept``) until it has read it, or for ``KEEP_SECONDS`` if it never does: its first
-revisions never go to make room for its last, to be downloaded again while it measures.
+keeps what it downloaded (``Kept``) until it has read it, or for ``KEEP_SECONDS`` if it never does (one request a
+visitor): its first revisions never go to make room for its last, to be downloaded again while it measures.
 
 What this app downloaded is written in a ledger beside the cache (``LEDGER``: revision -> when last opened), so the
 bound holds across restarts and revisions the operator had cached before are never counted nor removed.
@@ -28,6 +28,7 @@ from huggingface_hub import scan_cache_dir
 from huggingface_hub.errors import CacheNotFound
 from huggingface_hub.file_download import repo_folder_name
 
+from explorer.core import visitor
 from explorer.core.inputs import InputProblem
 from explorer.models import registry
 from explorer.models.hub_files import cache_dir
@@ -39,8 +40,9 @@ LEDGER = "scratch_app_downloads.json"  # in the cache folder: {"repo_id@commit":
 _lock = threading.Lock()  # the ledger, the pins, the reservations, and every removal
 _opening: Counter = Counter()  # (repo_id, commit) -> opens under way
 _reserved: dict[int, int] = {}  # id(claim) -> the bytes it may still download
-KEEP_SECONDS = 900  # how long a request's downloads stay kept after it last said it would read them
-_kept: dict[str, tuple[set[str], float]] = {}  # a Kept's id -> the revisions it keeps, and until when (monotonic)
+KEEP_SECONDS = 300  # how long a request's downloads stay kept after it last said it would read them
+_kept: dict[str, tuple[str | None, set[str], float]] = {}  # a Kept's id -> its visitor's session, the revisions it
+# keeps, and until when (monotonic)
 
 
 def _ledger_path() -> Path:
@@ -86,9 +88,9 @@ def _in_use(shown: bool) -> set[str]:
     """Revisions that must stay: opens under way, revisions a request keeps to read later, models in memory
     (``shown``: and those any visitor lists). The lock held."""
     now = time.monotonic()
-    for lease in [lease for lease, (_, until) in _kept.items() if until < now]:
+    for lease in [lease for lease, (_, _, until) in _kept.items() if until < now]:
         del _kept[lease]  # never read: the request was dropped, or its visitor left
-    kept = set().union(*(keys for keys, _ in _kept.values()))
+    kept = set().union(*(keys for _, keys, _ in _kept.values()))
     return ({f"{r}@{c}" for (r, c), n in _opening.items() if n} | kept
             | {f"{r}@{c}" for r, c in registry.hub_commits(shown)})
 
@@ -171,22 +173,27 @@ class Claim:
 
 class Kept:
     """The revisions one request downloaded to read later, kept in the cache until ``end()``, or ``KEEP_SECONDS``
-    after the last ``add`` or ``renew`` (a request whose visitor left keeps nothing for long). Only an id lives here,
-    the revisions in this module: a copy of the request (the app's state) ends the same lease."""
+    after the last ``add`` or ``renew`` (a request whose visitor left keeps nothing for long). A visitor keeps for one
+    request at a time: a new one ends the one before, so nobody holds the disk by asking again and again. Only an id
+    lives here, the revisions in this module: a copy of the request (the app's state) ends the same lease."""
 
     def __init__(self):
-        self.id = uuid.uuid4().hex
+        self.id, self.session = uuid.uuid4().hex, visitor.current().session
 
     def add(self, repo_id: str, commit: str) -> None:
         with _lock:
-            keys, _ = _kept.get(self.id, (set(), 0))
-            _kept[self.id] = (keys | {f"{repo_id}@{commit}"}, time.monotonic() + KEEP_SECONDS)
+            if self.id not in _kept and self.session is not None:  # this visitor's request before is superseded
+                for lease in [lease for lease, (session, _, _) in _kept.items() if session == self.session]:
+                    del _kept[lease]
+            _, keys, _ = _kept.get(self.id, (None, set(), 0))
+            _kept[self.id] = (self.session, keys | {f"{repo_id}@{commit}"}, time.monotonic() + KEEP_SECONDS)
 
     def renew(self) -> None:
         """Another ``KEEP_SECONDS`` from now: the reading starts."""
         with _lock:
             if self.id in _kept:
-                _kept[self.id] = (_kept[self.id][0], time.monotonic() + KEEP_SECONDS)
+                session, keys, _ = _kept[self.id]
+                _kept[self.id] = (session, keys, time.monotonic() + KEEP_SECONDS)
 
     def end(self) -> None:
         """Read, or given up: the revisions may go to make room again (least recently opened first)."""

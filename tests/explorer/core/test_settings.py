@@ -73,4 +73,4 @@ def test_docs_safety_gives_the_other_bounds_as_the_code_has_them():
     assert f"take {words[machine.PACE_MARGIN]} times that" in SAFETY
     assert f"({words[registry.LOAD_PEAK_WEIGHTS]} times its weights" in SAFETY
     assert f"keeps glibc to {words[machine.ARENAS]} heaps" in SAFETY
-    assert f"not measured yet (for {hub_cache.KEEP_SECONDS // 60} minutes at most)" in SAFETY
+    assert f"not measured yet (its last request a visitor, for {hub_cache.KEEP_SECONDS // 60} minutes at most)" in SAFETY

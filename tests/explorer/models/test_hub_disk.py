@@ -143,3 +143,20 @@ def test_revisions_never_measured_are_kept_only_for_a_while(hub, monkeypatch):
     room_for_half_a_model(hub, monkeypatch)
     assert opening.open_repo("tiny/g").name == "tiny/g"
     assert snapshot_bytes(STEPPED) < kept
+
+
+def test_a_visitor_keeps_revisions_for_one_request_at_a_time():
+    """Asking again ends what the visitor's request before kept, so nobody holds the disk by asking again and again;
+    another visitor's request keeps its own."""
+    with visiting(Visitor("asks-again")):
+        first, second = hub_cache.Kept(), hub_cache.Kept()
+        first.add("some/repo", "1" * 40)
+        second.add("some/repo", "2" * 40)
+    with visiting(Visitor("other")):
+        other = hub_cache.Kept()
+        other.add("some/repo", "3" * 40)
+    kept = {key for key in hub_cache._in_use(shown=False) if key.startswith("some/repo@")}
+    assert kept == {f"some/repo@{'2' * 40}", f"some/repo@{'3' * 40}"}
+    second.end()
+    other.end()
+    assert not {key for key in hub_cache._in_use(shown=False) if key.startswith("some/repo@")}
