@@ -76,6 +76,9 @@ def probe_ids(settings: LiveSettings, vocab_size: int) -> torch.Tensor:
     return induction_probe(vocab_size, probe_lengths(settings.context_length)[-1], seed=0, skip=SPECIAL_IDS)
 
 
+SAMPLE_PROMPT, SAMPLE_PROMPT_TOKENS = "ROMEO.\n", 8  # a text's sample continues its first 8 tokens (Shakespeare: these)
+
+
 @dataclass
 class Sample:
     """A greedy continuation: ``prompt`` the tokens it read, ``tokens`` what it wrote, and for random tokens
@@ -103,7 +106,7 @@ def sample(model, settings: LiveSettings, tokenizer) -> Sample:
         probe = probe_ids(settings, model.config.vocab_size)
         prompt = probe[:, : probe.shape[1] // 2 + 3]
     else:
-        prompt = text_ids(settings.text or "ROMEO.\n", tokenizer)[:8].unsqueeze(0)
+        prompt = text_ids(settings.text or SAMPLE_PROMPT, tokenizer)[:SAMPLE_PROMPT_TOKENS].unsqueeze(0)
     room = settings.context_length - prompt.shape[1]
     config = GenerationConfig(max_new_tokens=min(settings.sample_tokens, room), do_sample=False,
                               pad_token_id=1, eos_token_id=None, bos_token_id=0)

@@ -8,8 +8,22 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.present.figures import AFTER, BEFORE, LAYOUT, heatmap_figure
-from explorer.learning.live_snapshots import Snapshot
+from explorer.learning.live_settings import TEXT_KINDS
+from explorer.learning.live_snapshots import SAMPLE_PROMPT, SAMPLE_PROMPT_TOKENS, Snapshot
 
+
+def sample_label(data: str) -> str:
+    """The sample box's label for the kind of data trained on: what its prompt is, as ``live_snapshots.sample``
+    takes it."""
+    if data in TEXT_KINDS:
+        prompt = (f"the first {SAMPLE_PROMPT_TOKENS} tokens of your text" if data == "own-text"
+                  else f"“{SAMPLE_PROMPT.strip()}”")
+        return f"{SAMPLE_LABEL}. It continues {prompt}"
+    return (f"{SAMPLE_LABEL}. The prompt is the probe's first copy of random tokens and 3 tokens of its second; under "
+            "what the model writes, what a copy would be")
+
+
+SAMPLE_LABEL = "A sample from the current weights (greedy; ⏎ marks a line break, ␣ a space a box would hide)"
 
 TRAIN_LIVE = """### Train one yourself
 - **What happens:** a Transformer with random weights learns to predict the next token. Each step reads a

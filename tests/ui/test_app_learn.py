@@ -205,6 +205,25 @@ def test_bad_training_choices_get_a_message_and_start_nothing(app_server, change
     assert not training_threads()
 
 
+def test_gradient_step_says_which_tokens_of_the_text_it_quotes(client):
+    """The status quotes the last tokens before the target, marked as cut where the text read is longer: a quote
+    starting mid-word ('are' of 'compare') never reads as the whole text."""
+    *_, numbers, note = client.predict(TEXT, "shakespeare-rope", 8, " the", 0.5, api_name="/gradient_step")
+    tokens = numbers["tokens"]
+    assert len(tokens) == 9
+    assert f"after `…{''.join(tokens[-6:])}` (the last 6 of 9 tokens read)" in note
+    *_, note = client.predict(TEXT, "shakespeare-rope", 5, " the", 0.5, api_name="/gradient_step")
+    assert "after `" + "".join(numbers["tokens"][:6]) + "` (6 tokens)" in note
+
+
+def test_the_training_samples_label_says_what_its_prompt_is():
+    from explorer.present.train_live import sample_label
+
+    assert "The prompt is the probe's first copy of random tokens" in sample_label("random-repeats")
+    assert sample_label("shakespeare").endswith("It continues “ROMEO.”") and "probe" not in sample_label("shakespeare")
+    assert sample_label("own-text").endswith("It continues the first 8 tokens of your text")
+
+
 def test_the_defaults_are_the_engines(app):
     """The tab starts on the engine's defaults (the job measured to finish within a minute)."""
     props = {c["props"].get("elem_id"): c["props"] for c in app.demo.config["components"] if c["props"].get("elem_id")}

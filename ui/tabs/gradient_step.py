@@ -19,6 +19,7 @@ from ui.tab import TabParts
 
 EXAMPLE_TEXT, EXAMPLE_TARGET, EXAMPLE_RATE = "Shall I compare thee to a summer's", " day", 0.001
 NO_JSON = None
+CONTEXT_SHOWN = 6  # tokens of the text before the target the status line quotes
 
 
 @guarded(before_after=NO_FIGURE, heads=NO_FIGURE, tensors=NO_FIGURE, numbers=NO_JSON)
@@ -28,8 +29,11 @@ def gradient_step(text, model_name, position, target, learning_rate):
     info, model, tokenizer = registry.resolve(model_name)
     say_doing(f"One forward and backward pass of {info.name}, then one SGD step on a copy of it")
     step = take_step(text, model, tokenizer, position, target, learning_rate)
-    context = "".join(step.tokens[-6:])
-    line = (f"**{info.name}**, after {echo(context, 60)} ({token_count(len(step.tokens))}), target "
+    shown = step.tokens[-CONTEXT_SHOWN:]
+    context = ("…" if len(step.tokens) > len(shown) else "") + "".join(shown)
+    read = (f"the last {len(shown)} of {len(step.tokens)} tokens read" if len(step.tokens) > len(shown)
+            else token_count(len(step.tokens)))
+    line = (f"**{info.name}**, after {echo(context, 60)} ({read}), target "
             f"{echo(step.target)} (id {step.target_id}), learning rate {step.learning_rate:g}: loss "
             f"{step.loss_before:.4f} → {step.loss_after:.4f} nats, p(target) {percent(step.p_before)} → "
             f"{percent(step.p_after)}. ‖∇L‖ = {step.grad_norm:.4g}: the first-order prediction lr·‖∇L‖² is a "

@@ -207,10 +207,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                     stop = gr.Button("Stop", variant="secondary", size="sm", interactive=False, elem_id="live-stop")
                 status_line = gr.Markdown(elem_id="live-status", elem_classes="status-line")
                 curve = gr.Plot(label="Loss", elem_id="plot-live-loss")
-                sample = gr.Textbox(label="A sample from the current weights (greedy; ⏎ marks a line break, ␣ a space "
-                                          "a box would hide). Random tokens: the prompt is the probe's first copy and 3 "
-                                          "tokens of its second; under what the model writes, what a copy would be",
-                                    lines=3, max_lines=6, elem_id="live-sample",
+                sample = gr.Textbox(label=present.sample_label(DEFAULT.data), lines=3, max_lines=6, elem_id="live-sample",
                                     elem_classes="monospace")
             with gr.Column(scale=2):
                 gr.Markdown(present.TRAIN_LIVE, elem_id="live-teaching")
@@ -233,4 +230,6 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                 api_name="train_live", show_progress="full", **TRAINING, **UNCHECKED).then(
         download_ready, download, [stop, download], api_name="train_live_stop_off", api_visibility="private", **UNCHECKED)
     stop.click(stop_training, None, None, api_name="stop_training")
+    data.change(lambda kind: gr.update(label=present.sample_label(kind)), data, sample, api_name="train_live_sample_label",
+                api_visibility="private", queue=False)
     return TabParts(trained=trained)
