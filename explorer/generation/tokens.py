@@ -48,7 +48,10 @@ def one_token(tokenizer, value, what: str) -> tuple[int, list[str]]:
                         f"you meant the word after a space, type it with its space: {echo(' ' + text)}."]
     labels = token_labels(tokenizer, ids[:8])
     pieces = " ".join(echo(label) for label in labels) + (" …" if len(ids) > 8 else "")
-    if len(spaced) == 1:
+    word = one_token_word(tokenizer, text)
+    if word is not None:
+        hint = f" It is {len(text.split())} words: type one, such as {echo(word)} (one token)."
+    elif len(spaced) == 1:
         hint = f" With a leading space, {echo(' ' + text)} is one token (a word after a space is): type that."
     elif ids:
         hint = f" Type one of them, such as the first, {echo(labels[0])}."
@@ -56,6 +59,19 @@ def one_token(tokenizer, value, what: str) -> tuple[int, list[str]]:
         hint = ""
     raise InputProblem(f"{what} must be exactly one token of this model's tokenizer; {echo(value)} is {len(ids)} "
                        f"tokens: {pieces}.{hint}")
+
+
+def one_token_word(tokenizer, text: str) -> str | None:
+    """The first word of a text of several words that is one token, with its leading space (the form a word after a
+    space takes) or else bare; None for one word, or where no word is one token."""
+    words = text.split()
+    if len(words) < 2:
+        return None
+    for word in words:
+        for form in (" " + word, word):
+            if len(_ids(tokenizer, form)) == 1:
+                return form
+    return None
 
 
 def numbered(labels: list[str]) -> list[str]:

@@ -32,9 +32,6 @@ HEADS = """### What each head does
   label there."""
 
 
-TYPE_SHORT = {"previous token": "prev", "first-token sink": "sink", "same token": "self", "induction": "induct"}
-
-
 def token_centred_figure(weights: np.ndarray, query_label: str, key_labels: list[str], layer: int,
                          types: HeadTypes | None = None) -> go.Figure:
     """Heads (rows) x keys (columns): what one query token attends to in every head of a layer.
@@ -43,14 +40,14 @@ def token_centred_figure(weights: np.ndarray, query_label: str, key_labels: list
     rows = []
     for head in range(weights.shape[0]):
         found = types.labels(layer, head) if types is not None else []
-        rows.append(f"H{head}" + "".join(f" · {TYPE_SHORT[k]} {s:.2f}" for k, s in found))
+        rows.append(f"H{head}" + "".join(f" · {k} {s:.2f}" for k, s in found))  # each type named as the grid names it
     keys = plotly_text(key_labels)
     fig = go.Figure(go.Heatmap(z=weights, x=keys, y=rows, colorscale="Blues", zmin=0, zmax=1, colorbar=dict(title="weight"),
                                hovertemplate="%{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     fig.update_layout(title=f"Layer {layer}: what {plotly_text([query_label])[0]} attends to, in every head",
-                      xaxis_title="key token", height=max(330, 160 + 30 * len(rows)), **{**LAYOUT, "margin": dict(l=150, r=20, t=50, b=110)})
+                      xaxis_title="key token", height=max(330, 160 + 30 * len(rows)), **{**LAYOUT, "margin": dict(l=60, r=20, t=50, b=110)})
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
-    fig.update_yaxes(type="category", autorange="reversed")
+    fig.update_yaxes(type="category", autorange="reversed", automargin=True)  # room for the longest head's types
     return fig
 
 

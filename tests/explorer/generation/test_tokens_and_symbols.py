@@ -34,6 +34,13 @@ def test_a_word_of_two_tokens_hints_at_the_spaced_one(main_tokenizer):
         one_token(main_tokenizer, "␣Norfolk", "The answer")
 
 
+def test_several_words_hint_at_one_word_that_is_one_token(main_tokenizer):
+    """'summer day' is 4 tokens (`s` `um` `mer` `␣day`): the hint is a word, ` summer`, not the useless first `s`."""
+    with pytest.raises(InputProblem, match=r"`summer day` is 4 tokens: `s` `um` `mer` `␣day`\. It is 2 words: type one, "
+                                           r"such as ` summer` \(one token\)\."):
+        one_token(main_tokenizer, "summer day", "The target")
+
+
 def test_one_character_a_token_suggests_the_first_token():
     tokenizer = symbol_tokenizer(64)
     with pytest.raises(InputProblem, match=r"` day` is 3 tokens: `d` `a` `y`\. Type one of them, such as the first, `d`"):

@@ -130,9 +130,12 @@ def test_ranking_figure_writes_each_heads_loss_rise():
 
 
 def test_token_centred_figure_has_a_row_per_head_with_its_type():
-    types = HeadTypes({"previous token": np.array([[0.1, 0.7]])}, {"previous token": 0.1}, 0.4)
+    """Each type named as the head grid names it ('same token', never 'self', which reads as self-attention)."""
+    types = HeadTypes({"previous token": np.array([[0.1, 0.7]]), "same token": np.array([[0.9, 0.0]])},
+                      {"previous token": 0.1, "same token": 0.1}, 0.4)
     fig = token_centred_figure(np.array([[0.5, 0.5], [1.0, 0.0]]), "1:<s>", ["0:a", "1:<s>"], 0, types)
-    assert list(fig.data[0].y) == ["H0", "H1 · prev 0.70"] and list(fig.data[0].x) == ["0:a", "1:&lt;s&gt;"]
+    assert list(fig.data[0].y) == ["H0 · same token 0.90", "H1 · previous token 0.70"]
+    assert list(fig.data[0].x) == ["0:a", "1:&lt;s&gt;"]
     assert "&lt;s&gt;" in fig.layout.title.text
 
 
