@@ -57,3 +57,12 @@ def test_one_prompt_five_encodings_samples_with_one_seed_by_default(client):
     again = client.predict("Shall I", 8, "Sampling", 0, api_name="/compare_encodings")
     assert again[:-1] == tuple(outputs)
     assert "greedy" in client.predict("Shall I", 8, "Greedy", 0, api_name="/compare_encodings")[-1]
+
+
+def test_the_tab_says_which_settings_every_model_samples_with(client, app):
+    """The status names settings this tab has no controls for: the text above the prompt says them, as used."""
+    note = client.predict("Shall I", 2, api_name="/compare_encodings")[-1]
+    teaching = next(c["props"]["value"] for c in app.demo.config["components"]
+                    if c["props"].get("elem_id") == "compare-teaching")
+    for setting in ("temperature 0.8", "top-k 40", "top-p 0.95", "repetition penalty 1.1"):
+        assert setting in note and setting in teaching, setting

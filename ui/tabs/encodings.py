@@ -20,6 +20,11 @@ COMPARE_MAX_NEW_TOKENS = 256  # per model in "one prompt, five encodings": five 
 GREEDY_LOOPS = ("Sampling with a fixed seed by default: greedy decoding always takes the most likely token, and a small "
                 "model's most likely token soon repeats what it just wrote, so greedy output falls into loops.")
 
+# the settings every model samples with here (the Generate tab's defaults; its controls do not reach this tab)
+COMPARED_WITH = (f"Every model samples at temperature {DEFAULTS.temperature:g}, top-k {DEFAULTS.top_k}, top-p "
+                 f"{DEFAULTS.top_p:g} and repetition penalty {DEFAULTS.repetition_penalty:g}, the Generate tab's "
+                 "defaults, with the seed below: the same settings for all five.")
+
 
 @guarded(sinusoidal_plot=NO_FIGURE, learned_plot=NO_FIGURE, rope_plot=NO_FIGURE, alibi_plot=NO_FIGURE,
          similarity_plot=NO_FIGURE, extrapolation_plot=NO_FIGURE)
@@ -110,7 +115,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
         experiment_status = gr.Markdown(elem_id="experiment-status", elem_classes="status-line")
         position_loss_plot = gr.Plot(label="Loss by position", elem_id="plot-position-loss")
         experiment_tables = gr.Markdown(elem_id="experiment-tables")
-        gr.Markdown("### One prompt, five encodings\n" + GREEDY_LOOPS)
+        gr.Markdown("### One prompt, five encodings\n" + GREEDY_LOOPS + " " + COMPARED_WITH, elem_id="compare-teaching")
         with gr.Row():
             compare_prompt = gr.Textbox(label="Prompt", value=PROMPT_EXAMPLE, scale=4, elem_id="compare-prompt")
             compare_tokens = gr.Number(value=40, precision=0, minimum=1, maximum=COMPARE_MAX_NEW_TOKENS,
