@@ -48,7 +48,9 @@ def before_after_figure(step: GradientStep) -> go.Figure:
         values = [probability[label][i] for label in labels]
         fig.add_bar(x=shown, y=[v if v is not None else 0.0 for v in values], name=name, marker_color=colour,
                     text=[percent(v) if v is not None else "not in its top list" for v in values],
-                    hovertemplate="%{x}<br>" + name + ": %{text}<extra></extra>")
+                    textposition="none", hovertemplate="%{x}<br>" + name + ": %{text}<extra></extra>")
+    fig.add_annotation(x=shown[0], y=max(step.p_before, step.p_after), yanchor="bottom", showarrow=False,
+                       text=f"{percent(step.p_before)} → {percent(step.p_after)}", font_size=12)  # bars too thin to hold it
     fig.update_layout(title=plotly_text(f"Next token: the target {target}, then the top ones"),
                       yaxis_title="probability", barmode="group", height=380,
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),

@@ -227,3 +227,20 @@ def test_the_teaching_text_types_in_no_measured_figure():
     assert not re.findall(r"\d\s*nats|\(\d+(?:\.\d+)? nats", GRADIENT_STEP)
     numbers = set(re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?:e-\d+)?", GRADIENT_STEP))
     assert numbers <= {"0", "1", "10", "0.001", "0.01", "1e-9"}, numbers
+
+
+def test_the_targets_probabilities_are_printed_above_its_bars(main_model):
+    """The chart's bars are too thin to hold a label: the target's p before and after (the step's own) is printed
+    once, level, above its pair; every bar keeps its figure on hover."""
+    from explorer.present.gradient_step import before_after_figure
+    from explorer.present.figures import percent
+
+    model, tokenizer = main_model[:2]
+    step = gradient_step("Shall I compare thee to a summer's", model, tokenizer, -1, " day", 0.001)
+    figure = before_after_figure(step)
+    assert [bar.textposition for bar in figure.data] == ["none", "none"]
+    assert [bar.text[0] for bar in figure.data] == [percent(step.p_before), percent(step.p_after)]
+    assert all(t for bar in figure.data for t in bar.text)  # hover: every bar's figure
+    (label,) = figure.layout.annotations
+    assert label.text == f"{percent(step.p_before)} → {percent(step.p_after)}" and label.x == figure.data[0].x[0]
+    assert label.y == max(step.p_before, step.p_after)
