@@ -111,8 +111,9 @@ EXPERIMENT = """### The experiment: five encodings, two seeds each
 - **What you see:** five decoder-only models that are identical (size, data, steps) except for the position
   encoding, each trained twice with different seeds. The plot below (Loss by position) is the picture the
   length-extrapolation papers draw: the mean loss of the token at position p of a long window (p tokens of context
-  before it; windows 8 times the training context, over the whole test split), for the seed the app serves. The tables give
-  bits per character for every seed, and the perplexity ratios at longer windows beside the published ones.
+  before it; windows 8 times the training context, over the whole test split), for the seed the app serves. The
+  tables give bits per character for every seed, and the perplexity ratios at longer windows beside the published
+  ones.
 - **How it works:** up to the training context a token with more context before it is easier to predict, so
   every curve falls. Past the dotted line the model meets what it never trained on: combinations of sines and
   cosines no training position had, as the slow dimensions move on (sinusoidal); distances between query and
