@@ -164,7 +164,7 @@ def example_texts(model_name, clean_text, corrupted_text, shown):
 def grids_offered(name, ticked, offered):
     """The Grids checkboxes for the model picked: the grids it has (``grids.grids_of``), those ticked kept ticked
     and one it gains (back from an attention-only model) ticked; the grids now offered; the feed-forward grid's plot,
-    shown only for a model that has one (with its estimate's: the row of both). Unchanged: nothing."""
+    shown only for a model that has one (with its estimate's above it: the block of both). Unchanged: nothing."""
     try:
         _, model, _ = registry.resolve(name)
     except InputProblem:
