@@ -259,20 +259,20 @@ says matters), ○ one of the exact grid's largest cells that the estimate did n
 # each mark a glyph of the title's legend (``Agreement.legend``) drawn as text beside the cell's centre, × on its left
 # and ○ on its right: a cell that is both reads '×○', the cell's colour shows around them (a shadow keeps them
 # legible on a dark cell)
-MARKS = {"wrong sign": ("×", "middle left"), "exact top": ("○", "middle right")}
+WRONG_SIGN, OFF_RANK = ("×", "middle left"), ("○", "middle right")  # (glyph, where beside the centre)
 
 
-def _mark_trace(x, y, mark: str, name: str) -> go.Scatter:
-    glyph, position = MARKS[mark]
+def _mark_trace(x, y, mark: tuple[str, str], name: str) -> go.Scatter:
+    glyph, position = mark
     return go.Scatter(x=x, y=y, mode="text", text=[glyph] * len(x), textposition=position, name=name,
                       hoverinfo="skip", showlegend=False, textfont=dict(size=15, color="#111111", shadow="auto"))
 
 
 def mark_disagreement(fig: go.Figure, grid: PatchGrid, agreement, n_heads: int, x_labels: list[str] | None) -> None:
-    """Marks on ``fig``'s heat map(s) (``MARKS``): × the cells of the wrong sign, ○ the exact top cells ranked outside
+    """Marks on ``fig``'s heat map(s): × the cells of the wrong sign, ○ the exact top cells ranked outside
     the estimate's top (``explorer.views.first_order.Agreement``). ``x_labels``: a position grid's column values."""
-    for cells, mark, name in ((agreement.wrong_sign, "wrong sign", "wrong sign"),
-                              (agreement.off_rank, "exact top", f"exact top {agreement.k}, not the estimate's")):
+    for cells, mark, name in ((agreement.wrong_sign, WRONG_SIGN, "wrong sign"),
+                              (agreement.off_rank, OFF_RANK, f"exact top {agreement.k}, not the estimate's")):
         if x_labels is not None:
             fig.add_trace(_mark_trace([x_labels[c] for _, c in cells], [grid.rows[r] for r, _ in cells], mark, name))
             continue
