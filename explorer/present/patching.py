@@ -31,10 +31,12 @@ def _heatmap(values: np.ndarray, x, y, limit: float, hover: str, show_scale: boo
                       hovertemplate=hover + "<br>restored %{z:.3f}<br><i>click: top 5 next tokens</i><extra></extra>")
 
 
-# the position axis: a tick label is cut to TICK_CHARS characters; past LABELLED_POSITIONS positions only every
-# k-th is labelled (the changed ones and the last always, the k-th ones not beside them), so labels do not overlap
-# in a half-page figure; hover names every cell
-TICK_CHARS, LABELLED_POSITIONS = 14, 10
+# the position axis: a tick label is cut to TICK_CHARS characters; a label at -60 degrees needs LABEL_PX px of the
+# axis to clear the next one (10 px text, about 13 px high, across its slant). A grid's plot area is at least
+# NARROWEST_PLOT px wide (the grids' full width on an 800 px page), so up to LABELLED_POSITIONS positions are each
+# labelled; past that every k-th one is, the changed ones and the last always (``token_axis``); hover names every cell
+TICK_CHARS, LABEL_PX, NARROWEST_PLOT = 14, 16, 540
+LABELLED_POSITIONS = NARROWEST_PLOT // LABEL_PX
 ROW_HEIGHT = 28  # px of each row of a grid
 
 
@@ -42,22 +44,53 @@ def _cut(label: str) -> str:
     return label if len(label) <= TICK_CHARS else label[:TICK_CHARS - 1] + "…"
 
 
+def changed_runs(changed: list[int], every: int) -> list[list[int]]:
+    """The changed positions in runs, each closer than ``every`` to the next: one label names a run."""
+    runs: list[list[int]] = []
+    for p in sorted(changed):
+        if runs and p - runs[-1][-1] < every:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    return runs
+
+
+def run_text(run: list[int]) -> str:
+    """A run of changed positions as a short label: '12–15', '50–51,53'."""
+    stretches: list[list[int]] = []
+    for p in run:
+        if stretches and p == stretches[-1][-1] + 1:
+            stretches[-1].append(p)
+        else:
+            stretches.append([p])
+    return ",".join(str(s[0]) if len(s) == 1 else f"{s[0]}–{s[-1]}" for s in stretches)
+
+
+def labelled_positions(n: int, changed: list[int]) -> dict[int, list[int] | None]:
+    """The positions of an ``n``-position axis that carry a label, at least k = ceil(n / LABELLED_POSITIONS) apart
+    (k = 1, every one, when all fit): each run of changed positions closer than k, labelled at its first position
+    (the value: the run); the last position; every k-th one (None: a position of its own). A label closer than k to
+    one before it in that order is left out."""
+    every = -(-n // LABELLED_POSITIONS)
+    runs = changed_runs(changed, every)
+    inside = {p for run in runs for p in range(run[0], run[-1] + 1)}
+    labels: dict[int, list[int] | None] = {run[0]: run for run in runs}
+    for p in [n - 1, *range(0, n, every)]:
+        if p not in inside and all(abs(p - q) >= every for q in labels):
+            labels[p] = None
+    return dict(sorted(labels.items()))
+
+
 def token_axis(result: Patching) -> tuple[list[str], list[str], list[str]]:
     """(category values, the values labelled, their tick labels) for the position axis: 'p:token', changed tokens
-    bold with a star; with many positions, every k-th one labelled, the changed ones and the last (a k-th one closer
-    than k / 2 to those is left out: the labels would overlap)."""
-    n = len(result.tokens)
-    every = -(-n // LABELLED_POSITIONS)
-    always = {*result.changed, n - 1}
-    spaced = {p for p in range(0, n, every) if all(abs(p - q) * 2 >= every for q in always if q != p)}
-    values, labelled, ticks = [], [], []
-    for p, clean in enumerate(result.tokens):
-        label = plotly_text(f"{p}:{clean}")
-        values.append(label)
-        if p in always or p in spaced:
-            labelled.append(label)
-            tick = plotly_text(_cut(f"{p}:{clean}"))
-            ticks.append(f"<b>{tick}*</b>" if p in result.changed else tick)
+    bold with a star; changed neighbours too close to label each, one label for them all: '12–15*', '50–51,53*'
+    (``labelled_positions``)."""
+    values = [plotly_text(f"{p}:{clean}") for p, clean in enumerate(result.tokens)]
+    labelled, ticks = [], []
+    for p, run in labelled_positions(len(values), result.changed).items():
+        labelled.append(values[p])
+        label = plotly_text(_cut(f"{p}:{result.tokens[p]}")) if run is None or len(run) == 1 else _cut(run_text(run))
+        ticks.append(label if run is None else f"<b>{label}*</b>")
     return values, labelled, ticks
 
 
@@ -119,12 +152,15 @@ def grid_figure(result: Patching, name: str, n_layers: int, n_heads: int) -> go.
 
 
 def cell_figure(result: Patching, name: str, row: int, column: int) -> go.Figure:
-    """The top next tokens of one cell's patched run."""
+    """The top next tokens of one cell's patched run, its title wrapped to the narrow panel beside the grids."""
     grid = result.grids[name]
     where = f"{grid.rows[row]} at {grid.columns[column]}"
-    fig = top_tokens_figure(result.cell_top(name, row, column), "the corrupted text")
-    fig.update_layout(title=dict(text=f"Patched {plotly_text(where)}: restored {grid.values[row, column]:.3f}<br><sup>"
-                                      f"{plotly_text(grid.title)}; that run's most likely next tokens</sup>"))
+    top_next = result.cell_top(name, row, column)
+    fig = top_tokens_figure(top_next, "the corrupted text")
+    title, top = wrapped_title(f"Patched {where}: restored {grid.values[row, column]:.3f}", grid.title,
+                               "that run's most likely next tokens")
+    fig.update_layout(title=title, **fitted_layout(32 * len(top_next), left=20, right=60, top=top))
+    fig.update_yaxes(automargin=True)  # the token labels take what they need, the bars the rest
     return fig
 
 
@@ -220,25 +256,29 @@ the attention pattern for patched queries and keys to fix part of the first; not
 When the exact grid arrives, the estimate's map marks where it was wrong: × its sign (on a cell the exact grid
 says matters), ○ one of the exact grid's largest cells that the estimate did not rank among its own largest."""
 
-WRONG_SIGN, OFF_RANK = "x-thin-open", "circle-open"
+# each mark a glyph of the title's legend (``Agreement.legend``) drawn as text beside the cell's centre, × on its left
+# and ○ on its right: a cell that is both reads '×○', the cell's colour shows around them (a shadow keeps them
+# legible on a dark cell)
+WRONG_SIGN, OFF_RANK = ("×", "middle left"), ("○", "middle right")  # (glyph, where beside the centre)
 
 
-def _marker_trace(x, y, symbol: str, name: str) -> go.Scatter:
-    return go.Scatter(x=x, y=y, mode="markers", name=name, hoverinfo="skip", showlegend=False,
-                      marker=dict(symbol=symbol, size=13, color="#111111", line=dict(width=2, color="#111111")))
+def _mark_trace(x, y, mark: tuple[str, str], name: str) -> go.Scatter:
+    glyph, position = mark
+    return go.Scatter(x=x, y=y, mode="text", text=[glyph] * len(x), textposition=position, name=name,
+                      hoverinfo="skip", showlegend=False, textfont=dict(size=15, color="#111111", shadow="auto"))
 
 
 def mark_disagreement(fig: go.Figure, grid: PatchGrid, agreement, n_heads: int, x_labels: list[str] | None) -> None:
-    """Markers over ``fig``'s heat map(s): × the cells of the wrong sign, ○ the exact top cells ranked outside the
-    estimate's top (``explorer.views.first_order.Agreement``). ``x_labels``: a position grid's column values."""
-    for cells, symbol, name in ((agreement.wrong_sign, WRONG_SIGN, "wrong sign"),
-                                (agreement.off_rank, OFF_RANK, f"exact top {agreement.k}, not the estimate's")):
+    """Marks on ``fig``'s heat map(s): × the cells of the wrong sign, ○ the exact top cells ranked outside
+    the estimate's top (``explorer.views.first_order.Agreement``). ``x_labels``: a position grid's column values."""
+    for cells, mark, name in ((agreement.wrong_sign, WRONG_SIGN, "wrong sign"),
+                              (agreement.off_rank, OFF_RANK, f"exact top {agreement.k}, not the estimate's")):
         if x_labels is not None:
-            fig.add_trace(_marker_trace([x_labels[c] for _, c in cells], [grid.rows[r] for r, _ in cells], symbol, name))
+            fig.add_trace(_mark_trace([x_labels[c] for _, c in cells], [grid.rows[r] for r, _ in cells], mark, name))
             continue
         for column in range(2):
             picked = [(r // n_heads, r % n_heads) for r, c in cells if c == column]
-            fig.add_trace(_marker_trace([f"H{h}" for _, h in picked], [f"L{l}" for l, _ in picked], symbol, name),
+            fig.add_trace(_mark_trace([f"H{h}" for _, h in picked], [f"L{l}" for l, _ in picked], mark, name),
                           1, column + 1)
 
 

@@ -50,6 +50,9 @@ const panel = document.querySelector('#patching-cell-panel');  // beside the gri
 if (panel) Object.assign(panel.style, {position: 'sticky', top: '8px', zIndex: '2', alignSelf: 'flex-start',
                                        background: 'var(--background-fill-primary)'});
 """
+# px: the grids' column and the clicked cell's panel sit side by side only where both fit (a 1366 px page: the grids
+# three quarters of it); on a narrower page (800 px) the panel goes under the grids, which keep the whole width
+GRIDS_MIN_WIDTH, PANEL_MIN_WIDTH = 600, 300
 CLICK_HINT = "<p class='patching-hint'>Click a cell of any grid: that patched run's five most likely next tokens appear here.</p>"
 
 
@@ -72,7 +75,7 @@ NOTHING_EXACT_YET = (*dict.fromkeys(grids.GRIDS, NO_FIGURE).values(), NO_JSON, N
          cell_line=NO_TEXT, **{f"estimate_{name}": NO_FIGURE for name in grids.GRIDS}, estimate_numbers=NO_JSON)
 def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_answer, sites, progress=gr.Progress()):
     """The first-order estimate of every chosen grid at once (shown first), then every patched run: one heat map per
-    grid beside its estimate's, the estimate's disagreement marked, the numbers as JSON, what they show.
+    grid under its estimate's, the estimate's disagreement marked, the numbers as JSON, what they show.
     ``sites``: the grids' names; the endpoint's parameter is named after it, so the name stays."""
     info, model, tokenizer = registry.resolve(model_name)
     started = time.perf_counter()
@@ -81,7 +84,7 @@ def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_an
     estimated_only = (*NOTHING_EXACT_YET, *_estimate_figures(estimate, model.config), {"estimate": estimate.to_json()})
     yield (*estimated_only,
            status(f"**{info.name}**: every grid estimated to first order in {estimated:.2f} s (one backward pass). "
-                  "The exact patched runs are running; each grid appears beside its estimate when they finish.",
+                  "The exact patched runs are running; each grid appears under its estimate when they finish.",
                   *estimate.runs.notices))
     started = time.perf_counter()
     deadline = Deadline("The exact patched runs", "shorten the two texts (each grid has a run per token) or choose "
@@ -161,7 +164,7 @@ def example_texts(model_name, clean_text, corrupted_text, shown):
 def grids_offered(name, ticked, offered):
     """The Grids checkboxes for the model picked: the grids it has (``grids.grids_of``), those ticked kept ticked
     and one it gains (back from an attention-only model) ticked; the grids now offered; the feed-forward grid's plot,
-    shown only for a model that has one (with its estimate's: the row of both). Unchanged: nothing."""
+    shown only for a model that has one (with its estimate's above it: the block of both). Unchanged: nothing."""
     try:
         _, model, _ = registry.resolve(name)
     except InputProblem:
@@ -205,14 +208,14 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
         status_line = gr.Markdown(elem_id="patching-status", elem_classes="status-line")
         explained = gr.Markdown(elem_id="patching-explanation")
         with gr.Row(equal_height=True):  # the side column as tall as the grids: its panel stays in sight
-            with gr.Column(scale=3, min_width=480):
+            with gr.Column(scale=3, min_width=GRIDS_MIN_WIDTH):
                 plots, estimate_plots, rows = {}, {}, {}
-                for name in grids.GRIDS:  # each grid beside its first-order estimate, which comes first
-                    with gr.Row() as rows[name]:
+                for name in grids.GRIDS:  # each grid under its first-order estimate, which comes first: full width
+                    with gr.Column() as rows[name]:
                         estimate_plots[name] = gr.Plot(label=f"Estimate (AtP): {grids.GRIDS[name].title}",
-                                                       elem_id=ESTIMATE_IDS[name], min_width=320)
-                        plots[name] = gr.Plot(label=grids.GRIDS[name].title, elem_id=PLOT_IDS[name], min_width=320)
-            with gr.Column(scale=2, min_width=320):
+                                                       elem_id=ESTIMATE_IDS[name])
+                        plots[name] = gr.Plot(label=grids.GRIDS[name].title, elem_id=PLOT_IDS[name])
+            with gr.Column(scale=1, min_width=PANEL_MIN_WIDTH):
                 with gr.Column(elem_id="patching-cell-panel"):  # kept in sight beside the grids (CLICK_BRIDGE_JS)
                     bridge = gr.HTML(CLICK_HINT, elem_id="patching-click", js_on_load=CLICK_BRIDGE_JS)
                     cell_plot = gr.Plot(label="The clicked cell's patched run", elem_id="patching-plot-cell")

@@ -50,6 +50,19 @@ def test_a_position_grid_estimate_marks_the_cells_agreement_names(estimate):
     assert "click" not in fig.data[0].hovertemplate  # no patched run behind an estimated cell
 
 
+def test_a_cell_both_wrong_signed_and_missed_reads_both_marks_side_by_side_with_its_colour_showing(estimate):
+    """× left of the cell's centre, ○ right of it, as thin text glyphs: not one stacked over the other, nor a filled
+    marker over the cell."""
+    result, config = estimate
+    agreed = Agreement(0.5, wrong_sign=[(1, 3)], off_rank=[(1, 3)], k=1)
+    fig = present_patching.estimate_figure(result, "residual", config.n_layers, config.n_heads, agreed)
+    (wrong,), (off,) = markers(fig, "wrong sign"), markers(fig, "exact top 1")
+    assert (list(wrong.x), list(wrong.y)) == (list(off.x), list(off.y))  # the same cell
+    assert (wrong.mode, list(wrong.text), wrong.textposition) == ("text", ["×"], "middle left")
+    assert (off.mode, list(off.text), off.textposition) == ("text", ["○"], "middle right")
+    assert "× wrong sign" in title(fig) and "○ exact top 1" in title(fig)  # the legend's glyphs
+
+
 def test_a_heads_estimate_marks_each_head_on_its_own_map(estimate):
     result, config = estimate
     agreed = Agreement(0.1, wrong_sign=[(5, 0)], off_rank=[(6, 1)], k=3)  # row 5: L1.H1 (4 heads), row 6: L1.H2

@@ -46,18 +46,42 @@ def test_each_figure_carries_the_layout_and_labels_a_few_positions_apart(n_layer
     assert "<b>0:␣extraordin…*</b>" in axis.ticktext  # changed: bold and starred, cut with an ellipsis
 
 
-@pytest.mark.parametrize("n_tokens, changed", [(60, [12, 13, 14, 15]), (128, [0, 64, 127]), (17, [5])])
-def test_position_labels_sit_apart_beside_the_changed_ones(n_tokens, changed):
+def test_every_position_is_labelled_where_the_labels_fit_a_grid_on_an_800_px_page():
+    """The default example's 30 positions, three changed side by side: each its own label, the changed bold."""
+    result = result_of(6, 30)
+    result.changed = [6, 7, 8]
+    values, labelled, ticks = present.token_axis(result)
+    assert labelled == values and len(ticks) == 30
+    assert [t for t in ticks if t.startswith("<b>")] == ["<b>6:␣extraordin…*</b>", "<b>7:␣a*</b>", "<b>8:␣a*</b>"]
+    assert present.LABELLED_POSITIONS * present.LABEL_PX <= present.NARROWEST_PLOT
+
+
+@pytest.mark.parametrize("n_tokens, changed", [(60, [12, 13, 14, 15]), (128, [0, 64, 127]), (100, [3, 50, 51, 53, 90]),
+                                               (40, [38])])
+def test_thinned_labels_sit_apart_and_name_every_changed_position(n_tokens, changed):
+    """Past LABELLED_POSITIONS positions: labels at least k apart (so at least LABEL_PX px on an 800 px page), every
+    changed position labelled, or named in the label of its run of changed neighbours ('50–51,53*')."""
     result = result_of(12, n_tokens)
     result.changed = changed
     values, labelled, ticks = present.token_axis(result)
     every = -(-n_tokens // present.LABELLED_POSITIONS)
     positions = [values.index(label) for label in labelled]
-    assert set(changed) | {n_tokens - 1} <= set(positions) and len(labelled) == len(ticks)
-    others = [p for p in positions if p not in changed and p != n_tokens - 1]
-    assert all(p % every == 0 for p in others)
-    assert all(abs(p - q) * 2 >= every for p in others for q in set(changed) | {n_tokens - 1})
-    assert len(labelled) <= present.LABELLED_POSITIONS + len(changed) + 1
+    assert every > 1 and len(labelled) == len(ticks) and positions == sorted(positions)
+    assert all(b - a >= every for a, b in zip(positions, positions[1:]))
+    named = set()
+    for p, tick in zip(positions, ticks):
+        if ":" not in tick:  # a run of changed positions: '<b>12–15*</b>', '<b>50–51,53*</b>'
+            run = set()
+            for stretch in tick.removeprefix("<b>").removesuffix("*</b>").split(","):
+                first, _, last = stretch.partition("–")
+                run |= set(range(int(first), int(last or first) + 1))
+            assert min(run) == p and run <= set(changed)
+            named |= run
+        elif p in changed:
+            assert tick.startswith(f"<b>{p}:") and tick.endswith("*</b>")
+            named.add(p)
+    assert named == set(changed)
+    assert n_tokens - 1 in positions or n_tokens - 1 - positions[-1] < every  # the last, unless a changed one is beside it
 
 
 def test_the_two_head_maps_share_one_layer_axis_titled_once():

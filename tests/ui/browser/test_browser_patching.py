@@ -1,9 +1,11 @@
 """The Activation patching tab in headless Chromium, at 1366 and 800 px wide, on the shipped shakespeare-main: the
-default example draws its four grids, a click on a cell shows that patched run's top next tokens, the corrupted
-copy buttons and bad input answer in the status line. Screenshots: artifacts/screenshots/patching-*-<width>.png."""
+default example draws its four grids, each wide enough that every position's label stands clear of the next and
+the estimate's marks stand apart; a click on a cell shows that patched run's top next tokens, the corrupted copy
+buttons and bad input answer in the status line. Screenshots: artifacts/screenshots/patching-*-<width>.png."""
 
 import pytest
 
+from explorer.present.patching import LABEL_PX
 from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED
 from support.shipped import SHIPPED_ROOT
 from support.browser import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, settled
@@ -79,6 +81,55 @@ def test_the_default_example_draws_its_grids_and_a_click_shows_that_runs_top_tok
     page.locator("#patching-plot-cell").scroll_into_view_if_needed()
     page.screenshot(path=SHOTS / f"patching-clicked-{page.width}.png", full_page=True)
     assert_no_error_shown(page)
+
+
+# Each drawn grid (exact and estimate): its width, its plot area's px per position, its x tick labels, the pairs of
+# them whose drawn boxes intersect (each label's own box turned as it is drawn, -60 degrees: their screen rectangles
+# would always overlap), and the same for the estimate's marks (plotly's text points)
+GRID_READING = """() => Array.from(document.querySelectorAll('[id^="patching-plot-"], [id^="patching-estimate-"]'))
+    .filter((host) => host.querySelector('.js-plotly-plot')).map((host) => {
+    const plot = host.querySelector('.js-plotly-plot'), x = plot._fullLayout.xaxis;
+    const drawn = (selector) => Array.from(plot.querySelectorAll(selector)).map((t) => {
+        const b = t.getBBox(), m = t.getScreenCTM();
+        return [t.textContent, [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]]
+            .map(([u, v]) => [m.a * u + m.c * v + m.e, m.b * u + m.d * v + m.f])];
+    });
+    const apart = (p, q) => [p, q].some((side) => side.some((a, i) => {  // a separating axis: an edge's normal
+        const b = side[(i + 1) % 4], n = [a[1] - b[1], b[0] - a[0]];
+        const along = (corners) => corners.map(([u, v]) => u * n[0] + v * n[1]);
+        const s = along(p), o = along(q);
+        return Math.max(...s) <= Math.min(...o) + 0.5 || Math.max(...o) <= Math.min(...s) + 0.5;
+    }));
+    const crossing = (boxes) => boxes.flatMap((a, i) => boxes.slice(i + 1).filter((b) => !apart(a[1], b[1]))
+                                                              .map((b) => a[0] + ' / ' + b[0]));
+    const ticks = drawn('.xtick text'), marks = drawn('.textpoint text');
+    return {id: host.id, width: host.getBoundingClientRect().width, perPosition: x._length / x._categories.length,
+            ticks: ticks.map((t) => t[0]), ticksCrossing: crossing(ticks), marks: marks.map((t) => t[0]),
+            marksCrossing: crossing(marks)};
+})"""
+
+
+def test_every_grid_is_wide_enough_for_each_positions_label_and_the_estimates_marks_stand_apart(page):
+    """The default example's 30 positions at 1366 and 800 px: every grid at least LABEL_PX px a position, every
+    position labelled, the changed neighbours (6, 7, 8) too, no two labels' drawn boxes crossing; on the estimate's
+    residual grid the cell both wrong-signed and missed shows × and ○ side by side, not one over the other."""
+    page.fill("#patching-clean textarea", DEFAULT_CLEAN)
+    page.fill("#patching-corrupted textarea", DEFAULT_CORRUPTED)
+    page.click("#patching-button")  # the exact grids go while the estimate is shown, and come back
+    page.wait_for_selector("#patching-plot-residual .js-plotly-plot", state="detached")
+    page.wait_for_selector("#patching-status >> text=patched runs in")
+    for plot in (*GRID_PLOTS, "patching-estimate-residual", "patching-estimate-feed-forward"):
+        plot_drawn(page, plot)
+    settled(page)
+    grids = page.evaluate(GRID_READING)
+    assert len(grids) == 8, [g["id"] for g in grids]
+    for grid in grids:
+        assert grid["ticksCrossing"] == [] and grid["marksCrossing"] == [], grid
+        if not grid["id"].endswith("heads"):
+            assert grid["perPosition"] >= LABEL_PX and len(grid["ticks"]) == 30, grid
+            assert {"6:␣Nor*", "7:f*", "8:olk*"} <= set(grid["ticks"]), grid
+    residual = next(g for g in grids if g["id"] == "patching-estimate-residual")
+    assert "×" in residual["marks"] and "○" in residual["marks"], residual  # this example: L0 at 6 is both
 
 
 def test_the_corrupted_copy_buttons_and_bad_input_answer_in_the_status_line(page):
