@@ -61,9 +61,12 @@ def view_inputs(text, model_name, controls):
     return text, info, model, tokenizer, settings, notices + (more if info.is_encoder_decoder else [])
 
 
-def decoder_read(rewrite: str, decoded_with: str) -> str:
-    """The status line's note on what an encoder-decoder's decoder read: its own rewrite of the text."""
-    return f"The decoder read the model's own rewrite ({decoded_with}, set on the Generate tab): «{inputs.echo(rewrite, 300)}»."
+def decoder_read(rewrite: str, decoded_with: str, chosen: str = "set on the Generate tab") -> str:
+    """The status line's note on what an encoder-decoder's decoder read: its own rewrite of the text (decoded
+    ``decoded_with``, as ``chosen``), from its start token to its last word, before the end-of-text token."""
+    return (f"The decoder read the model's own rewrite ({decoded_with}, {chosen}): «{inputs.echo(rewrite, 300)}», "
+            "after its start token (position 0). After the rewrite's last word it predicts whether to stop: the "
+            "end-of-text token ends the line.")
 
 
 def sampling_controls(n: int):

@@ -42,6 +42,8 @@ class LogitLens:
     model_logits: torch.Tensor = field(repr=False)  # (positions, vocab) float32: the last row's, the recorded pass's own
     notices: list[str] = field(default_factory=list)
     readout: str = ""  # how this model turns a stream into logits: its final norm and its head (tied or not)
+    rewrite: str = ""  # encoder-decoder: the model's own rewrite its decoder read, as text
+    decoded_with: str = ""  # encoder-decoder: how that rewrite was decoded
 
 
 def final_normed(model, stream: torch.Tensor) -> torch.Tensor:
@@ -89,5 +91,5 @@ def logit_lens(model, tokenizer, text: str, position=None, decoding: DecodingSet
         tokens=token_labels(tokenizer, ids), position=position,
         top_labels=[token_labels(tokenizer, row) for row in top.indices], top_ids=top.indices.numpy(),
         top_probs=top.values.numpy(), next_token_probs=next_probs.numpy(), model_logits=run.logits,
-        notices=notices, readout=describe(model).readout(),
+        notices=notices, readout=describe(model).readout(), rewrite=read.rewrite, decoded_with=read.decoded_with,
     )

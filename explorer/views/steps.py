@@ -147,6 +147,8 @@ class StepsView:
     max_difference: float  # the largest model_difference of any step
     notices: list[str]
     architecture: Architecture  # what the model is: the "This model" lines above the steps
+    rewrite: str = ""  # encoder-decoder: the model's own rewrite its decoder read, as text
+    decoded_with: str = ""  # encoder-decoder: how that rewrite was decoded
 
 
 def _difference(mine: torch.Tensor, theirs: torch.Tensor) -> float:
@@ -171,7 +173,8 @@ def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
     embeddings = recording.stack(attention.stack).embeddings
     steps = _steps(model, attention, layer, head, t, r, own, own_out, embeddings, queries, keys)
     worst = max((s.model_difference for s in steps if s.model_difference is not None), default=0.0)
-    return StepsView(steps, queries, keys, attention.name, layer, head, t, worst, list(run.read.notices), describe(model))
+    return StepsView(steps, queries, keys, attention.name, layer, head, t, worst, list(run.read.notices), describe(model),
+                     run.read.rewrite, run.read.decoded_with)
 
 
 def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own_out, embeddings, queries, keys) -> list[Step]:

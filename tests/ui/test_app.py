@@ -19,7 +19,8 @@ from explorer.generation.decoding import MAX_REWRITE_LINES
 from checkpointing.loading import load_checkpoint
 from support.fixtures_checkpoints import SEQ2SEQ_NAME
 from ui.tabs.trace import TRACE_HEADERS
-from ui.tabs.generate import generate_boxes
+from ui.controls import PROMPT_EXAMPLE
+from ui.tabs.generate import FOLIO_EXAMPLE, generate_boxes
 
 MODELS = ["shakespeare-alibi", "shakespeare-learned", "shakespeare-none", "shakespeare-rope", "shakespeare-sinusoidal",
           SLOW_MODEL, "timeline-plain", "timeline-repeats", SEQ2SEQ_NAME]
@@ -53,7 +54,7 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus", "train_live_preset",
                "train_live_leave_preset", "hub_timeline_open", "hub_timeline_measure", "hub_timeline_revision",
                "patching_grids", "patching_example_note", "patching_example",
-               "grad_example_target", "routes_model_note", "routes_node", "visitor_left"}
+               "grad_example_target", "routes_model_note", "routes_node", "routes_teaching", "visitor_left"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
 
@@ -119,6 +120,21 @@ def test_the_generate_labels_follow_the_model_menu(app):
     assert note["visible"] is True
     prompt, output, note = generate_boxes("shakespeare-rope")
     assert prompt["label"] == "Prompt" and output["label"].startswith("Prompt and continuation") and note["visible"] is False
+
+
+def test_picking_the_encoder_decoder_puts_folio_lines_in_the_prompt_and_typed_text_stays(app):
+    """The prompt still holding one kind of model's example becomes the picked model's: First Folio lines for the
+    encoder-decoder (a modern line would come back unchanged), the modern line back for a decoder-only model; a
+    text the learner typed, or an empty box, is never written over."""
+    assert generate_boxes(SEQ2SEQ_NAME, PROMPT_EXAMPLE)[0]["value"] == FOLIO_EXAMPLE
+    assert generate_boxes("shakespeare-rope", FOLIO_EXAMPLE)[0]["value"] == PROMPT_EXAMPLE
+    for name in (SEQ2SEQ_NAME, "shakespeare-rope"):
+        for typed in ("Thou art more louely", "", PROMPT_EXAMPLE + " ", None):
+            assert "value" not in generate_boxes(name, typed)[0], (name, typed)
+    assert "value" not in generate_boxes(SEQ2SEQ_NAME, FOLIO_EXAMPLE)[0]  # already its example: left as it is
+    inputs = {dep["api_name"]: dep["inputs"] for dep in app.demo.config["dependencies"]}["generate_labels"]
+    ids = {block._id: block.elem_id for block in app.demo.blocks.values()}
+    assert [ids[i] for i in inputs] == ["gen-model", "gen-prompt"]
 
 
 def test_generation_shows_the_prompt_then_streams_token_by_token(client):

@@ -33,7 +33,7 @@ def test_the_routes_of_a_prediction_come_back_as_a_graph_and_json(client):
 def test_an_encoder_decoder_answers_its_decoders_routes_with_edges_to_the_source(client):
     _, numbers, _, note = client.predict(SEQ2SEQ_NAME, "Shall I compare thee to a summer's day?", -1, 0.0001,
                                          api_name="/prediction_routes")  # a tiny model: its cross shares are tiny
-    assert "⚠" not in note and "The decoder read the model's own rewrite, decoded greedily" in note
+    assert "⚠" not in note and "The decoder read the model's own rewrite (greedy, always, in this view): «`" in note
     assert {e["source_stack"] for e in numbers["edges"]} == {"decoder", "encoder"}
     cross = [e for e in numbers["edges"] if e["source_stack"] == "encoder"]
     assert all(e["kind"] == "attention" and e["from"].startswith("enc:") for e in cross)

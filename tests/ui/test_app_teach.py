@@ -76,6 +76,20 @@ def test_logit_lens_rows_and_heatmap(client):
     assert note.startswith("⚠️ Position (−1 for the last) must be a whole number from -1 to")
 
 
+@pytest.mark.parametrize("endpoint, args, decoder_only_args", [
+    ("/logit_lens", (-1,), (-1,)), ("/attention_steps", ("cross", 0, 0, -1, False), ("self", 0, 0, -1, False))])
+def test_the_encoder_decoders_views_say_the_decoder_read_its_own_rewrite(client, endpoint, args, decoder_only_args):
+    """The token strip under a text with commas shows the rewrite's tokens: the status line says what the decoder
+    read (the one sentence every view of an encoder-decoder gives), and a decoder-only model's says nothing of it."""
+    tokens, *_, note = client.predict(TEXT, "folio-to-modern", *args, api_name=endpoint)
+    assert "The decoder read the model's own rewrite (" in note and "set on the Generate tab): «`" in note, note
+    assert "after its start token (position 0)" in note and not note.startswith("⚠️")
+    rewrite = note.split("«`")[1].split("`»")[0]
+    assert rewrite and 'data-index="0"' in tokens
+    *_, note = client.predict(TEXT, "shakespeare-learned", *decoder_only_args, api_name=endpoint)
+    assert "rewrite" not in note and not note.startswith("⚠️"), note
+
+
 def test_ablation_and_ranking(client):
     next_plot, loss_plot, note = client.predict(TEXT, "shakespeare-rope", "self", "0.1, 1", api_name="/ablate_heads")
     assert "heads removed: L0.H1, L1.H0, L1.H1, L1.H2, L1.H3" in note and "nats" in note

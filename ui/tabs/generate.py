@@ -68,10 +68,20 @@ def generate_labels(name) -> decoding.GenerateLabels:
     return decoding.GenerateLabels.of(rewrites(name))
 
 
-def generate_boxes(name):
-    """The prompt's and the output's labels and the rewrite note, following the model menu."""
+def example_prompt(name) -> str:
+    """The example the prompt starts with for the model called ``name``: First Folio lines for an encoder-decoder,
+    which rewrites them into modern spelling (a modern line would come back unchanged), else a line to continue."""
+    return FOLIO_EXAMPLE if rewrites(name) else PROMPT_EXAMPLE
+
+
+def generate_boxes(name, prompt=None):
+    """The prompt's and the output's labels and the rewrite note, following the model menu; a prompt that still
+    holds one kind of model's example (``example_prompt``) becomes the picked model's, a text the learner typed stays."""
     labels = generate_labels(name)
-    return gr.update(label=labels.prompt), gr.update(label=labels.output), gr.update(visible=labels.rewrite_note)
+    example = example_prompt(name)
+    swap = dict(value=example) if prompt in (PROMPT_EXAMPLE, FOLIO_EXAMPLE) and prompt != example else {}
+    return (gr.update(label=labels.prompt, **swap), gr.update(label=labels.output),
+            gr.update(visible=labels.rewrite_note))
 
 
 def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
@@ -81,7 +91,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
         with gr.Row():
             with gr.Column(scale=3):
                 labels = generate_labels(value)
-                prompt = gr.Textbox(label=labels.prompt, lines=4, value=PROMPT_EXAMPLE, elem_id="gen-prompt")
+                prompt = gr.Textbox(label=labels.prompt, lines=4, value=example_prompt(value), elem_id="gen-prompt")
                 with gr.Row():
                     generate_button = gr.Button("Generate", variant="primary", elem_id="gen-button")
                     # small and grey, clickable only while a generation runs (the events below)
@@ -99,7 +109,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                 queue=False)
         trigger(generate, request, [output, gen_status], api_name=name, **GENERATION, **UNCHECKED).then(
             lambda: gr.update(interactive=False), None, stop_button, api_name=f"{name}_stop_off", api_visibility="private")
-    menu.change(generate_boxes, menu, [prompt, output, folio_note], api_name="generate_labels", api_visibility="private",
+    menu.change(generate_boxes, [menu, prompt], [prompt, output, folio_note], api_name="generate_labels", api_visibility="private",
                 **UNCHECKED)
     stop_button.click(stop_generation, None, None, api_name="stop_generation")
     folio_button.click(folio_example, None, [prompt, menu, controls.mode, controls.repetition_penalty],

@@ -8,7 +8,7 @@ from explorer.views import lens
 from explorer.present import clickable_html, lens as present
 from explorer.generation.tokens import numbered
 
-from ui.controls import PROMPT_EXAMPLE, DecodingControls, clickable, clicked, view_inputs
+from ui.controls import PROMPT_EXAMPLE, DecodingControls, clickable, clicked, decoder_read, view_inputs
 from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, say_doing, status
 from ui.menus import text_and_model
 from ui.tab import TabParts
@@ -24,6 +24,7 @@ def logit_lens(text, model_name, position, *decoding):
             present.lens_heatmap(result),
             status(f"**{info.name}**: {len(result.rows)} read-outs (the embeddings and {len(result.rows) - 1} layers) of "
                    f"{len(result.tokens)} tokens; the last row is the model's own prediction. Click a token to read after it.",
+                   decoder_read(result.rewrite, result.decoded_with) if info.is_encoder_decoder else "",
                    *notices, *result.notices))
 
 

@@ -6,11 +6,11 @@ import time
 import gradio as gr
 
 from explorer.core import inputs
-from explorer.models import registry
+from explorer.models import catalog, registry
 from explorer.present import clickable_html, routes as present
 from explorer.views.routes import graph
 
-from ui.controls import DecodingControls
+from ui.controls import DecodingControls, decoder_read
 from ui.events import INTERACTIVE, NO_FIGURE, NO_TEXT, UNCHECKED, guarded, status
 from ui.menus import text_and_model
 from ui.tab import TabParts
@@ -70,8 +70,9 @@ def prediction_routes(model_name, text, position, threshold):
     line = (f"**{info.name}**: the prediction {inputs.echo(routes.predicted)} after token {routes.position} "
             f"({inputs.echo(routes.tokens[routes.position])}): {len(routes.edges)} edges over {routes.threshold:g} "
             f"{through}, in {seconds:.2f} s. Click a node.")
-    rewrite = (f"The decoder read the model's own rewrite, decoded greedily: «{inputs.echo(routes.run.read.rewrite, 300)}»; "
-               "purple lines are cross-attention from the source." if info.is_encoder_decoder else "")
+    read = routes.run.read
+    rewrite = (decoder_read(read.rewrite, read.decoded_with, "always, in this view") + " Purple lines are "
+               "cross-attention from the source." if info.is_encoder_decoder else "")
     top = graph.node_reading(routes, f"r{len(routes.rows) - 1}:{routes.position}")
     return (present.routes_figure(routes), routes.to_json(), routes, present.node_html(top),
             status(line, rewrite, *notices, *routes.notices))
@@ -86,11 +87,27 @@ def show_node(routes, evt: gr.EventData):
     return present.node_html(reading), ""
 
 
+def head_counts(name) -> tuple[int, int] | None:
+    """(decoder layers, heads) of the model called ``name``: a shipped one's from its config, one the visitor opened
+    from the model itself (held already); None where there is no such model."""
+    info = catalog.discover_checkpoints().get(name) if isinstance(name, str) else None
+    config = info.config if info is not None else None
+    if config is None and registry.opened(name) is not None:
+        config = registry.resolve(name)[1].config
+    return None if config is None else (config.n_layers, config.n_heads)
+
+
+def teaching_for(name):
+    """The teaching text with a head of the picked model as its example (unchanged where there is no such model)."""
+    counts = head_counts(name)
+    return present.teaching(*counts) if counts else gr.skip()
+
+
 def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
     """The tab; its model menu."""
     with gr.Tab("How the prediction was made", id="routes"):
         with gr.Accordion("What the routes are, and what they are not", open=True):
-            gr.Markdown(present.TEACHING, elem_id="routes-teaching")
+            teaching = gr.Markdown(present.teaching(*(head_counts(value) or (1, 1))), elem_id="routes-teaching")
         with text_and_model("routes", EXAMPLE, choices, value) as (text, menu):
             with gr.Row():
                 position = gr.Number(value=-1, precision=0, label="Position (−1: last)", elem_id="routes-position",
@@ -112,4 +129,5 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
     button.click(prediction_routes, [menu, text, position, threshold], [plot, numbers, result, node, status_line],
                  api_name="prediction_routes", **INTERACTIVE, **UNCHECKED)
     bridge.click(show_node, result, [node, node_line], api_name="routes_node", api_visibility="private")
+    menu.change(teaching_for, menu, teaching, api_name="routes_teaching", api_visibility="private", **UNCHECKED)
     return TabParts(menus=(menu,))

@@ -8,7 +8,7 @@ from explorer.core import inputs
 from explorer.present import clickable_html, concepts, steps as present
 from explorer.views.worked_example import worked_example as compute_worked_example
 
-from ui.controls import DecodingControls, clickable, clicked, view_inputs
+from ui.controls import DecodingControls, clickable, clicked, decoder_read, view_inputs
 from ui.events import INTERACTIVE, NO_TEXT, UNCHECKED, guarded, status
 from ui.menus import kind_choices, kind_menu, text_and_model
 from ui.tab import TabParts
@@ -32,6 +32,7 @@ def attention_steps(text, model_name, kind, layer, head, query, full_precision, 
             status(f"**{info.name}**, {attention.ATTENTION_KINDS[view.kind].label}, layer {view.layer}, head {view.head}, query "
                    f"token {inputs.echo(view.query_tokens[view.query])}: {len(view.steps)} steps; every number the model "
                    f"also computed matches it within {view.max_difference:.1e}. Click a token to follow another query.",
+                   decoder_read(view.rewrite, view.decoded_with) if info.is_encoder_decoder else "",
                    *notices, *view.notices))
 
 

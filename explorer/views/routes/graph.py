@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from explorer.core.inputs import InputProblem, echo, number, pick
+from explorer.core.inputs import InputProblem, echo, number, pick, whole_number
 from explorer.generation.decoding import DecodingSettings
 from explorer.generation.tokens import token_labels
 from explorer.views.forward_pass import RecordedPass, recorded_pass
@@ -208,13 +208,18 @@ def share_threshold(value) -> float:
 
 def prediction_routes(model, tokenizer, text: str, position=None, threshold=DEFAULT_THRESHOLD,
                       decoding: DecodingSettings = DecodingSettings(False)) -> Routes:
-    """The routes of the prediction after ``position`` (−1 or None: the last token) in the text's recorded pass.
-    An encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``."""
+    """The routes of the prediction after ``position`` (−1 or None: the last token, ``default_position``) in the
+    text's recorded pass. An encoder-decoder's decoder reads its own rewrite, decoded with ``decoding``."""
     threshold = share_threshold(threshold)
     run = recorded_pass(model, tokenizer, text, decoding)
     ids = run.read.target_ids
-    position = len(ids) - 1 if position is None else pick(position, len(ids), "position")
     tokens = token_labels(tokenizer, ids)
+    chosen = None if position is None else pick(position, len(ids), "position")  # says what is allowed
+    default, default_note = default_position(model, tokenizer, run, tokens)
+    if chosen is None or whole_number(position, "position", -1, len(ids) - 1) == -1:
+        position, notes = default, [default_note] if default_note else []
+    else:
+        position, notes = chosen, []
     source_tokens = token_labels(tokenizer, run.read.source_ids) if model.config.is_encoder_decoder else []
 
     def compute() -> Tracer:
@@ -226,7 +231,24 @@ def prediction_routes(model, tokenizer, text: str, position=None, threshold=DEFA
     tracer = run.cached(("routes", position, threshold), compute)
     predicted = token_labels(tokenizer, run.logits[position].argmax()[None])[0]
     return Routes(run, position, threshold, ["embeddings"] + [s.label for s in tracer.steps], tokens, source_tokens,
-                  predicted, tracer.nodes, tracer.edges, tracer.feeding, [layer_note(model), *run.read.notices])
+                  predicted, tracer.nodes, tracer.edges, tracer.feeding,
+                  [*notes, layer_note(model), *run.read.notices])
+
+
+def default_position(model, tokenizer, run: RecordedPass, tokens: list[str]) -> tuple[int, str]:
+    """The position traced for −1 (the last), and a note where that is not the last token. A decoder-only model's
+    last token predicts the text's next one. An encoder-decoder's decoder reads its own rewrite up to its last word,
+    and there predicts whether to stop: where it predicts the end-of-text token, −1 traces the token before, whose
+    prediction is the rewrite's last word (a real token: a word the model wrote, reading the source)."""
+    last = len(tokens) - 1
+    eos = model.generation_config.eos_token_id
+    stops = eos if isinstance(eos, list) else [eos]
+    if not model.config.is_encoder_decoder or last == 0 or int(run.logits[last].argmax()) not in stops:
+        return last, ""
+    end = token_labels(tokenizer, run.logits[last].argmax()[None])[0]
+    return last - 1, (f"Position −1 traces how the rewrite's last word, {echo(tokens[last])}, was predicted (after token "
+                      f"{last - 1}): after that word the model predicts {echo(end)}, the end of the line, its choice "
+                      f"to stop. Type {last} to trace that choice.")
 
 
 def layer_note(model) -> str:

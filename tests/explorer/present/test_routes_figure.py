@@ -4,7 +4,8 @@ teaching text says what the measure is not."""
 
 import pytest
 
-from explorer.present.routes import HEADS_NAMED, TEACHING, head_labels, Layout, node_html, routes_figure
+from explorer.present.routes import (HEADS_NAMED, LABEL_GAP_PX, Labels, Layout, head_labels, node_html, routes_figure,
+                                     source_labels, teaching)
 from explorer.views.routes.graph import node_reading, prediction_routes
 from support.shipped import shipped
 
@@ -40,10 +41,36 @@ def test_each_edge_is_as_wide_as_its_share_and_the_strongest_heads_are_named(rou
     assert round(1 + 9 * induction.weight) == max(widths)  # the widest attention line is L4.H7's
     named = [a.text for a in fig.layout.annotations]
     assert named[0] == "L4.H7" and "L3.H0" in named and len(named) <= HEADS_NAMED
-    placed = head_labels(routes, Layout(routes))
-    assert all(abs(a[0] - b[0]) > 0.9 or abs(a[1] - b[1]) > 0.45 for a in placed for b in placed if a is not b)
     hover = next(trace for trace in fig.data if trace.mode == "markers" and trace.customdata is None)
     assert any(text.startswith("L4.H7: 6:␣tem → 14:␣more, share 0.5") for text in hover.text)
+
+
+def apart(boxes) -> bool:
+    """Whether every two (left, bottom, right, top) boxes keep LABEL_GAP_PX between them, across or up."""
+    return all(a[2] + LABEL_GAP_PX <= b[0] or b[2] + LABEL_GAP_PX <= a[0] or a[3] + LABEL_GAP_PX <= b[1]
+               or b[3] + LABEL_GAP_PX <= a[1] for i, a in enumerate(boxes) for b in boxes[i + 1:])
+
+
+def test_the_labels_keep_apart_at_the_narrowest_the_graph_is_drawn(routes):
+    """The bottom row's heads (layer 0's, one column apart) used to run together at 800 px ('L0.H2L0.H3'): a label
+    is written only where its box keeps its distance from every other, heads first, then the source's tokens."""
+    labels = Labels(Layout(routes))
+    placed = head_labels(routes, labels)
+    assert len(placed) >= 8 and apart(labels.boxes) and len(labels.boxes) == len(placed)
+    bottom = sorted(x for x, y, _ in placed if y < 0.5)
+    assert len(bottom) >= 2 and all(b - a >= 1.5 for a, b in zip(bottom, bottom[1:]))  # 15 columns: not side by side
+    folio = prediction_routes(*shipped("folio-to-modern"), "Shall I compare thee to a Summers day? Thou art more louely",
+                              -1, 0.001)
+    labels = Labels(Layout(folio))
+    heads, sources = head_labels(folio, labels), source_labels(folio, labels)
+    assert heads and sources and apart(labels.boxes) and len(labels.boxes) == len(heads) + len(sources)
+    assert len(sources) < len(Layout(folio).sources)  # some reached sources are too close to name: hover says them
+
+
+def test_the_teaching_names_a_head_the_model_has():
+    """The example head is the model's own last one: folio-to-modern's decoder has 3 layers of 8 heads."""
+    assert "head **L2.H7** = layer 2, head 7, both counted from 0" in " ".join(teaching(3, 8).split())
+    assert "**L5.H7** = layer 5, head 7" in " ".join(teaching(6, 8).split()) and "L4.H7" not in teaching(3, 8)
 
 
 def test_a_clicked_nodes_panel_shows_its_lens_and_parts(routes):
@@ -66,6 +93,6 @@ def test_user_text_is_shown_as_text(main_model):
 
 
 def test_the_teaching_text_says_what_a_share_is_and_that_it_is_not_causation():
-    text = " ".join(TEACHING.split())
+    text = " ".join(teaching(6, 8).split())
     assert "max(0, |y|₁ − |y − c|₁)" in text and "contribution is not causation" in text
-    assert "Activation patching" in text and "Head ablation" in text and "L4.H7" in text
+    assert "Activation patching" in text and "Head ablation" in text and "L5.H7" in text

@@ -254,11 +254,30 @@ def test_a_higher_threshold_keeps_fewer_edges_and_bad_input_says_what_is_allowed
     assert earlier.position == 3 and all(e.target <= 3 for e in earlier.edges)
 
 
+def test_an_encoder_decoder_traces_the_rewrites_last_word_by_default_and_its_stop_when_asked():
+    """folio-to-modern's decoder reads its rewrite up to its last word, after which it predicts <|endoftext|> (the
+    end of the line): −1 (the default) traces the last word's prediction instead, a word it wrote, and says so;
+    the stop's position, typed, traces the stop; a decoder-only model's −1 stays its last token."""
+    model, tokenizer = shipped("folio-to-modern")
+    text = "Thou art more louely and more temperate. Thou art more louely and more"
+    for position in (None, -1, "-1", -1.0):
+        routes = prediction_routes(model, tokenizer, text, position)
+        last = len(routes.tokens) - 1
+        assert routes.position == last - 1 and routes.predicted == routes.tokens[last] == "␣more"
+        assert (f"Position −1 traces how the rewrite's last word, `␣more`, was predicted (after token {last - 1}): after "
+                f"that word the model predicts `<|endoftext|>`, the end of the line, its choice to stop. Type {last} "
+                "to trace that choice.") in routes.notices
+    stop = prediction_routes(model, tokenizer, text, last)
+    assert stop.position == last and stop.predicted == "<|endoftext|>" and not any("−1" in n for n in stop.notices)
+    main = prediction_routes(*shipped("shakespeare-main"), text, -1)
+    assert main.position == len(main.tokens) - 1 and not any("−1" in n for n in main.notices)
+
+
 def test_an_encoder_decoder_shows_the_decoders_routes_with_cross_attention_edges_to_the_source():
     """folio-to-modern rewriting a line: its decoder's last position (it decides to stop) reads the source's last
     token through cross-attention heads of layers 1 and 2 (L1.H6 0.092, the largest)."""
     model, tokenizer = shipped("folio-to-modern")
-    routes = prediction_routes(model, tokenizer, "Shall I compare thee to a Summers day?")
+    routes = prediction_routes(model, tokenizer, "Shall I compare thee to a Summers day?", 11)
     cross = [e for e in routes.to_json()["edges"] if e["source_stack"] == "encoder"]
     assert cross and all(e["kind"] == "attention" and e["from"].startswith("enc:") for e in cross)
     assert all(0 <= e["source"] < len(routes.source_tokens) for e in cross)

@@ -9,6 +9,8 @@ import pytest
 
 from support.browser import SHOTS, WIDTHS, app_page, assert_no_error_shown, open_page, open_tab, pick, plot_drawn, settled
 from support.fixtures_checkpoints import SLOW_MODEL
+from ui.controls import PROMPT_EXAMPLE
+from ui.tabs.generate import FOLIO_EXAMPLE
 
 pytestmark = pytest.mark.browser
 
@@ -127,6 +129,14 @@ def test_greedy_decoding_disables_the_sampling_controls(page):
     pick(page, "gen-model", "shakespeare-rope")
     page.wait_for_selector("#gen-output >> text=Prompt and continuation")
     assert not page.is_visible("#gen-folio-note") and "Folio" not in page.inner_text("#gen-prompt")
+    # the Folio example's lines give way to the modern example, and back; a text the learner typed stays
+    page.wait_for_function("(text) => document.querySelector('#gen-prompt textarea').value === text", arg=PROMPT_EXAMPLE)
+    pick(page, "gen-model", "folio-to-modern")
+    page.wait_for_function("(text) => document.querySelector('#gen-prompt textarea').value === text", arg=FOLIO_EXAMPLE)
+    page.fill("#gen-prompt textarea", "Thou art more louely")
+    pick(page, "gen-model", "shakespeare-rope")
+    page.wait_for_selector("#gen-output >> text=Prompt and continuation")
+    assert page.input_value("#gen-prompt textarea") == "Thou art more louely"
 
 
 def test_an_error_shows_next_to_its_button_and_clears_the_old_output(page):

@@ -1,6 +1,7 @@
 """The How the prediction was made tab in headless Chromium, at 1366 and 800 px wide, on the shipped shakespeare-main:
-the default example (a repeated line) draws its graph with the induction head L4.H7 named on it, a click on a node
-shows what the stream there would predict and what feeds it, bad input answers in the status line. Screenshots:
+the default example (a repeated line) draws its graph with the induction head L4.H7 named on it and no two labels
+touching, a click on a node shows what the stream there would predict and what feeds it, bad input answers in the
+status line; folio-to-modern's teaching and default position fit it. Screenshots:
 artifacts/screenshots/routes-*-<width>.png."""
 
 import pytest
@@ -71,6 +72,35 @@ def test_the_default_example_draws_the_routes_and_a_click_on_a_node_shows_its_le
     assert_no_error_shown(page)
 
 
+LABEL_BOXES_JS = """() => [...document.querySelectorAll('#routes-plot g.annotation')].map((a) => {
+    const box = a.getBoundingClientRect();
+    return {text: a.textContent, left: box.left, right: box.right, top: box.top, bottom: box.bottom};
+})"""
+LEAST_GAP_PX = 4  # two labels closer than this read as one ('L0.H2L0.H3' at 800 px)
+
+
+def assert_labels_apart(page):
+    """Every two labels on the drawn graph (heads, the source's tokens) keep LEAST_GAP_PX apart, measured on the
+    page: their boxes (text and background) as Chromium laid them out."""
+    boxes = page.evaluate(LABEL_BOXES_JS)
+    assert boxes and all(b["right"] > b["left"] for b in boxes)
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1:]:
+            across = max(b["left"] - a["right"], a["left"] - b["right"])
+            up = max(b["top"] - a["bottom"], a["top"] - b["bottom"])
+            assert max(across, up) >= LEAST_GAP_PX, (page.width, a, b)
+    return boxes
+
+
+def test_the_head_labels_never_run_together(page):
+    page.click("#routes-button")
+    page.wait_for_selector("#routes-status >> text=edges over")
+    plot_drawn(page, "routes-plot")
+    settled(page)
+    boxes = assert_labels_apart(page)
+    assert len(boxes) >= 8 and "L4.H7" in [b["text"] for b in boxes]
+
+
 def test_bad_input_says_what_is_allowed_in_the_status_line(page):
     fill(page, "routes-position", 99)
     page.click("#routes-button")
@@ -80,13 +110,22 @@ def test_bad_input_says_what_is_allowed_in_the_status_line(page):
 
 
 def test_an_encoder_decoder_draws_cross_attention_from_the_source_row(page):
+    """folio-to-modern: the teaching's example head is one it has (3 decoder layers of 8 heads), −1 traces the
+    rewrite's last word (after it the model predicts <|endoftext|>: the status says so), the labels keep apart."""
+    assert "L5.H7" in page.inner_text("#routes-teaching")  # shakespeare-main: 6 layers of 8 heads
     pick(page, "routes-model", "folio-to-modern")
+    page.wait_for_selector("#routes-teaching >> text=L2.H7")
+    assert "L4.H7" not in page.inner_text("#routes-teaching")
     page.fill("#routes-text textarea", "Shall I compare thee to a Summers day?")
     page.click("#routes-button")
     page.wait_for_selector("#routes-status >> text=The decoder read the model's own rewrite")
     plot_drawn(page, "routes-plot")
+    status = page.inner_text("#routes-status")
+    assert "the prediction ? after token 10" in status and "Type 11 to trace that choice" in status, status
     assert page.locator("#routes-plot .ytick text").all_text_contents()[0] == "encoder output"
     assert "12:?" in page.locator("#routes-plot .annotation-text").all_text_contents()  # a source token, on its row
+    settled(page)
+    assert_labels_apart(page)
     page.evaluate("window.scrollTo(0, 0)")
     settled(page)
     page.screenshot(path=SHOTS / f"routes-encoder-decoder-{page.width}.png", full_page=True)
