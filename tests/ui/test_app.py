@@ -52,8 +52,8 @@ def test_every_event_is_named_and_the_public_ones_are_callable(client, app):
                "training_timeline_snapshot", "training_timeline_step", "training_timeline_open", "training_timeline_run_range",
                "training_timeline_run", "patching_model_note", "patching_cell", "patching_change_word",
                "patching_swap_half", "open_model_menus", "open_upload_menus", "open_trained_menus", "train_live_preset",
-               "train_live_leave_preset", "hub_timeline_open", "hub_timeline_measure", "hub_timeline_revision",
-               "patching_grids", "patching_example_note", "patching_example",
+               "train_live_leave_preset", "train_live_sample_label", "hub_timeline_open", "hub_timeline_measure",
+               "hub_timeline_revision", "patching_grids", "patching_example_note", "patching_example",
                "grad_example_target", "routes_model_note", "routes_node", "routes_teaching", "visitor_left"}
     assert public == expected and names == {n.lstrip("/") for n in public} | private
 
