@@ -153,8 +153,8 @@ def estimate_ranking_figure(estimate: HeadRanking, agreement=None, exact: HeadRa
     if exact is not None:
         limit, scale_title = colour_limit(exact), "Δ loss,<br>the exact<br>map's scale"
         beyond = int((np.abs(estimate.increase) > limit).sum())
-        details += (f"Coloured on the exact map's scale (±{limit:.3f}); beyond it ({beyond} cell"
-                    f"{'' if beyond == 1 else 's'}): its darkest colours.",)
+        beyond_it = f"; beyond it ({beyond} cell{'' if beyond == 1 else 's'}): its darkest colours" if beyond else ""
+        details += (f"Coloured on the exact map's scale (±{limit:.3f}){beyond_it}.",)
     fig = ranking_figure(estimate, f"Estimated rise in loss (first order: −o_h · dL/do_h; full model "
                                    f"{estimate.loss:.4f})", *details, limit=limit, scale_title=scale_title)
     fig.update_traces(hovertemplate="layer %{y}, head %{x}<br>estimated Δ loss %{z:+.4f} nats<extra></extra>",

@@ -58,6 +58,8 @@ def test_with_the_exact_map_the_estimate_takes_its_colour_scale():
     np.testing.assert_array_equal(fig.data[0].z, ESTIMATE)
     assert fig.data[0].colorbar.title.text.replace("<br>", " ") == "Δ loss, the exact map's scale"
     assert "Coloured on the exact map's scale (±0.368); beyond it (1 cell): its darkest colours." in title(fig)
+    within = present.estimate_ranking_figure(HeadRanking("self", 5.5, EXACT / 2), POOR, exact)
+    assert "Coloured on the exact map's scale (±0.368). " in title(within) + " " and "beyond" not in title(within)
 
 
 @pytest.mark.parametrize("correlation, said", [
