@@ -10,6 +10,7 @@ CSS = "\n".join([
     ":root, .gradio-container {--font: ui-sans-serif, system-ui, sans-serif !important}",
     ".status-line {min-height: 1.5em}",
     ".plot-row {gap: 8px}",
+    ".results-row:not(:has(.js-plotly-plot)) {display: none !important}",  # a row of plots none of which is drawn yet
     ".monospace textarea {font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace !important}",
     # lines aligned token under token (the guesses) scroll sideways rather than wrap out of alignment
     ".aligned textarea {white-space: pre !important; overflow-x: auto !important}",

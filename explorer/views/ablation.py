@@ -98,6 +98,8 @@ class Ablation:
     next_after: np.ndarray
     logits_after: torch.Tensor = field(repr=False)
     notices: list[str] = field(default_factory=list)
+    rewrite: str = ""  # encoder-decoder: the text of the tokens scored, its own rewrite; how it was decoded
+    decoded_with: str = ""
 
 
 def prepare(model, tokenizer, text: str, kind: str, decoding: DecodingSettings, max_tokens: int = FORWARD_MAX_TOKENS
@@ -129,7 +131,7 @@ def ablate_heads(model, tokenizer, text: str, heads, kind: str = "self",
         loss_before=float(losses_before.mean()), loss_after=float(losses_after.mean()),
         token_loss_before=losses_before.numpy(), token_loss_after=losses_after.numpy(),
         next_labels=token_labels(tokenizer, shown), next_before=p_before[shown].numpy(), next_after=p_after[shown].numpy(),
-        logits_after=logits_after, notices=notices,
+        logits_after=logits_after, notices=notices, rewrite=run.read.rewrite, decoded_with=run.read.decoded_with,
     )
 
 
@@ -139,6 +141,8 @@ class HeadRanking:
     loss: float  # the full model's loss on the text
     increase: np.ndarray  # (layers, heads): loss with that head alone removed, minus ``loss``
     notices: list[str] = field(default_factory=list)
+    rewrite: str = ""  # encoder-decoder: the text of the tokens scored, its own rewrite; how it was decoded
+    decoded_with: str = ""
 
     def order(self) -> list[tuple[int, int, float]]:
         """(layer, head, increase), the head whose removal costs most first."""
@@ -199,7 +203,8 @@ def rank_heads(model, tokenizer, text: str, kind: str = "self", decoding: Decodi
             if progress is not None:
                 progress(costs[:done].sum() / costs.sum(),
                          f"{done * n_heads} of {n_layers * n_heads} heads removed, one at a time")
-    return HeadRanking(attention.name, base, increase, [*run.read.notices, *sharing_notes(model)])
+    return HeadRanking(attention.name, base, increase, [*run.read.notices, *sharing_notes(model)], run.read.rewrite,
+                       run.read.decoded_with)
 
 
 def sharing_notes(model) -> list[str]:

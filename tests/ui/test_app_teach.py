@@ -98,10 +98,15 @@ def test_ablation_and_ranking(client):
     rank, estimate, note = client.predict(TEXT, "shakespeare-rope", "self", api_name="/rank_heads")
     assert "8 heads, each removed alone" in note and figure(rank)["data"][0]["type"] == "heatmap"
     assert figure(estimate)["data"][0]["type"] == "heatmap" and "Estimate against exact: correlation" in note
+    assert re.search(r"The estimate (dis)?agrees with the exact answer here.{0,3} \(correlation -?\d\.\d\d", note)
+    assert figure(estimate)["data"][0]["zmax"] == figure(rank)["data"][0]["zmax"]  # one colour scale on both maps
     *_, note = client.predict(TEXT, "shakespeare-rope", "self", "2.0", api_name="/ablate_heads")
     assert note.startswith("⚠️ Heads to remove: heads as layer.head (layer 0–1, head 0–3)") and "layer 2 does not exist" in note
     _, _, note = client.predict(TEXT, "folio-to-modern", "cross", api_name="/rank_heads")
-    assert "folio-to-modern" in note and not note.startswith("⚠️")
+    assert "folio-to-modern" in note and not note.startswith("⚠️") and "The decoder read the model's own rewrite" in note
+    *_, note = client.predict(TEXT, "folio-to-modern", "cross", "0.1", api_name="/ablate_heads")
+    assert "Loss on the model's own rewrite of the text (the decoder's input)" in note
+    assert "The decoder read the model's own rewrite" in note  # which sequence was scored, as the other views say
 
 
 def test_next_token_distribution_redraws_with_the_settings(client):

@@ -10,7 +10,7 @@ from explorer.views import ablation, ablation_estimate, attention
 from explorer.views.first_order import agreement
 from explorer.present import ablation as present, figures
 
-from ui.controls import DecodingControls, view_inputs
+from ui.controls import DecodingControls, decoder_read, view_inputs
 from ui.events import EXACT, INTERACTIVE, NO_FIGURE, UNCHECKED, guarded, status
 from ui.menus import kind_choices, kind_menu, text_and_model
 from ui.tab import TabParts
@@ -25,10 +25,12 @@ def ablate_heads(text, model_name, kind, heads, *decoding):
     removed = ", ".join(f"L{l}.H{h}" for l, h in result.removed) or "none"
     change = result.loss_after - result.loss_before
     spread = ablation.loss_change_spread(model, tokenizer, heads, kind, settings).line() if result.removed else ""
+    scored = "the model's own rewrite of the text (the decoder's input)" if info.is_encoder_decoder else "the text"
+    read = decoder_read(result.rewrite, result.decoded_with) if info.is_encoder_decoder else ""
     return (present.ablation_figure(result), present.token_loss_figure(result),
-            status(f"**{info.name}**, {attention.ATTENTION_KINDS[result.kind].label} heads removed: {removed}. Loss on the text "
-                   f"{result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", spread, *notices,
-                   *result.notices))
+            status(f"**{info.name}**, {attention.ATTENTION_KINDS[result.kind].label} heads removed: {removed}. Loss on "
+                   f"{scored} {result.loss_before:.4f} → {result.loss_after:.4f} nats ({change:+.4f}).", read, spread,
+                   *notices, *result.notices))
 
 
 @guarded(rank_plot=NO_FIGURE, estimate_plot=NO_FIGURE)
@@ -53,10 +55,11 @@ def rank_heads(text, model_name, kind, *decoding, progress=gr.Progress()):
     seconds = time.perf_counter() - started
     agreed = agreement(estimate.increase, ranking.increase)
     top = ", ".join(f"L{l}.H{h} ({figures.signed(v)})" for l, h, v in ranking.order()[:3])
-    yield present.ranking_figure(ranking), present.estimate_ranking_figure(estimate, agreed), status(
+    read = decoder_read(ranking.rewrite, ranking.decoded_with) if info.is_encoder_decoder else ""
+    yield present.ranking_figure(ranking), present.estimate_ranking_figure(estimate, agreed, ranking), status(
         f"**{info.name}**: {ranking.increase.size} heads, each removed alone, in {seconds:.1f} s (the estimate: "
-        f"{estimated:.2f} s). Costliest: {top}.", f"Estimate against exact: {agreed.line()}.", *notices,
-        *ranking.notices)
+        f"{estimated:.2f} s). Costliest: {top}.", f"Estimate against exact: {agreed.line()}.",
+        present.estimate_verdict(agreed), read, *notices, *ranking.notices)
 
 
 def tab(choices, value, decoding: DecodingControls) -> TabParts:
@@ -73,10 +76,12 @@ def tab(choices, value, decoding: DecodingControls) -> TabParts:
             button = gr.Button("Remove these heads", variant="primary", elem_id="ablation-button")
             rank_button = gr.Button("Rank every head", elem_id="rank-button")
         status_line = gr.Markdown(elem_id="ablation-status", elem_classes="status-line")
-        with gr.Row():  # side by side when there is room for both, one above the other on narrow pages
+        # side by side when there is room for both, one above the other on narrow pages; a row with no figure yet
+        # collapses (style.CSS), so the page shows no empty boxes before a result
+        with gr.Row(elem_classes="results-row"):
             next_plot = gr.Plot(label="Next token", elem_id="plot-ablation", min_width=480)
             loss_plot = gr.Plot(label="Loss per token", elem_id="plot-token-loss", min_width=480)
-        with gr.Row():  # the estimate first, the exact ranking beside it when it finishes
+        with gr.Row(elem_classes="results-row"):  # the estimate first, the exact ranking beside it when it finishes
             estimate_plot = gr.Plot(label="Every head's cost, estimated to first order", elem_id="plot-rank-estimate",
                                     min_width=480)
             rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank", min_width=480)

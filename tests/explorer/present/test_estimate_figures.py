@@ -76,6 +76,7 @@ def test_a_heads_estimate_marks_each_head_on_its_own_map(estimate):
 def test_the_head_ranking_estimate_marks_heads():
     estimate = HeadRanking("self", 2.0, np.array([[0.1, -0.2], [0.3, 0.0]]))
     fig = present_ablation.estimate_ranking_figure(estimate, Agreement(0.9, [(0, 1)], [(1, 0)], 1))
-    (wrong,), (off,) = markers(fig, "wrong sign"), markers(fig, "exact top 1")
-    assert (list(wrong.x), list(wrong.y), list(off.x), list(off.y)) == (["H1"], ["L0"], ["H0"], ["L1"])
+    assert [list(row) for row in fig.data[0].text] == [["+0.100", "-0.200<br>×"], ["+0.300<br>○", "+0.000"]]
+    outlined = [(s.name, s.x0, s.y0) for s in fig.layout.shapes if s.line.color != "white"]
+    assert outlined == [("wrong sign", 0.5, -0.5), ("exact top 1, not the estimate's", -0.5, 0.5)]
     assert "Estimated rise in loss" in title(fig) and "correlation with the exact grid 0.900" in title(fig)

@@ -82,6 +82,9 @@ def test_every_view_reads_the_same_rewrite_and_the_runs_own_numbers(tiny_checkpo
     assert torch.equal(read_out.model_logits, the_run.logits)
     ablated = ablation.ablate_heads(model, tokenizer, TEXT, "", "decoder", SAMPLED)
     assert torch.equal(ablated.logits_after, the_run.logits)
+    ranked = ablation.rank_heads(model, tokenizer, TEXT, "decoder", SAMPLED, workers=1)  # both say what they scored
+    assert ablated.rewrite == ranked.rewrite == the_run.read.rewrite != ""
+    assert ablated.decoded_with == ranked.decoded_with == the_run.read.decoded_with != ""
 
 
 def test_requests_for_one_text_at_the_same_time_cost_one_run(tiny_checkpoints, monkeypatch):

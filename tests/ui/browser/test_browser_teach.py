@@ -1,8 +1,14 @@
 """The teaching tabs in headless Chromium, at 1366 and 800 px wide: each view opens, a token and a grid head can
 be clicked, nothing shows an error. Screenshots: artifacts/screenshots/teach-*-<width>.png (look at them)."""
 
+import json
+
+import numpy as np
 import pytest
 
+from explorer.present import ablation as present_ablation
+from explorer.views.ablation import HeadRanking
+from explorer.views.first_order import Agreement
 from support.browser import assert_no_error_shown, open_tab, pick, plot_drawn, shot
 from support.fixtures_checkpoints import SLOW_MODEL
 
@@ -56,12 +62,20 @@ def test_lens_tab_reads_every_layer_after_the_clicked_token(page):
     assert_no_error_shown(page)
 
 
+def shown(page, *elem_ids: str) -> list[bool]:
+    return [page.locator(f"#{elem_id}").is_visible() for elem_id in elem_ids]
+
+
 def test_ablation_tab_removes_heads_and_ranks_them(page):
     open_tab(page, "Head ablation")
+    page.wait_for_selector("#ablation-button", state="visible")
+    # before a result no empty plot boxes: the teaching text's "How to read it" points at nothing yet
+    assert shown(page, "plot-ablation", "plot-token-loss", "plot-rank-estimate", "plot-rank") == [False] * 4
     page.click("#ablation-button")
     page.wait_for_selector("#ablation-status >> text=Loss on the text")
     plot_drawn(page, "plot-ablation")
     plot_drawn(page, "plot-token-loss")
+    assert shown(page, "plot-ablation", "plot-token-loss", "plot-rank-estimate", "plot-rank") == [True, True, False, False]
     assert "other passages" in page.inner_text("#ablation-status")
     page.click("#rank-button")
     page.wait_for_selector("#ablation-status >> text=each removed alone")
@@ -69,8 +83,60 @@ def test_ablation_tab_removes_heads_and_ranks_them(page):
     assert page.locator("#plot-rank .heatmaplayer .hm").count() == 1
     # the status line now speaks of the ranking: the removal's plots are gone, not left beside it
     page.wait_for_function("() => !document.querySelector('#plot-ablation .main-svg') && !document.querySelector('#plot-token-loss .main-svg')")
+    assert shown(page, "plot-ablation", "plot-token-loss", "plot-rank-estimate", "plot-rank") == [False, False, True, True]
     shot(page, "ablation")
     assert_no_error_shown(page)
+
+
+# shakespeare-main's estimate on the default text (6 layers, 8 heads: the narrowest cells at 1366 px), marked as the
+# exact map marks it, and L4.H7 both ways
+MARKED_ESTIMATE = np.array([
+    [-0.091, 0.237, -0.182, 0.332, 0.130, 0.151, 0.118, 0.253], [0.004, -0.051, 0.210, 0.219, 0.048, -0.065, -0.010, 0.004],
+    [0.123, -0.025, -0.008, 0.016, 0.007, -0.040, 0.114, 0.101], [-0.149, 0.082, 0.206, 0.053, 0.052, -0.040, -0.061, 0.154],
+    [0.031, 0.083, 0.019, 0.005, 0.073, 0.010, -0.017, -1.726], [0.042, 0.005, 0.011, 0.046, 0.035, 0.167, -0.027, -0.047]])
+MARKED = Agreement(-0.05, wrong_sign=[(2, 1), (4, 6), (4, 7)], off_rank=[(2, 5), (3, 0), (4, 7)], k=10)
+
+# The estimate's map drawn through the page's Plotly as wide as its plot: each cell's number (heat map text), each
+# mark drawn over the cells (annotations, scatter points) and each outline (shapes), as boxes on the page
+DRAW_MARKED = """async (figure) => {
+    const box = document.createElement('div');
+    box.style.width = document.querySelector('#plot-rank-estimate').getBoundingClientRect().width + 'px';
+    document.body.appendChild(box);
+    await window.Plotly.newPlot(box, figure.data, figure.layout);
+    const boxes = (selector) => [...box.querySelectorAll(selector)].map(e => {
+        const r = e.getBoundingClientRect(); return {text: e.textContent, l: r.left, r: r.right, t: r.top, b: r.bottom}; });
+    const drawn = {numbers: boxes('.heatmaplayer text'), marks: [...boxes('.annotation-text-g'), ...boxes('.scatterlayer .point')],
+                   outlines: boxes('.shapelayer path')};
+    box.remove();
+    return drawn;
+}"""
+
+
+def overlap(a, b) -> bool:
+    return a["l"] < b["r"] and b["l"] < a["r"] and a["t"] < b["b"] and b["t"] < a["b"]
+
+
+def test_the_estimates_marks_leave_every_number_readable(page):
+    """Each number in the estimate's map stays clear of any mark drawn over the cells, and inside any outline drawn
+    round its cell (the line never crosses it), at the width the app draws the map."""
+    open_tab(page, "Head ablation")
+    drawn = "() => !!window.Plotly && !!document.querySelector('#plot-rank-estimate .main-svg')"
+    if not page.evaluate(drawn):  # drawn once (gr.Plot loads plotly with its first plot): as wide as it is here
+        page.click("#rank-button")
+        plot_drawn(page, "plot-rank")
+    figure = present_ablation.estimate_ranking_figure(HeadRanking("self", 5.52, MARKED_ESTIMATE), MARKED)
+    drawn = page.evaluate(DRAW_MARKED, json.loads(figure.to_json()))
+    numbers = [n["text"] for n in drawn["numbers"]]
+    assert len(numbers) == MARKED_ESTIMATE.size
+    for number in drawn["numbers"]:
+        assert not [mark for mark in drawn["marks"] if overlap(number, mark)], number
+        for outline in (o for o in drawn["outlines"] if overlap(number, o)):
+            assert (outline["l"] + 4 < number["l"] and number["r"] < outline["r"] - 4
+                    and outline["t"] + 4 < number["t"] and number["b"] < outline["b"] - 4), (number, outline)
+    # the marks are lines of the cells' own text: × under 3 numbers, ○ under 3; an outline (a halo and a line) each
+    assert [sum(glyph in n for n in numbers) for glyph in "×○"] == [3, 3] and len(drawn["outlines"]) == 12
+    assert "-1.726 × ○" in [n.replace("×", " ×") for n in numbers]  # L4.H7, marked both ways
+    assert page.errors == []
 
 
 def test_sampling_tab_redraws_as_top_k_changes(page):
