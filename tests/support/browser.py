@@ -90,6 +90,15 @@ def set_tiny_job(page, steps: int):
         fill(page, elem_id, value)
 
 
+def scroll_at_rest(page, ms: int = 400):
+    """Wait until the page has not scrolled for ``ms``: the app scrolls a clicked cell's or node's panel into sight
+    150 ms after its answer lands, so a click whose coordinates were read before that would land elsewhere."""
+    page.wait_for_function("""(ms) => new Promise((done) => {
+        const y = window.scrollY;
+        setTimeout(() => done(window.scrollY === y), ms);
+    })""", arg=ms)
+
+
 def settled(page):
     """Wait until the page has been laid out again at its width: every visible plot drawn as wide as its box,
     every table row inside its table."""

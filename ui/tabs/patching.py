@@ -37,9 +37,9 @@ const attach = () => {
       const point = data && data.points && data.points[0];
       if (!point || !Array.isArray(point.pointNumber)) return;
       trigger('click', {grid: grid, curve: point.curveNumber, row: point.pointNumber[0], column: point.pointNumber[1]});
-      const cell = document.querySelector('#patching-plot-cell');  // stacked below the grids on a narrow page
+      const cell = document.querySelector('#patching-plot-cell');  // below the grids on a narrow page: wholly in sight
       const box = cell && cell.getBoundingClientRect();
-      if (box && (box.top > window.innerHeight || box.bottom < 0)) cell.scrollIntoView({behavior: 'smooth', block: 'center'});
+      if (box && (box.top < 0 || box.bottom > window.innerHeight)) cell.scrollIntoView({behavior: 'smooth', block: 'center'});
     };
     plot.on('plotly_click', plot.__patchingClick);
   });

@@ -8,7 +8,7 @@ import pytest
 from explorer.present.patching import LABEL_PX
 from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED
 from support.shipped import SHIPPED_ROOT
-from support.browser import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, settled
+from support.browser import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, scroll_at_rest, settled
 
 pytestmark = pytest.mark.browser
 
@@ -34,14 +34,19 @@ def page(request, browser, shipped_app):
 
 
 def click_cell(page, plot_id: str, row: int, column: int, subplot: str = ""):
-    """A real mouse click at the centre of cell (row, column) of a heat map (``subplot``: '' or '2' for x2/y2)."""
-    page.locator(f"#{plot_id}").scroll_into_view_if_needed()
-    box = page.evaluate("""([id, row, column, n]) => {
+    """A real mouse click at the centre of cell (row, column) of a heat map (``subplot``: '' or '2' for x2/y2),
+    scrolled to the middle of the window first (the panel of the click before may have scrolled the page)."""
+    where = """([id, row, column, n]) => {
         const plot = document.querySelector(`#${id} .js-plotly-plot`);
         const x = plot._fullLayout['xaxis' + n], y = plot._fullLayout['yaxis' + n];
         const rect = plot.getBoundingClientRect();
         return {x: rect.left + x._offset + x.l2p(column), y: rect.top + y._offset + y.l2p(row)};
-    }""", [plot_id, row, column, subplot])
+    }"""
+    scroll_at_rest(page)  # the panel of the click before may still be scrolling into sight
+    box = page.evaluate(where, [plot_id, row, column, subplot])
+    page.evaluate("(y) => window.scrollBy(0, y - window.innerHeight / 2)", box["y"])
+    scroll_at_rest(page)
+    box = page.evaluate(where, [plot_id, row, column, subplot])
     page.mouse.click(box["x"], box["y"])
 
 

@@ -6,7 +6,7 @@ artifacts/screenshots/routes-*-<width>.png."""
 
 import pytest
 
-from support.browser import SHOTS, app_page, assert_no_error_shown, fill, open_tab, pick, plot_drawn, settled
+from support.browser import SHOTS, app_page, assert_no_error_shown, fill, open_tab, pick, plot_drawn, scroll_at_rest, settled
 from support.shipped import SHIPPED_ROOT
 
 pytestmark = pytest.mark.browser
@@ -30,16 +30,22 @@ def page(request, browser, shipped_app):
 
 
 def click_node(page, node_id: str):
-    """A real mouse click on the graph's node ``node_id`` (the node trace's customdata)."""
-    page.locator("#routes-plot").scroll_into_view_if_needed()
-    box = page.evaluate("""(id) => {
+    """A real mouse click on the graph's node ``node_id`` (the node trace's customdata), scrolled to the middle of
+    the window first: the graph is taller than an 800 px page's window, and the panel of the click before may have
+    scrolled it (the plot's box in sight is not enough)."""
+    where = """(id) => {
         const plot = document.querySelector('#routes-plot .js-plotly-plot');
         const trace = plot.data.find((t) => Array.isArray(t.customdata));
         const k = trace.customdata.indexOf(id);
         const x = plot._fullLayout.xaxis, y = plot._fullLayout.yaxis;
         const rect = plot.getBoundingClientRect();
         return {x: rect.left + x._offset + x.l2p(trace.x[k]), y: rect.top + y._offset + y.l2p(trace.y[k])};
-    }""", node_id)
+    }"""
+    scroll_at_rest(page)  # the panel of the click before may still be scrolling into sight
+    box = page.evaluate(where, node_id)
+    page.evaluate("(y) => window.scrollBy(0, y - window.innerHeight / 2)", box["y"])
+    scroll_at_rest(page)
+    box = page.evaluate(where, node_id)
     page.mouse.click(box["x"], box["y"])
 
 
