@@ -42,7 +42,7 @@ def tab(choices, value, decoding: DecodingControls) -> TabParts:
         summary = gr.Markdown(elem_id="trace-summary")
         top_plot = gr.Plot(label="Next token", elem_id="plot-top")
         table = gr.Dataframe(headers=TRACE_HEADERS, label="Tensor shapes, in the order they were computed", wrap=True,
-                             max_height=100_000, column_widths=["9%", "13%", "12%", "15%", "26%", "25%"],
+                             max_height=100_000, column_widths=["9%", "15%", "11%", "15%", "25%", "25%"],
                              elem_id="trace-table", interactive=False)
     button.click(trace_forward, [text, menu, *decoding.all()], [table, top_plot, summary, status_line],
                  api_name="forward_trace", **INTERACTIVE, **UNCHECKED)
