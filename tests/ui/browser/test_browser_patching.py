@@ -120,8 +120,11 @@ def test_every_grid_is_wide_enough_for_each_positions_label_and_the_estimates_ma
     residual grid the cell both wrong-signed and missed shows × and ○ side by side, not one over the other."""
     page.fill("#patching-clean textarea", DEFAULT_CLEAN)
     page.fill("#patching-corrupted textarea", DEFAULT_CORRUPTED)
-    page.click("#patching-button")  # the exact grids go while the estimate is shown, and come back
-    page.wait_for_selector("#patching-plot-residual .js-plotly-plot", state="detached")
+    page.evaluate("""() => { const gd = document.querySelector('#patching-plot-residual .js-plotly-plot');
+                             if (gd) { gd.__before = true; window.__residualBefore = gd.data; } }""")
+    page.click("#patching-button")  # the exact grids go while the estimate is shown, and come back: a new plot
+    page.wait_for_function("""() => { const gd = document.querySelector('#patching-plot-residual .js-plotly-plot');
+                                      return gd && (!gd.__before || gd.data !== window.__residualBefore); }""")
     page.wait_for_selector("#patching-status >> text=patched runs in")
     for plot in (*GRID_PLOTS, "patching-estimate-residual", "patching-estimate-feed-forward"):
         plot_drawn(page, plot)
