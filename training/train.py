@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"rank {rank} of {world}: {result.global_step} steps, {training_args.per_device_train_batch_size} "
           f"examples per step on this process", flush=True)
     if not trainer.is_world_process_zero():
+        leave_together()
         return
 
     stored, float16_change = save_trained(trainer, tokenizer, args.output_dir, settings.weights_dtype, root)
@@ -240,6 +241,16 @@ def main(argv: list[str] | None = None) -> None:
     (args.output_dir / "training_summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "validation_curve"}, indent=1))
     print(f"validation perplexity {math.exp(validation_loss):.2f}")
+    leave_together()
+
+
+def leave_together() -> None:
+    """Under torchrun, every process waits for the first to write the model, then all leave the process group: a
+    process that exits with the group alive can abort in its threads' teardown (SIGABRT: 'terminate called without
+    an active exception'), failing the run after its work is done."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.barrier()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
