@@ -111,7 +111,7 @@ def model_note(name, request: gr.Request = None) -> str:
 
 def model_menu(elem_id: str, choices, value) -> gr.Dropdown:
     """A model menu with its chosen model's line written out beneath it."""
-    menu = gr.Dropdown(choices=choices, value=value, label="Model", elem_id=elem_id)
+    menu = gr.Dropdown(choices=choices, value=value, label="Model", elem_id=elem_id, elem_classes="model-menu")
     note = gr.Markdown(dict((v, label) for label, v in choices).get(value, ""), elem_id=f"{elem_id}-note",
                        elem_classes="model-note")
     menu.change(model_note, menu, note, api_name=f"{elem_id.replace('-', '_')}_note", api_visibility="private", **UNCHECKED)

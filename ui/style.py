@@ -16,6 +16,8 @@ CSS = "\n".join([
     ".aligned textarea {white-space: pre !important; overflow-x: auto !important}",
     "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",
     "#experiment-tables td, #experiment-tables th {white-space: nowrap; word-break: normal !important}",
+    # a model's line is longer than its menu: cut it with an ellipsis before the arrow, which gradio lays over the text
+    ".model-menu input {text-overflow: ellipsis; padding-right: var(--size-8) !important}",
     ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",
     "#trace-table [role=gridcell], #trace-table [role=gridcell] *, #trace-table [role=columnheader] * {font-family: var(--font)"
     " !important; font-size: 13px; word-break: normal !important; overflow-wrap: normal !important}",

@@ -74,6 +74,29 @@ def test_page_loads_with_a_line_per_model(page):
     assert_no_error_shown(page)
 
 
+def menu_text_clear_of_its_arrow(page, menu_id: str) -> dict:
+    """Where a menu's text ends (the input's right edge less its right padding) and where its arrow begins."""
+    return page.evaluate("""(id) => {
+        const input = document.querySelector(`#${id} input`), arrow = document.querySelector(`#${id} .icon-wrap`);
+        const box = input.getBoundingClientRect(), padding = parseFloat(getComputedStyle(input).paddingRight);
+        return {text_ends: box.right - padding, arrow_starts: arrow.getBoundingClientRect().left,
+                overflow: getComputedStyle(input).textOverflow, cut: input.scrollWidth > input.clientWidth};
+    }""", menu_id)
+
+
+def test_a_long_model_line_ends_before_the_menus_arrow(page):
+    """The menu shows the start of the chosen model's line, cut with an ellipsis before the arrow (it ran under the
+    arrow and out beyond it at 800 px), at both widths."""
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        settled(page)
+        measured = menu_text_clear_of_its_arrow(page, "gen-model")
+        assert measured["cut"], measured  # the line is longer than the menu at both widths: what this test is about
+        assert measured["text_ends"] <= measured["arrow_starts"], (width, measured)
+        assert measured["overflow"] == "ellipsis", (width, measured)
+    page.set_viewport_size({"width": WIDTHS[0], "height": 900})
+
+
 def test_generation_shows_the_prompt_then_streams_into_the_output(page):
     pick(page, "gen-model", SLOW_MODEL)  # a real configuration (shakespeare-main's size), slow enough to watch
     page.wait_for_selector(f"#gen-model-note >> text={SLOW_MODEL} · rope positions · 4.8M parameters")
