@@ -20,6 +20,7 @@ from ui.tab import TabParts
 NO_JSON, NO_RESULT = None, None
 GRID_CHOICES = [("Residual stream (layer × position)", "residual"), ("Each head (layer × head)", "heads"),
                 ("Attention output (layer × position)", "attention"), ("Feed-forward output (layer × position)", "feed_forward")]
+GRID_SAID = {name: label.split(" (")[0].lower() for label, name in GRID_CHOICES}  # a grid in a sentence: "each head"
 PLOT_IDS = {name: f"patching-plot-{name.replace('_', '-')}" for name in grids.GRIDS}
 ESTIMATE_IDS = {name: f"patching-estimate-{name.replace('_', '-')}" for name in grids.GRIDS}  # not clicked: no run
 
@@ -101,7 +102,7 @@ def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_an
     line = (f"**{info.name}**, {len(result.tokens)} tokens: answer {echo(result.answer)} against "
             f"{echo(result.wrong_answer)}; logit difference clean {result.clean_metric:.3f}, corrupted "
             f"{result.corrupted_metric:.3f}. {runs} patched runs in {seconds:.1f} s (the estimate: {estimated:.2f} s).")
-    agreeing = "Estimate against exact: " + "; ".join(f"{name}: {a.line()}" for name, a in agreements.items()) + "."
+    agreeing = "Estimate against exact: " + "; ".join(f"{GRID_SAID[name]}: {a.line()}" for name, a in agreements.items()) + "."
     numbers = {"estimate": estimate.to_json(), "agreement": {name: a.to_json() for name, a in agreements.items()}}
     yield (*_figures(result, result.grids, model.config), result.to_json(), present.explanation(result), result,
            NO_FIGURE, NO_TEXT, *_estimate_figures(estimate, model.config, agreements), numbers,

@@ -173,7 +173,8 @@ def test_the_endpoint_answers_with_the_json_and_a_figure_per_grid_asked(shipped_
     assert numbers["corrupted_metric"] == pytest.approx(default_patching.corrupted_metric, abs=1e-6)
     assert np.allclose(numbers["residual"], default_patching.grids["residual"].values, atol=1e-5)
     assert np.array(numbers["heads"]).shape == (48, 2) and "attention" not in numbers
-    assert "patched runs in" in line and "L4.H7" in explained and "Estimate against exact: residual: correlation" in line
+    assert "patched runs in" in line and "L4.H7" in explained
+    assert "Estimate against exact: residual stream: correlation" in line and "; each head: correlation" in line  # words
     *_, numbers, _, _, _, _, _, _, _, _, line = shipped_client.predict(
         MAIN, DEFAULT_CLEAN, "Tell the <b>duke</b>", "", "", None, api_name="/activation_patching")
     assert numbers is None and line.startswith("⚠️ The clean and corrupted texts must have the same number of tokens")
