@@ -2,6 +2,7 @@
 the model's own rewrite, decoded as the user chose), and readable labels for tokens.
 """
 
+import unicodedata
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -12,15 +13,31 @@ from explorer.core.inputs import InputProblem, echo
 FORWARD_MAX_TOKENS = 256  # tokens of the user's text one view reads
 
 
+SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥", "\x7f": "␡"}  # characters a label would show as nothing, drawn
+
+
+def visible(char: str) -> str:
+    """``char`` as a label draws it: spaces, line breaks and tabs as ``SHOWN_AS``; another control character as its
+    Unicode control picture ('\\r' as '␍', '\\x00' as '␀'); any other character that draws nothing or no glyph of its
+    own (a format character, another space, a C1 control) as its code point, '⟨U+200B⟩'."""
+    if char in SHOWN_AS:
+        return SHOWN_AS[char]
+    if ord(char) < 0x20:
+        return chr(0x2400 + ord(char))
+    if unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
+        return f"⟨U+{ord(char):04X}⟩"
+    return char
+
+
 def token_labels(tokenizer, ids) -> list[str]:
-    """A readable label per token id: leading spaces as '␣', newlines as '↵', tabs as '⇥', a lone byte of a
-    multi-byte character as its byte-level symbol."""
+    """A readable label per token id, every character visible (``visible``: a leading space as '␣'); a lone byte of
+    a multi-byte character as its byte-level symbol."""
     labels = []
     for i in [int(x) for x in ids]:
         text = tokenizer.decode([i])
         if "\ufffd" in text or not text:
             text = tokenizer.convert_ids_to_tokens(i) or f"<{i}>"
-        labels.append(text.replace(" ", "␣").replace("\n", "↵").replace("\t", "⇥"))
+        labels.append("".join(map(visible, text)))
     return labels
 
 
