@@ -42,7 +42,7 @@ table.teach-values td.masked { color: var(--body-text-color-subdued); }
 .head-grid button:hover { border-color: #90cdf4; }
 .head-grid button.selected { border-color: #2b6cb0; }
 .head-grid img { width: 100%; aspect-ratio: 1; image-rendering: pixelated; border: 1px solid var(--border-color-primary); display: block; }
-.head-grid .name { display: block; font-size: 11px; }
+.head-grid .name { display: block; font-size: 11px; white-space: nowrap; }
 .head-grid .badge { display: inline-block; font-size: 10px; background: #ebf8ff; color: #2c5282; border-radius: 3px; padding: 0 3px; margin: 1px; }
 .token-strip { display: flex; flex-wrap: wrap; gap: 3px; font-size: 14px; padding: 4px 0; }
 .token-strip span { border: 1px solid var(--border-color-primary); border-radius: 4px; padding: 1px 4px; cursor: pointer; white-space: pre; }

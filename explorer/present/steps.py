@@ -9,6 +9,7 @@ from explorer.views.architecture import Architecture
 from explorer.views.steps import MASKED_BELOW, Step
 from explorer.present.concepts import ADD_NORM, ATTENTION, EMBEDDING, MASKS
 
+FITTING_COLUMNS = 10  # a table's columns of three-decimal numbers that an 800 px page shows whole (11 at most, measured)
 
 STEPS = f"""### Attention, step by step
 - **What you see:** one head of one layer computing the output for one query token, with the real numbers of
@@ -60,9 +61,12 @@ def values_table(step: Step, full: bool) -> str:
 
 
 def shape_text(step: Step) -> str:
-    """The quantity's true shape, as torch writes it ("(256,)", "(12, 32)"), then how the table arranges it."""
+    """The quantity's true shape, as torch writes it ("(256,)", "(12, 32)"), then how the table arranges it, and
+    where the table is wider than an 800 px page shows (``FITTING_COLUMNS``), that it scrolls sideways."""
     shape = "(" + ", ".join(map(str, step.shape)) + ("," if len(step.shape) == 1 else "") + ")"
-    return f"shape {shape}" + (f", {step.layout}" if step.layout else "")
+    columns = step.values.shape[-1] if step.values.ndim else 1
+    scrolls = f"; scroll sideways for all {columns} columns →" if columns > FITTING_COLUMNS else ""
+    return f"shape {shape}" + (f", {step.layout}" if step.layout else "") + scrolls
 
 
 def model_html(architecture: Architecture) -> str:
