@@ -13,19 +13,17 @@ from explorer.core.inputs import InputProblem, echo
 FORWARD_MAX_TOKENS = 256  # tokens of the user's text one view reads
 
 
-SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥", "\x7f": "␡"}  # characters a label would show as nothing, drawn
+SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # characters a label would show as nothing, drawn
 
 
 def visible(char: str) -> str:
-    """``char`` as a label draws it: spaces, line breaks and tabs as ``SHOWN_AS``; another control character as its
-    Unicode control picture ('\\r' as '␍', '\\x00' as '␀'); any other character that draws nothing or no glyph of its
-    own (a format character, another space, a C1 control) as its code point, '⟨U+200B⟩'."""
+    """``char`` as a label draws it: spaces, line breaks and tabs as ``SHOWN_AS``; any other character that draws
+    nothing (a control or format character, another space) as its escape, in ASCII, which every font has: '\\r',
+    '\\x00', '\\u200b' (the Unicode control pictures, ␍, are missing from common monospace fonts)."""
     if char in SHOWN_AS:
         return SHOWN_AS[char]
-    if ord(char) < 0x20:
-        return chr(0x2400 + ord(char))
     if unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
-        return f"⟨U+{ord(char):04X}⟩"
+        return repr(char)[1:-1]
     return char
 
 
