@@ -49,8 +49,12 @@ def before_after_figure(step: GradientStep) -> go.Figure:
         fig.add_bar(x=shown, y=[v if v is not None else 0.0 for v in values], name=name, marker_color=colour,
                     text=[percent(v) if v is not None else "not in its top list" for v in values],
                     textposition="none", hovertemplate="%{x}<br>" + name + ": %{text}<extra></extra>")
-    fig.add_annotation(x=shown[0], y=max(step.p_before, step.p_after), yanchor="bottom", showarrow=False,
-                       text=f"{percent(step.p_before)} → {percent(step.p_after)}", font_size=12)  # bars too thin to hold it
+    # the bars are too thin to hold it: above the tallest bar, starting at the target's (centred, it met the axis'
+    # numbers; level with the target's own top, it crossed a taller neighbour), in headroom the axis keeps for it
+    top = max(v for pair in probability.values() for v in pair if v is not None)
+    fig.add_annotation(x=shown[0], y=top, xanchor="left", xshift=-4, yanchor="bottom", yshift=3, showarrow=False,
+                       text=f"{percent(step.p_before)} → {percent(step.p_after)}", font_size=12)
+    fig.update_yaxes(range=[0, top * 1.2])
     fig.update_layout(title=plotly_text(f"Next token: the target {target}, then the top ones"),
                       yaxis_title="probability", barmode="group", height=380,
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),

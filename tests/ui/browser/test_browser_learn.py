@@ -53,6 +53,16 @@ def test_one_gradient_step_draws_before_and_after_and_where_the_gradient_is(page
     for plot in ("plot-grad-tokens", "plot-grad-heads", "plot-grad-tensors"):
         plot_drawn(page, plot)
     assert page.locator("#plot-grad-heads .heatmaplayer .hm").count() == 5  # W_Q, W_K, W_V, W_O, all four
+    # the target's "p → p" above its bars stands apart from the probability axis' numbers (centred on the bars, it was
+    # pushed against the axis and read on as one line with its "1": "1 0.34% → 94.97%")
+    label = page.locator("#plot-grad-tokens .annotation").bounding_box()
+    numbers = page.locator("#plot-grad-tokens .ytick text")
+    axis_ends = max(box["x"] + box["width"] for box in (numbers.nth(i).bounding_box() for i in range(numbers.count())))
+    assert "→" in page.locator("#plot-grad-tokens .annotation").text_content() and label["x"] >= axis_ends + 8, (label, axis_ends)
+    bars = page.locator("#plot-grad-tokens .bars .point path")  # and crosses no bar (the target may be a short one)
+    for box in (bars.nth(i).bounding_box() for i in range(bars.count())):
+        assert box is None or box["y"] >= label["y"] + label["height"] or box["x"] + box["width"] <= label["x"] \
+            or box["x"] >= label["x"] + label["width"], (label, box)
     shot(page, "gradient-step")
     assert_no_error_shown(page)
 
