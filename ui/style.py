@@ -16,6 +16,10 @@ CSS = "\n".join([
     ".aligned textarea {white-space: pre !important; overflow-x: auto !important}",
     "#experiment-tables table {display: block; overflow-x: auto; max-width: 100%}",
     "#experiment-tables td, #experiment-tables th {white-space: nowrap; word-break: normal !important}",
+    # a narrow page: headers wrap between words and the numbers are set smaller, so that every column is in sight
+    # (at 800 px the seeds table was 1,196 px wide in a 702 px box, its ratios cut off at the edge)
+    "@media (max-width: 1000px) {#experiment-tables th {white-space: normal; overflow-wrap: normal !important}"
+    " #experiment-tables td, #experiment-tables th {padding: 3px 4px !important; font-size: 11.5px !important}}",
     # a model's line is longer than its menu: cut it with an ellipsis before the arrow, which gradio lays over the text
     ".model-menu input {text-overflow: ellipsis; padding-right: var(--size-8) !important}",
     ".model-note {font-size: 0.85em; color: var(--body-text-color-subdued)}",

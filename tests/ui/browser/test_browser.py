@@ -216,6 +216,23 @@ def rgb(hex_colour: str) -> str:
     return f"rgb({r}, {g}, {b})"
 
 
+def test_the_encoding_tables_show_every_column_at_both_widths(page):
+    """The seeds table and the published ratios: no column beyond the edge of the page at 1366 or 800 px (at 800 the
+    seeds table was 1,196 px wide in a 702 px box, with only a cut edge to say so)."""
+    open_tab(page, "Compare encodings")
+    page.wait_for_selector("#experiment-tables table")
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        settled(page)
+        widths = page.evaluate("() => [...document.querySelectorAll('#experiment-tables table')]"
+                               ".map(t => [t.scrollWidth, t.clientWidth, t.querySelectorAll('thead th').length])")
+        assert len(widths) == 2 and all(columns >= 5 for *_, columns in widths), widths
+        assert all(scroll <= client + 1 for scroll, client, _ in widths), (width, widths)
+        cell = page.locator("#experiment-tables td").first.evaluate("(el) => parseFloat(getComputedStyle(el).fontSize)")
+        assert cell >= 11, cell  # smaller, never too small to read
+    page.set_viewport_size({"width": WIDTHS[0], "height": 900})
+
+
 def test_attention_grid_appears(page):
     open_tab(page, "Attention heads")
     assert page.input_value("#att-model input").startswith("shakespeare-rope")
