@@ -1,6 +1,8 @@
-"""What the patching and ablation benchmarks share (``measuring``): a GPT-2-small-size model (``GPT2Config()``'s defaults: 12 layers,
-d 768, 12 heads, vocabulary 50,257; random weights) converted with ``modeling.convert.from_transformers`` and held as the app holds it, the
-time of one forward pass of a text, and the peak resident memory a call adds (sampled every 5 ms)."""
+"""What the patching and ablation benchmarks share (``measuring``), and the real-size view benchmark too: a model of a
+real model's size (``REAL_SIZES``: GPT-2 small, ``GPT2Config()``'s defaults, 12 layers, d 768, 12 heads, vocabulary
+50,257; SmolLM-135M's, a Llama of 30 layers, d 576, 9 query and 3 key/value heads, vocabulary 49,152; random weights)
+converted with ``modeling.convert.from_transformers`` and held as the app holds it, the time of one forward pass of a
+text, and the peak resident memory a call adds (sampled every 5 ms)."""
 
 import statistics
 import sys
@@ -15,17 +17,36 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "tests")]  # the test tokenizer is the tests' own
 
 
-def gpt2_small():
-    """(model, tokenizer): a random GPT-2 small, ours after from_transformers; the tests' tokenizer (its ids are a
-    subset of the model's vocabulary, which keeps every one of its 50,257 logits)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+# a real model's size: its transformers model_type and config keyword arguments (beyond the tokenizer's special ids)
+REAL_SIZES = {
+    "gpt2-small": ("gpt2", {}),  # GPT2Config()'s defaults: 124.4M parameters
+    "smollm-135m": ("llama", dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9,
+                                  num_key_value_heads=3, vocab_size=49152, max_position_embeddings=2048,
+                                  tie_word_embeddings=True)),  # HuggingFaceTB/SmolLM-135M's config: 134.5M parameters
+}
 
+
+def transformers_model(model_type: str, tokenizer, seed: int = 0, **sizes):
+    """A random transformers causal LM (its own class) of ``model_type`` and ``sizes``, with ``tokenizer``'s
+    special ids (its ids are a subset of the model's vocabulary, which keeps every one of its logits)."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.for_model(model_type, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                  **sizes)
+    torch.manual_seed(seed)
+    return AutoModelForCausalLM.from_config(config).eval()
+
+
+def real_size(size: str = "gpt2-small"):
+    """(model, tokenizer): a random model of ``REAL_SIZES[size]``, ours after from_transformers, held as the app's
+    registry holds it; the tests' tokenizer."""
     from modeling.convert import from_transformers
     from support.fixtures_checkpoints import train_tokenizer
 
-    torch.manual_seed(0)
-    model = from_transformers(GPT2LMHeadModel(GPT2Config()).eval()).eval()
-    return model.requires_grad_(False).lay_out_for_decoding(), train_tokenizer()  # as the app's registry holds it
+    model_type, sizes = REAL_SIZES[size]
+    tokenizer = train_tokenizer()
+    model = from_transformers(transformers_model(model_type, tokenizer, **sizes)).eval()
+    return model.requires_grad_(False).lay_out_for_decoding(), tokenizer
 
 
 def forward_seconds(model, ids: torch.Tensor, repeat: int = 5) -> float:

@@ -3,8 +3,10 @@
     python -m benchmarks.patching --threads 1 --tokens 64             # as the app runs it: one torch thread per worker
     python -m benchmarks.patching --threads 1 --tokens 64 --word My   # the first token changed: every patch is run
     python -m benchmarks.patching --size gpt2-small --tokens 32       # a GPT-2-small-size model
+    python -m benchmarks.patching --size smollm-135m --tokens 32      # a Llama of SmolLM-135M's size
 
-With ``--size gpt2-small`` the model is a random GPT-2 small (``benchmarks.measuring``), and the JSON adds: one
+With ``--size gpt2-small`` the model is a random GPT-2 small (``smollm-135m``: a random Llama of that size; both
+``benchmarks.measuring.REAL_SIZES``), and the JSON adds: one
 forward pass of the clean text (seconds), every grid at once ("all": seconds, and as a multiple of that forward
 pass; the resident memory the call added), and the first-order estimate of every grid (attribution patching).
 
@@ -56,8 +58,8 @@ def text_of_length(tokenizer, tokens: int) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="checkpoints/shakespeare-main")
-    parser.add_argument("--size", choices=["checkpoint", "gpt2-small"], default="checkpoint",
-                        help="gpt2-small: a random GPT-2 small instead of --model")
+    parser.add_argument("--size", choices=["checkpoint", *sorted(measuring.REAL_SIZES)], default="checkpoint",
+                        help="gpt2-small, smollm-135m: a random model of that size instead of --model")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--workers", type=int, default=WORKERS)
@@ -69,9 +71,9 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     machine.give_memory_back()  # as app.py does at launch
-    if args.size == "gpt2-small":
-        model, tokenizer = measuring.gpt2_small()
-        model_name = "gpt2-small-random"
+    if args.size in measuring.REAL_SIZES:
+        model, tokenizer = measuring.real_size(args.size)
+        model_name = f"{args.size}-random"
     else:
         info = catalog.describe_folder(Path(args.model))
         (model, tokenizer), model_name = registry.shipped_model(info), info.name

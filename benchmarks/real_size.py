@@ -1,8 +1,10 @@
 """The views at a real model's size: a random GPT-2 small (``GPT2Config()``'s defaults: 12 layers,
-d 768, vocabulary 50,257; 124M parameters), served by a Hub on 127.0.0.1 (tests/support/fake_hub.py), opened as the
-app opens it, every view called through its tab's handler as the app calls it.
+d 768, vocabulary 50,257; 124M parameters), or a Llama of SmolLM-135M's size (``benchmarks.measuring.REAL_SIZES``),
+served by a Hub on 127.0.0.1 (tests/support/fake_hub.py), opened as the app opens it, every view called through its
+tab's handler as the app calls it.
 
     python -m benchmarks.real_size                 # GPT-2 small's size, one torch thread (as the app serves a request)
+    python -m benchmarks.real_size --size smollm-135m  # a Llama: 30 layers, 9 query and 3 key/value heads
     python -m benchmarks.real_size --size tiny     # 2 layers, d 32: that it runs (the tests' size)
     python -m benchmarks.real_size --only lens trace   # some views alone (opening and the forward pass always)
 
@@ -12,10 +14,10 @@ same 128 tokens (a figure that carries over to another machine), and the peak RS
 - open: the first open (download, convert, parity) and again from the local cache (target <= 6 s);
 - heads: Attention heads, 128 tokens; lens: Logit lens, 128 tokens (target <= 1.5 s);
 - gradient step, steps (Attention step by step), trace (Inside the forward pass), 128 tokens (target <= 2 s each);
-- generation: greedy tokens/s of the app's decoding and of transformers' GPT2LMHeadModel holding the same weights,
-  alternating, in this process (target: at least GPT2LMHeadModel's);
+- generation: greedy tokens/s of the app's decoding and of transformers' own class (GPT2LMHeadModel,
+  LlamaForCausalLM) holding the same weights, alternating, in this process (target: at least GPT2LMHeadModel's);
 - watch: Watch it learn from the Hub on --revisions revisions of a random Pythia-70m-size repo (GPT-NeoX, 6 layers,
-  d 512, 70M parameters), while GPT-2 small stays open: the seconds, and the peak RSS above what it was before, in
+  d 512, 70M parameters), while the model above stays open: the seconds, and the peak RSS above what it was before, in
   bytes and in one revision's weights (target: at most one revision held at a time beside the model shown, so that
   12 revisions of a Pythia-160M-size repo fit in 16 GB).
 Writes the figures to artifacts/bench_real_size.json as well.
@@ -35,16 +37,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "tests")]  # the fake Hub and the test tokenizer are the tests' own
 
 REPO_ID = "bench/real-size"
-SIZES = {  # GPT2Config keyword arguments; "gpt2-small" is GPT2Config()'s defaults
-    "gpt2-small": {},
-    "tiny": dict(n_layer=2, n_embd=32, n_head=2, vocab_size=384, n_positions=256),
-}
-PYTHIA_SIZES = {  # GPTNeoXConfig keyword arguments of the Watch it learn repo at each size
-    "gpt2-small": dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
-                       vocab_size=50304, max_position_embeddings=2048, rotary_pct=0.25),  # Pythia-70m's
-    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=384,
-                 max_position_embeddings=256, rotary_pct=0.25),
-}
+TINY = ("gpt2", dict(n_layer=2, n_embd=32, n_head=2, vocab_size=384, n_positions=256))  # that it runs: the tests' size
+PYTHIA_70M = dict(hidden_size=512, num_hidden_layers=6, num_attention_heads=8, intermediate_size=2048,
+                  vocab_size=50304, max_position_embeddings=2048, rotary_pct=0.25)  # the Watch it learn repo's revisions
+PYTHIA_TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, vocab_size=384,
+                   max_position_embeddings=256, rotary_pct=0.25)
 WATCH_REPO = "bench/pythia-like"
 TOKENS = 128
 NEW_TOKENS = 32
@@ -52,17 +49,21 @@ TEXT = ("Shall I compare thee to a summer's day? Thou art more lovely and more t
         "darling buds of May, and summer's lease hath all too short a date. ")
 
 
-def build(folder: Path, size: str) -> Path:
-    """A random GPT2LMHeadModel of ``size`` and the tests' tokenizer, saved in ``folder``."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+def sizes():
+    """size -> (transformers model_type, config keyword arguments): ``benchmarks.measuring.REAL_SIZES`` and "tiny"."""
+    from benchmarks.measuring import REAL_SIZES
 
+    return {**REAL_SIZES, "tiny": TINY}
+
+
+def build(folder: Path, size: str) -> Path:
+    """A random transformers model of ``size`` (its own class) and the tests' tokenizer, saved in ``folder``."""
+    from benchmarks.measuring import transformers_model
     from support.fixtures_checkpoints import train_tokenizer
 
     tokenizer = train_tokenizer()
-    torch.manual_seed(0)
-    config = GPT2Config(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **SIZES[size])
-    GPT2LMHeadModel(config).eval().save_pretrained(folder)
+    model_type, config = sizes()[size]
+    transformers_model(model_type, tokenizer, **config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
 
@@ -76,7 +77,8 @@ def build_revisions(folder: Path, size: str, revisions: int, hub) -> tuple[list[
     from support.fixtures_checkpoints import train_tokenizer
 
     tokenizer, names = train_tokenizer(), []
-    config = GPTNeoXConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id, **PYTHIA_SIZES[size])
+    config = GPTNeoXConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                           **(PYTHIA_TINY if size == "tiny" else PYTHIA_70M))
     for step in range(revisions):
         torch.manual_seed(step)
         where = folder / f"step{step * 1000}"
@@ -190,17 +192,18 @@ def forward_seconds(model, tokenizer, texts: list[str]) -> float:
 
 def generation_rates(model, folder: Path, tokenizer, repeats: int) -> dict:
     """Greedy tokens/s of the Generate tab's decoding (``explorer.generation.streaming.stream_generation``: the
-    model's running batch, as the app streams) and of GPT2LMHeadModel loaded from the same files (``generate``),
-    alternating; each the best of ``repeats``. Both make the same tokens."""
+    model's running batch, as the app streams) and of transformers' own class loaded from the same files
+    (``generate``: GPT2LMHeadModel, LlamaForCausalLM), alternating; each the best of ``repeats``. Both make the same
+    tokens. Returns {"ours", "theirs": tokens/s, "class": theirs' class name}."""
     import threading
 
     import torch
-    from transformers import GPT2LMHeadModel
+    from transformers import AutoModelForCausalLM
 
     from explorer.generation.decoding import DecodingSettings
     from explorer.generation.streaming import stream_generation
 
-    reference = GPT2LMHeadModel.from_pretrained(folder).eval()
+    reference = AutoModelForCausalLM.from_pretrained(folder).eval()
     ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids[:, :16]
     prompt = tokenizer.decode(ids[0])
     settings = DecodingSettings(False, max_new_tokens=NEW_TOKENS)
@@ -215,15 +218,15 @@ def generation_rates(model, folder: Path, tokenizer, repeats: int) -> dict:
                                      do_sample=False, eos_token_id=model.generation_config.eos_token_id, pad_token_id=0)
         return out.shape[1] - ids.shape[1], prompt + tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
 
-    rates, texts = {"ours": [], "GPT2LMHeadModel": []}, {}
+    rates, texts = {"ours": [], "theirs": []}, {}
     for _ in range(repeats + 1):
-        for name, run in (("ours", ours), ("GPT2LMHeadModel", theirs)):
+        for name, run in (("ours", ours), ("theirs", theirs)):
             start = time.perf_counter()
             n_tokens, texts[name] = run()
             rates[name].append(n_tokens / (time.perf_counter() - start))
-    if texts["ours"] != texts["GPT2LMHeadModel"]:
-        raise RuntimeError("our greedy text differs from GPT2LMHeadModel's")
-    return {name: max(values[1:]) for name, values in rates.items()}
+    if texts["ours"] != texts["theirs"]:
+        raise RuntimeError(f"our greedy text differs from {type(reference).__name__}'s")
+    return {**{name: max(values[1:]) for name, values in rates.items()}, "class": type(reference).__name__}
 
 
 def open_figures(repo_id: str, repeats: int) -> dict:
@@ -287,8 +290,8 @@ def report(figures: dict) -> None:
               f"{view['peak_rss'] / 1e9:.2f} GB  ({', '.join(f'{s:.2f}' for s in view['seconds'])})")
     if "generation" in figures:
         rates = figures["generation"]
-        print(f"{'generation, greedy':<28}{rates['ours']:7.1f} tokens/s; GPT2LMHeadModel {rates['GPT2LMHeadModel']:.1f} "
-              f"tokens/s ({rates['ours'] / rates['GPT2LMHeadModel']:.2f}x)")
+        print(f"{'generation, greedy':<28}{rates['ours']:7.1f} tokens/s; {rates['class']} {rates['theirs']:.1f} "
+              f"tokens/s ({rates['ours'] / rates['theirs']:.2f}x)")
     if "watch" in figures:
         watch = figures["watch"]
         print(f"{'watch it learn from the Hub':<28}{watch['seconds']:7.2f} s {watch['seconds'] / unit:7.0f}x  "
@@ -299,7 +302,7 @@ def report(figures: dict) -> None:
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", choices=sorted(SIZES), default="gpt2-small")
+    parser.add_argument("--size", choices=sorted(sizes()), default="gpt2-small")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the app uses 1 per request)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--only", choices=VIEWS, nargs="*", default=list(VIEWS))

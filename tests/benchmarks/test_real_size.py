@@ -48,3 +48,33 @@ def test_the_sizes_race_their_own_peers():
         "GPT2LMHeadModel", training_step.OURS, training_step.MINIMAL]
     assert list(training_step.build_models(small, 16, size="llama-small")) == [
         training_step.MINIMAL, training_step.LLAMA, training_step.OURS_LLAMA]
+
+
+def test_the_real_sizes_are_the_published_models_sizes():
+    """benchmarks.measuring.REAL_SIZES, counted from their configs' numbers as the app counts a Hub repo's: GPT-2
+    small's 124,439,808 parameters and SmolLM-135M's 134,515,008 (each model card's figure)."""
+    from transformers import AutoConfig
+
+    from benchmarks.measuring import REAL_SIZES
+    from explorer.models.plans import count_parameters
+
+    counted = {size: count_parameters(AutoConfig.for_model(model_type, **sizes).to_dict())
+               for size, (model_type, sizes) in REAL_SIZES.items()}
+    assert counted == {"gpt2-small": 124_439_808, "smollm-135m": 134_515_008}
+
+
+def test_a_real_size_is_built_as_its_own_class_and_converted_to_ours(monkeypatch):
+    """measuring.real_size's path at a tiny Llama's size: transformers' own class, then ours, equal logits."""
+    import torch
+
+    from benchmarks import measuring
+
+    monkeypatch.setitem(measuring.REAL_SIZES, "tiny-llama", ("llama", dict(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        vocab_size=400, max_position_embeddings=64, tie_word_embeddings=True)))
+    ours, tokenizer = measuring.real_size("tiny-llama")
+    theirs = measuring.transformers_model("llama", tokenizer, **measuring.REAL_SIZES["tiny-llama"][1])
+    ids = tokenizer("Shall I compare thee", return_tensors="pt").input_ids
+    with torch.inference_mode():
+        assert torch.allclose(ours(ids).logits, theirs(ids).logits, atol=1e-5)
+    assert type(theirs).__name__ == "LlamaForCausalLM" and ours.config.n_kv_heads == 2
