@@ -12,9 +12,11 @@ stochastic gradient descent moves every weight against it,
 
 so for a small learning rate the loss changes by about −lr·‖∇θL‖² (the first-order term of its Taylor series,
 ``predicted_loss_change``; ‖∇θL‖ is the norm of the whole gradient, every weight once); a large one overshoots.
-The step is taken on a deep copy: the shared model, which other requests read, never changes. Tied weights (where
-the model ties them: the token embedding, which is then also the LM head) are one tensor, so one gradient (the sum
-of both uses) and one update, as ``parameters()`` and ``state_dict()`` see them.
+The step is taken on a deep copy: the shared model, which other requests read, never changes. It is taken during
+the backward pass, each parameter as its gradient completes (``SteppedInBackward``): no gradient of the whole model
+is held beside the copy. Tied weights (where the model ties them: the token embedding, which is then also the LM
+head) are one tensor, so one gradient (the sum of both uses) and one update, as ``parameters()`` and
+``state_dict()`` see them.
 """
 
 import copy
@@ -144,38 +146,68 @@ def _top(tokenizer, log_probs: torch.Tensor, k: int = TOP_TOKENS) -> list[tuple[
     return list(zip(token_labels(tokenizer, ids), [float(p) for p in probs]))
 
 
-def head_gradients(model) -> list[dict[str, list[torch.Tensor]]]:
-    """Per layer, the gradients whose rows belong to heads in blocks of d_head: q, k, v (their rows of qkv_proj's
-    weight and bias, ``Architecture.qkv_rows``: n_kv_heads blocks for k and v) and o (out_proj's weight, transposed:
-    a head's output is a block of its input columns)."""
-    rows, layers = describe(model).qkv_rows(), []
-    for layer in model.model.decoder.stack.layers:
-        attention = layer.self_attn
-        qkv = [p.grad for p in (attention.qkv_proj.weight, attention.qkv_proj.bias) if p is not None]
-        parts = {part: [g[rows[part].start:rows[part].stop] for g in qkv] for part in "qkv"}
-        parts["o"] = [attention.out_proj.weight.grad.T]
-        layers.append(parts)
-    return layers
-
-
-def head_grad_norms(model) -> dict[str, np.ndarray]:
-    """(layers, heads) gradient norms of each head's slice: rows h·d_head..(h+1)·d_head of W_Q (and b_Q), the same
-    columns of W_O; (layers, key/value heads) of W_K, W_V (and their biases), one column per key/value head. "all"
-    (layers, heads): the norm of everything head h uses, its slices of W_Q and W_O and the W_K, W_V slices of the
-    key/value head it reads (shared by its group: a grouped model counts them in each of its query heads)."""
+def head_squares(model, part_of: str, grad: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Per head, the sum of squares of its slice of one attention parameter's gradient: ``part_of`` "qkv" (W_QKV or
+    b_QKV: q, k, v from their rows, ``Architecture.qkv_rows``, in blocks of d_head; k and v per key/value head) or "o"
+    (W_O: a head's output is a block of its input columns)."""
     arch = describe(model)
-    squares = {part: [] for part in HEAD_PARTS}
-    for layer in head_gradients(model):
-        for part, grads in layer.items():
-            heads = arch.n_heads if part in "qo" else arch.n_kv_heads
-            per_head = torch.zeros(heads)
-            for g in grads:
-                per_head += g.float().reshape(heads, arch.d_head, -1).pow(2).sum(dim=(1, 2))
-            squares[part].append(per_head)
-    grids = {part: torch.stack(rows).numpy() for part, rows in squares.items()}
+    if part_of == "o":
+        grads = {"o": grad.T}
+    else:
+        rows = arch.qkv_rows()
+        grads = {part: grad[rows[part].start:rows[part].stop] for part in "qkv"}
+    return {part: g.float().reshape(arch.n_heads if part in "qo" else arch.n_kv_heads, arch.d_head, -1).pow(2).sum(dim=(1, 2))
+            for part, g in grads.items()}
+
+
+def head_grad_norms(model, squares: list[dict[str, torch.Tensor]]) -> dict[str, np.ndarray]:
+    """(layers, heads) gradient norms of each head's slice from ``squares`` (per layer, ``head_squares`` summed over
+    the layer's weight and bias): rows h·d_head..(h+1)·d_head of W_Q (and b_Q), the same columns of W_O; (layers,
+    key/value heads) of W_K, W_V (and their biases), one column per key/value head. "all" (layers, heads): the norm
+    of everything head h uses, its slices of W_Q and W_O and the W_K, W_V slices of the key/value head it reads
+    (shared by its group: a grouped model counts them in each of its query heads)."""
+    arch = describe(model)
+    grids = {part: torch.stack([layer[part] for layer in squares]).numpy() for part in HEAD_PARTS}
     reads = [arch.kv_head_of(h) for h in range(arch.n_heads)]  # the key/value head each query head reads
     everything = grids["q"] + grids["o"] + grids["k"][:, reads] + grids["v"][:, reads]
     return {part: np.sqrt(grid) for part, grid in grids.items()} | {"all": np.sqrt(everything)}
+
+
+class SteppedInBackward:
+    """Plain SGD taken during ``backward``, one parameter at a time: as soon as a parameter's gradient is complete
+    (its post-accumulate-grad hook), what the views show of it is measured (the sum of its squares, each head's
+    slices), the parameter is moved, θ ← θ − lr·∇θL in place, and the gradient is freed. So the step never holds a
+    gradient of the whole model beside its copy: at most the parameters whose gradients are being summed. A
+    parameter is moved only once every operation that read it has had its backward (its gradient is complete only
+    then), so no saved value is changed under autograd. ``squares``: id(parameter) -> Σ∇²; ``head``: per layer,
+    the head parts' ``head_squares`` summed."""
+
+    def __init__(self, model, rate: float):
+        self.model, self.rate, self.squares = model, rate, {}
+        self.head = [{part: 0.0 for part in HEAD_PARTS} for _ in model.model.decoder.stack.layers]
+        self.attention = {}  # id(parameter) -> (layer, "qkv" or "o")
+        for layer, block in enumerate(model.model.decoder.stack.layers):
+            for parameter in (block.self_attn.qkv_proj.weight, block.self_attn.qkv_proj.bias):
+                if parameter is not None:
+                    self.attention[id(parameter)] = (layer, "qkv")
+            self.attention[id(block.self_attn.out_proj.weight)] = (layer, "o")
+        self.handles = [p.register_post_accumulate_grad_hook(self.step) for p in model.parameters()]
+
+    @torch.no_grad()
+    def step(self, parameter: torch.Tensor) -> None:
+        grad = parameter.grad
+        flat = grad.reshape(-1)
+        self.squares[id(parameter)] = float(torch.dot(flat, flat))  # a dot product: no squared copy
+        if id(parameter) in self.attention:
+            layer, part_of = self.attention[id(parameter)]
+            for part, squares in head_squares(self.model, part_of, grad).items():
+                self.head[layer][part] = self.head[layer][part] + squares
+        parameter.add_(grad, alpha=-self.rate)
+        parameter.grad = None
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
 
 
 def gradient_step(text, model, tokenizer, position, target, learning_rate) -> GradientStep:
@@ -193,24 +225,26 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
     for p in learner.parameters():
         p.requires_grad_(True)
         p.grad = None
-    with torch.enable_grad():
-        before = _next_token(learner, ids)
-        loss = -before[target_id]
-        loss.backward()
-    before, loss = before.detach(), loss.detach()
-
     names = {id(p): name for name, p in learner.named_parameters()}
     state = learner.state_dict(keep_vars=True)
-    grad_norms = {name: float(t.grad.norm()) for name, t in state.items() if id(t) in names}
     tied = {name: names[id(t)] for name, t in state.items() if id(t) in names and names[id(t)] != name}
-    heads = head_grad_norms(learner)
-    grad_norm = math.sqrt(sum(float(torch.dot(g, g)) for g in (p.grad.float().reshape(-1) for p in learner.parameters())))
-    # ‖∇L‖² = Σ over tensors, each once (a dot product: no squared copy of the gradient)
-    found = induction_head(model)  # the shared model's (the learner is its copy, not yet stepped)
+    shapes = {name: tuple(t.shape) for name, t in state.items() if id(t) in names}
+    found = induction_head(model)  # the shared model's (the learner is its copy)
+
+    stepping = SteppedInBackward(learner, rate)
+    try:
+        with torch.enable_grad():
+            before = _next_token(learner, ids)
+            loss = -before[target_id]
+            loss.backward()  # and the step: each parameter moved as its gradient completes (``SteppedInBackward``)
+    finally:
+        stepping.remove()
+    before, loss = before.detach(), loss.detach()
+    grad_norms = {name: math.sqrt(stepping.squares[id(t)]) for name, t in state.items() if id(t) in names}
+    grad_norm = math.sqrt(sum(stepping.squares.values()))  # ‖∇L‖² = Σ over tensors, each once
+    heads = head_grad_norms(learner, stepping.head)
 
     with torch.no_grad():
-        for p in learner.parameters():  # each tensor once: tied weights are one parameter
-            p.add_(p.grad, alpha=-rate)  # θ ← θ − lr·∇θL, in place
         after = _next_token(learner, ids)
 
     return GradientStep(
@@ -219,6 +253,6 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
         p_before=float(before[target_id].exp()), p_after=float(after[target_id].exp()),
         top_before=_top(tokenizer, before), top_after=_top(tokenizer, after),
         grad_norms=grad_norms, head_grad_norms={part: grid.tolist() for part, grid in heads.items()},
-        grad_norm=grad_norm, tied=tied, notices=notices, induction_head=found,
-        shapes={name: tuple(t.shape) for name, t in state.items() if id(t) in names}, architecture=describe(model),
+        grad_norm=grad_norm, tied=tied, notices=notices, induction_head=found, shapes=shapes,
+        architecture=describe(model),
     )

@@ -9,7 +9,7 @@ from torch.func import functional_call
 
 from checkpointing.loading import load_checkpoint
 from checkpointing.paths import checkpoints_dir
-from explorer.learning.gradient_step import MAX_LEARNING_RATE, gradient_step
+from explorer.learning.gradient_step import MAX_LEARNING_RATE, SteppedInBackward, gradient_step
 from explorer.core.inputs import InputProblem
 from support.tiny_models import tiny_causal_lm, tiny_seq2seq
 
@@ -109,6 +109,29 @@ def test_shared_model_is_bit_identical_afterwards(tiny, tokenizer):
     assert all(torch.equal(before[name], after[name]) for name in before)
     assert [p.grad for p in tiny.parameters()] == grads_before  # no gradient left on the shared model
     assert not tiny.training
+
+
+def test_the_step_holds_no_gradient_of_the_whole_model(tiny, tokenizer):
+    """Each parameter is moved as its gradient completes, and that gradient freed at once: at no moment of the
+    backward pass does a moved parameter still hold a gradient (before, every gradient was held beside the copy:
+    at GPT-2 small's size 2.78 times the model's memory on top of it, now 2.17, of which the copy is 1). Moved by
+    exactly −lr·∇ (the gradient recomputed by autograd on another copy)."""
+    import copy
+
+    ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids
+    learner, rate = copy.deepcopy(tiny).requires_grad_(True), 0.5
+    expected_grads = torch.autograd.grad(-torch.log_softmax(learner(ids).logits[0, -1], -1)[7], list(learner.parameters()))
+    expected = [p.detach() - rate * g for p, g in zip(learner.parameters(), expected_grads)]
+    stepping, holding = SteppedInBackward(learner, rate), []
+    for p in learner.parameters():  # runs after the step's own hook: counts the gradients still held then
+        p.register_post_accumulate_grad_hook(lambda _: holding.append(sum(q.grad is not None for q in learner.parameters())))
+    with torch.enable_grad():
+        (-torch.log_softmax(learner(ids).logits[0, -1], -1)[7]).backward()
+    stepping.remove()
+    assert len(holding) == len(list(learner.parameters())) and set(holding) == {0}
+    for p, e in zip(learner.parameters(), expected):
+        torch.testing.assert_close(p.detach(), e, rtol=0, atol=1e-6)
+    assert sum(stepping.squares.values()) == pytest.approx(sum(float(g.pow(2).sum()) for g in expected_grads), rel=1e-5)
 
 
 def test_a_huge_learning_rate_overshoots(tiny, tokenizer):
