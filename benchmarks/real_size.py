@@ -10,7 +10,8 @@ tab's handler as the app calls it.
 
 Prints, for each figure, the wall time (median of --repeats after one call to warm up, each call on a text the
 view has not seen, so nothing is cached), that time as a multiple of one forward pass of the same model over the
-same 128 tokens (a figure that carries over to another machine), and the peak RSS while it ran:
+same 128 tokens (a figure that carries over to another machine), the peak RSS while it ran, and what a view's first
+call holds on top of the open model (as MB and as a multiple of the model's weights: target at most 1x):
 - open: the first open (download, convert, parity) and again from the local cache (target <= 6 s);
 - heads: Attention heads, 128 tokens; lens: Logit lens, 128 tokens (target <= 1.5 s);
 - gradient step, steps (Attention step by step), trace (Inside the forward pass), 128 tokens (target <= 2 s each);
@@ -144,15 +145,22 @@ def rss() -> int:
 
 
 def timed(call, texts: list[str]) -> dict:
-    """``call(text)`` on each text: the first warms up; the seconds of the others, and the peak RSS of all."""
+    """``call(text)`` on each text: the first warms up; the seconds of the others, and the peak RSS of all; and
+    "on_top": the peak above what the process held before the first call, its heap trimmed (what the view adds on
+    top of the open model: its first call, before any of its memory is kept for reuse)."""
+    from explorer.core import machine
+
+    machine.trim_heap()
+    before = rss()
     with PeakRSS() as memory:
         call(texts[0])
+        on_top = memory.peak - before
         seconds = []
         for text in texts[1:]:
             start = time.perf_counter()
             call(text)
             seconds.append(time.perf_counter() - start)
-    return {"seconds": seconds, "median_s": statistics.median(seconds), "peak_rss": memory.peak}
+    return {"seconds": seconds, "median_s": statistics.median(seconds), "peak_rss": memory.peak, "on_top": on_top}
 
 
 def checked(outputs):
@@ -262,6 +270,7 @@ def measure(size: str, repeats: int, only=VIEWS, revisions: int = 6) -> dict:
         figures = {"size": size, "open": open_figures(REPO_ID, repeats)}
         _, model, tokenizer = registry.resolve(REPO_ID)
         figures["forward_s"] = forward_seconds(model, tokenizer, texts_of_tokens(tokenizer, TOKENS, repeats + 1))
+        figures["weights"] = sum(p.numel() * p.element_size() for p in model.parameters())
         texts = texts_of_tokens(tokenizer, TOKENS, (len(VIEWS) + 1) * (repeats + 1))
         for index, (name, call) in enumerate(view_calls(REPO_ID).items(), start=1):  # each view its own texts
             if name in only:
@@ -287,7 +296,8 @@ def report(figures: dict) -> None:
             continue
         view = figures[name]
         print(f"{name + f', {TOKENS} tokens':<28}{view['median_s']:7.2f} s {view['median_s'] / unit:7.1f}x  peak RSS "
-              f"{view['peak_rss'] / 1e9:.2f} GB  ({', '.join(f'{s:.2f}' for s in view['seconds'])})")
+              f"{view['peak_rss'] / 1e9:.2f} GB, {view['on_top'] / 1e6:.0f} MB on top "
+              f"({view['on_top'] / figures['weights']:.2f}x the weights)  ({', '.join(f'{s:.2f}' for s in view['seconds'])})")
     if "generation" in figures:
         rates = figures["generation"]
         print(f"{'generation, greedy':<28}{rates['ours']:7.1f} tokens/s; {rates['class']} {rates['theirs']:.1f} "

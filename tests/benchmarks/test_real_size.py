@@ -15,9 +15,11 @@ def test_real_size_prints_every_view_as_seconds_and_multiples_of_a_forward_pass(
     real_size.main(["--size", "tiny", "--repeats", "1", "--revisions", "2"])
     out = capsys.readouterr().out
     assert re.search(r"^tiny: [\d.]+M parameters; one forward pass over 128 tokens \d+ ms", out, re.M)
-    for name in ("open, first", "heads, 128 tokens", "lens, 128 tokens", "gradient step, 128 tokens",
+    assert re.search(r"^open, first\s+[\d.]+ s\s+[\d.]+x  peak RSS [\d.]+ GB$", out, re.M)
+    for name in ("heads, 128 tokens", "lens, 128 tokens", "gradient step, 128 tokens",
                  "steps, 128 tokens", "trace, 128 tokens"):
-        assert re.search(rf"^{name}\s+[\d.]+ s\s+[\d.]+x  peak RSS [\d.]+ GB", out, re.M), name
+        assert re.search(rf"^{name}\s+[\d.]+ s\s+[\d.]+x  peak RSS [\d.]+ GB, -?\d+ MB on top \(-?[\d.]+x the weights\)",
+                         out, re.M), name
     assert re.search(r"^generation, greedy\s+[\d.]+ tokens/s; GPT2LMHeadModel [\d.]+ tokens/s \([\d.]+x\)$", out, re.M)
     assert re.search(r"^watch it learn from the Hub\s+[\d.]+ s\s+\d+x  2 revisions of \d+ MB .* revisions' weights$",
                      out, re.M)
