@@ -184,7 +184,9 @@ class SteppedInBackward:
 
     def __init__(self, model, rate: float):
         self.model, self.rate, self.squares = model, rate, {}
-        self.head = [{part: 0.0 for part in HEAD_PARTS} for _ in model.model.decoder.stack.layers]
+        arch = describe(model)
+        self.head = [{part: torch.zeros(arch.n_heads if part in "qo" else arch.n_kv_heads) for part in HEAD_PARTS}
+                     for _ in model.model.decoder.stack.layers]
         self.attention = {}  # id(parameter) -> (layer, "qkv" or "o")
         for layer, block in enumerate(model.model.decoder.stack.layers):
             for parameter in (block.self_attn.qkv_proj.weight, block.self_attn.qkv_proj.bias):
@@ -201,7 +203,7 @@ class SteppedInBackward:
         if id(parameter) in self.attention:
             layer, part_of = self.attention[id(parameter)]
             for part, squares in head_squares(self.model, part_of, grad).items():
-                self.head[layer][part] = self.head[layer][part] + squares
+                self.head[layer][part] += squares
         parameter.add_(grad, alpha=-self.rate)
         parameter.grad = None
 
@@ -240,7 +242,8 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
     finally:
         stepping.remove()
     before, loss = before.detach(), loss.detach()
-    grad_norms = {name: math.sqrt(stepping.squares[id(t)]) for name, t in state.items() if id(t) in names}
+    # a parameter the loss does not reach has no gradient: norm 0, and it is not moved
+    grad_norms = {name: math.sqrt(stepping.squares.get(id(t), 0.0)) for name, t in state.items() if id(t) in names}
     grad_norm = math.sqrt(sum(stepping.squares.values()))  # ‖∇L‖² = Σ over tensors, each once
     heads = head_grad_norms(learner, stepping.head)
 

@@ -267,3 +267,18 @@ def test_the_targets_probabilities_are_printed_above_its_bars(main_model):
     (label,) = figure.layout.annotations
     assert label.text == f"{percent(step.p_before)} → {percent(step.p_after)}" and label.x == figure.data[0].x[0]
     assert label.y == max(step.p_before, step.p_after)
+
+
+
+def test_a_parameter_the_loss_does_not_reach_shows_a_zero_gradient(tiny, tokenizer):
+    """A parameter outside the loss's graph gets no gradient, so its hook never runs: the step reports its norm as 0
+    (what the gradient is) rather than failing on it, and the rest as before."""
+    import copy
+
+    model = copy.deepcopy(tiny)
+    model.unused = torch.nn.Parameter(torch.ones(3), requires_grad=False)
+    result = gradient_step(TEXT, model, tokenizer, -1, " the", 0.05)
+    plain = gradient_step(TEXT, tiny, tokenizer, -1, " the", 0.05)
+    assert result.grad_norms["unused"] == 0.0
+    assert {k: v for k, v in result.grad_norms.items() if k != "unused"} == pytest.approx(plain.grad_norms, rel=1e-6)
+    assert result.loss_after == pytest.approx(plain.loss_after, abs=1e-6)
