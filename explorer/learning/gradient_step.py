@@ -146,11 +146,10 @@ def _top(tokenizer, log_probs: torch.Tensor, k: int = TOP_TOKENS) -> list[tuple[
     return list(zip(token_labels(tokenizer, ids), [float(p) for p in probs]))
 
 
-def head_squares(model, part_of: str, grad: torch.Tensor) -> dict[str, torch.Tensor]:
+def head_squares(arch: Architecture, part_of: str, grad: torch.Tensor) -> dict[str, torch.Tensor]:
     """Per head, the sum of squares of its slice of one attention parameter's gradient: ``part_of`` "qkv" (W_QKV or
     b_QKV: q, k, v from their rows, ``Architecture.qkv_rows``, in blocks of d_head; k and v per key/value head) or "o"
     (W_O: a head's output is a block of its input columns)."""
-    arch = describe(model)
     if part_of == "o":
         grads = {"o": grad.T}
     else:
@@ -183,9 +182,8 @@ class SteppedInBackward:
     the head parts' ``head_squares`` summed."""
 
     def __init__(self, model, rate: float):
-        self.model, self.rate, self.squares = model, rate, {}
-        arch = describe(model)
-        self.head = [{part: torch.zeros(arch.n_heads if part in "qo" else arch.n_kv_heads) for part in HEAD_PARTS}
+        self.rate, self.squares, self.arch = rate, {}, describe(model)  # read once, not in every hook
+        self.head = [{part: torch.zeros(self.arch.n_heads if part in "qo" else self.arch.n_kv_heads) for part in HEAD_PARTS}
                      for _ in model.model.decoder.stack.layers]
         self.attention = {}  # id(parameter) -> (layer, "qkv" or "o")
         for layer, block in enumerate(model.model.decoder.stack.layers):
@@ -202,7 +200,7 @@ class SteppedInBackward:
         self.squares[id(parameter)] = float(torch.dot(flat, flat))  # a dot product: no squared copy
         if id(parameter) in self.attention:
             layer, part_of = self.attention[id(parameter)]
-            for part, squares in head_squares(self.model, part_of, grad).items():
+            for part, squares in head_squares(self.arch, part_of, grad).items():
                 self.head[layer][part] += squares
         parameter.add_(grad, alpha=-self.rate)
         parameter.grad = None

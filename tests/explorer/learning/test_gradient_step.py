@@ -113,9 +113,9 @@ def test_shared_model_is_bit_identical_afterwards(tiny, tokenizer):
 
 def test_the_step_holds_no_gradient_of_the_whole_model(tiny, tokenizer):
     """Each parameter is moved as its gradient completes, and that gradient freed at once: at no moment of the
-    backward pass does a moved parameter still hold a gradient (before, every gradient was held beside the copy:
-    at GPT-2 small's size 2.78 times the model's memory on top of it, now 2.17, of which the copy is 1). Moved by
-    exactly −lr·∇ (the gradient recomputed by autograd on another copy)."""
+    backward pass does a moved parameter still hold a gradient (before, every gradient was held beside the copy;
+    docs/benchmarks.md gives the memory). Moved by exactly −lr·∇ (the gradient recomputed by autograd on another
+    copy)."""
     import copy
 
     ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids
