@@ -105,9 +105,11 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                 controls = DecodingControls.build()
     request = [prompt, menu, *controls.all()]
     for trigger, name in ((generate_button.click, "generate"), (prompt.submit, "generate_submit")):
+        # Stop is enabled before the generation starts (chained, not a second listener that could land after the
+        # first tokens), and disabled once it ends
         trigger(lambda: gr.update(interactive=True), None, stop_button, api_name=f"{name}_stop_on", api_visibility="private",
-                queue=False)
-        trigger(generate, request, [output, gen_status], api_name=name, **GENERATION, **UNCHECKED).then(
+                queue=False).then(
+            generate, request, [output, gen_status], api_name=name, **GENERATION, **UNCHECKED).then(
             lambda: gr.update(interactive=False), None, stop_button, api_name=f"{name}_stop_off", api_visibility="private")
     menu.change(generate_boxes, [menu, prompt], [prompt, output, folio_note], api_name="generate_labels", api_visibility="private",
                 **UNCHECKED)

@@ -224,10 +224,11 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                   queue=False)
     gr.on([control.input for control in request[:-1]], lambda: YOUR_CHOICES, None, preset,  # an edited choice
           api_name="train_live_leave_preset", api_visibility="private", queue=False)  # leaves the preset
+    # Stop on and the waiting note first, chained: a second listener could land after training's first status
     start.click(lambda: (gr.update(interactive=True), gr.update(interactive=False), waiting_note()), None,
-                [stop, download, status_line], api_name="train_live_stop_on", api_visibility="private", queue=False)
-    start.click(train_live, request, [curve, sample, attention, induction, numbers, download, status_line],
-                api_name="train_live", show_progress="full", **TRAINING, **UNCHECKED).then(
+                [stop, download, status_line], api_name="train_live_stop_on", api_visibility="private", queue=False).then(
+        train_live, request, [curve, sample, attention, induction, numbers, download, status_line],
+        api_name="train_live", show_progress="full", **TRAINING, **UNCHECKED).then(
         download_ready, download, [stop, download], api_name="train_live_stop_off", api_visibility="private", **UNCHECKED)
     stop.click(stop_training, None, None, api_name="stop_training")
     data.change(lambda kind: gr.update(label=present.sample_label(kind)), data, sample, api_name="train_live_sample_label",
