@@ -9,7 +9,7 @@ from torch.func import functional_call
 
 from checkpointing.loading import load_checkpoint
 from checkpointing.paths import checkpoints_dir
-from explorer.learning.gradient_step import MAX_LEARNING_RATE, SteppedInBackward, gradient_step
+from explorer.learning.gradient_step import MAX_LEARNING_RATE, SteppedInBackward, gradient_step, private_copy, square_sum
 from explorer.core.inputs import InputProblem
 from support.tiny_models import tiny_causal_lm, tiny_seq2seq
 
@@ -80,7 +80,7 @@ def test_every_figure_matches_autograd(which, main_model, tiny, tokenizer):
     state_names = [n for n in model.state_dict() if n in grads or n == "lm_head.weight"]
     assert sorted(result.grad_norms) == sorted(state_names)
     for name, g in grads.items():
-        assert result.grad_norms[name] == pytest.approx(float(g.norm()), rel=TOLERANCE, abs=TOLERANCE), name
+        assert result.grad_norms[name] == pytest.approx(float(g.double().norm()), rel=TOLERANCE, abs=TOLERANCE), name
     # tied: the LM head is the embedding, one tensor whose gradient sums both uses
     assert result.tied == {"lm_head.weight": "model.decoder.embed.token.weight"}
     assert result.grad_norms["lm_head.weight"] == result.grad_norms["model.decoder.embed.token.weight"]
@@ -101,7 +101,44 @@ def test_every_figure_matches_autograd(which, main_model, tiny, tokenizer):
     assert {"loss_before", "loss_after", "p_before", "p_after", "grad_norms"} <= set(json)
 
 
-def test_shared_model_is_bit_identical_afterwards(tiny, tokenizer):
+@pytest.fixture(scope="module")
+def untied(tokenizer):
+    """The tiny model with an LM head of its own: the token embedding's gradient is only the rows the text read."""
+    return tiny_causal_lm("learned", seed=4, vocab_size=len(tokenizer), max_position_embeddings=128,
+                          tie_word_embeddings=False)
+
+
+def test_an_untied_embedding_is_moved_by_the_rows_read_and_matches_autograd(untied, tokenizer):
+    """The copy's lookup gives a sparse gradient (a token read twice: its rows summed); the step, the norms and the
+    loss after are autograd's dense ones, to 1e-5."""
+    position, target, rate = 12, " the", 0.5
+    ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids
+    assert len(set(ids[0, : position + 1].tolist())) < position + 1  # a token read twice
+    result = gradient_step(TEXT, untied, tokenizer, position, target, rate)
+    loss, after, grads = reference(untied, ids, position, tokenizer(target, add_special_tokens=False).input_ids[0], rate)
+    assert result.tied == {} and result.loss_before == pytest.approx(loss, abs=TOLERANCE)
+    assert result.loss_after == pytest.approx(after, abs=TOLERANCE) and after != pytest.approx(loss, abs=1e-3)
+    for name in ("model.decoder.embed.token.weight", "lm_head.weight"):
+        assert result.grad_norms[name] == pytest.approx(float(grads[name].double().norm()), rel=TOLERANCE), name
+    assert result.grad_norm == pytest.approx(math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values())), rel=TOLERANCE)
+
+
+def test_the_copy_reads_the_shared_weights_until_the_step_writes_them(tiny):
+    """No weight is copied up front: each of the copy's parameters is a new leaf on the shared model's memory (the
+    step gives it memory of its own as it moves it); buffers and modules are the copy's own, and it is in eval mode."""
+    tiny.train()
+    learner = private_copy(tiny)
+    tiny.eval()
+    shared = [p.data_ptr() for p in tiny.parameters()]
+    assert [p.data_ptr() for p in learner.parameters()] == shared and not learner.training
+    assert all(p.requires_grad and p.is_leaf and p is not q for p, q in zip(learner.parameters(), tiny.parameters()))
+    assert learner.lm_head.weight is learner.model.decoder.embed.token.weight  # still tied: one tensor
+    assert learner.get_input_embeddings().sparse and not tiny.get_input_embeddings().sparse
+
+
+@pytest.mark.parametrize("which", ["tied", "untied"])
+def test_shared_model_is_bit_identical_afterwards(which, tiny, untied, tokenizer):
+    tiny = tiny if which == "tied" else untied
     before = {name: t.clone() for name, t in tiny.state_dict().items()}
     grads_before = [p.grad for p in tiny.parameters()]
     gradient_step(TEXT, tiny, tokenizer, -1, " the", 10.0)
@@ -131,7 +168,7 @@ def test_the_step_holds_no_gradient_of_the_whole_model(tiny, tokenizer):
     assert len(holding) == len(list(learner.parameters())) and set(holding) == {0}
     for p, e in zip(learner.parameters(), expected):
         torch.testing.assert_close(p.detach(), e, rtol=0, atol=1e-6)
-    assert sum(stepping.squares.values()) == pytest.approx(sum(float(g.pow(2).sum()) for g in expected_grads), rel=1e-5)
+    assert sum(stepping.squares.values()) == pytest.approx(sum(float(g.double().pow(2).sum()) for g in expected_grads), rel=1e-5)
 
 
 def test_a_huge_learning_rate_overshoots(tiny, tokenizer):
@@ -182,7 +219,7 @@ def test_the_whole_gradient_norm_counts_the_tied_weight_once_and_predicts_a_smal
     ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids
     target_id = tokenizer(" the", add_special_tokens=False).input_ids[0]
     _, _, grads = reference(tiny, ids, 5, target_id, 1e-4)
-    expected = math.sqrt(sum(float(g.pow(2).sum()) for g in grads.values()))
+    expected = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values()))
     step = gradient_step(TEXT, tiny, tokenizer, 5, " the", 1e-4)
     assert step.grad_norm == pytest.approx(expected, rel=1e-5)
     assert step.to_json()["grad_norm"] == step.grad_norm
@@ -282,3 +319,12 @@ def test_a_parameter_the_loss_does_not_reach_shows_a_zero_gradient(tiny, tokeniz
     assert result.grad_norms["unused"] == 0.0
     assert {k: v for k, v in result.grad_norms.items() if k != "unused"} == pytest.approx(plain.grad_norms, rel=1e-6)
     assert result.loss_after == pytest.approx(plain.loss_after, abs=1e-6)
+
+
+def test_a_large_gradients_square_sum_is_the_float64_one():
+    """GPT-2 small's embedding gradient has 38.6M entries: one float32 dot over that many drifts in its fourth
+    digit; the step's sum of squares stays within 1e-6 of the float64 sum."""
+    x = torch.randn(40_000_000, generator=torch.Generator().manual_seed(0))
+    exact = float(x.double().pow(2).sum())
+    assert abs(float(torch.dot(x, x)) / exact - 1) > 1e-4  # what one float32 dot gives
+    assert square_sum(x) == pytest.approx(exact, rel=1e-6)
