@@ -26,22 +26,12 @@ REAL_SIZES = {
 }
 
 
-def transformers_model(model_type: str, tokenizer, seed: int = 0, **sizes):
-    """A random transformers causal LM (its own class) of ``model_type`` and ``sizes``, with ``tokenizer``'s
-    special ids (its ids are a subset of the model's vocabulary, which keeps every one of its logits)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    config = AutoConfig.for_model(model_type, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                  **sizes)
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(config).eval()
-
-
 def real_size(size: str = "gpt2-small"):
     """(model, tokenizer): a random model of ``REAL_SIZES[size]``, ours after from_transformers, held as the app's
     registry holds it; the tests' tokenizer."""
     from modeling.convert import from_transformers
     from support.fixtures_checkpoints import train_tokenizer
+    from support.hub_repos import transformers_model
 
     model_type, sizes = REAL_SIZES[size]
     tokenizer = train_tokenizer()

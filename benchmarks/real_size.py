@@ -59,8 +59,8 @@ def sizes():
 
 def build(folder: Path, size: str) -> Path:
     """A random transformers model of ``size`` (its own class) and the tests' tokenizer, saved in ``folder``."""
-    from benchmarks.measuring import transformers_model
     from support.fixtures_checkpoints import train_tokenizer
+    from support.hub_repos import transformers_model
 
     tokenizer = train_tokenizer()
     model_type, config = sizes()[size]
@@ -72,18 +72,13 @@ def build(folder: Path, size: str) -> Path:
 def build_revisions(folder: Path, size: str, revisions: int, hub) -> tuple[list[str], int]:
     """``revisions`` random GPTNeoXForCausalLM of ``size`` (each its own seed) served as WATCH_REPO's step<N>: their
     names, and the bytes of one revision's weights."""
-    import torch
-    from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
-
     from support.fixtures_checkpoints import train_tokenizer
+    from support.hub_repos import transformers_model
 
     tokenizer, names = train_tokenizer(), []
-    config = GPTNeoXConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                           **(PYTHIA_TINY if size == "tiny" else PYTHIA_70M))
     for step in range(revisions):
-        torch.manual_seed(step)
         where = folder / f"step{step * 1000}"
-        GPTNeoXForCausalLM(config).eval().save_pretrained(where)
+        transformers_model("gpt_neox", tokenizer, step, **(PYTHIA_TINY if size == "tiny" else PYTHIA_70M)).save_pretrained(where)
         tokenizer.save_pretrained(where)
         hub.add_folder(WATCH_REPO, where, revision=where.name)
         names.append(where.name)

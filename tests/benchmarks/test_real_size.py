@@ -70,12 +70,13 @@ def test_a_real_size_is_built_as_its_own_class_and_converted_to_ours(monkeypatch
     import torch
 
     from benchmarks import measuring
+    from support.hub_repos import transformers_model
 
     monkeypatch.setitem(measuring.REAL_SIZES, "tiny-llama", ("llama", dict(
         hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
         vocab_size=400, max_position_embeddings=64, tie_word_embeddings=True)))
     ours, tokenizer = measuring.real_size("tiny-llama")
-    theirs = measuring.transformers_model("llama", tokenizer, **measuring.REAL_SIZES["tiny-llama"][1])
+    theirs = transformers_model("llama", tokenizer, **measuring.REAL_SIZES["tiny-llama"][1])
     ids = tokenizer("Shall I compare thee", return_tensors="pt").input_ids
     with torch.inference_mode():
         assert torch.allclose(ours(ids).logits, theirs(ids).logits, atol=1e-5)

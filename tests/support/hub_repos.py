@@ -32,13 +32,18 @@ def tokenizer():
     return train_tokenizer()
 
 
-def tiny_transformers_model(model_type: str, seed: int = 0):
-    """A random transformers causal LM of ``model_type`` (transformers' own class), sized to the test tokenizer."""
-    tok = tokenizer()
-    config = AutoConfig.for_model(model_type, vocab_size=len(tok), bos_token_id=tok.bos_token_id,
-                                  eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, **TINY[model_type])
+def transformers_model(model_type: str, tok, seed: int = 0, **sizes):
+    """A random transformers causal LM of ``model_type`` (transformers' own class) and config ``sizes``, with
+    ``tok``'s start and end ids (its ids are a subset of the model's vocabulary, which keeps every one of its logits)."""
+    config = AutoConfig.for_model(model_type, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, **sizes)
     torch.manual_seed(seed)
     return AutoModelForCausalLM.from_config(config).eval()
+
+
+def tiny_transformers_model(model_type: str, seed: int = 0):
+    """A random transformers causal LM of ``model_type``'s ``TINY`` size, its vocabulary the test tokenizer's."""
+    tok = tokenizer()
+    return transformers_model(model_type, tok, seed, vocab_size=len(tok), pad_token_id=tok.pad_token_id, **TINY[model_type])
 
 
 def save_transformers_repo(folder: Path, model_type: str, seed: int = 0, safe: bool = True) -> Path:
