@@ -9,6 +9,9 @@ CSS = "\n".join([
     # then mixes two fonts ("A" in one, the rest in another); the system's sans-serif has every glyph in every weight
     ":root, .gradio-container {--font: ui-sans-serif, system-ui, sans-serif !important}",
     ".status-line {min-height: 1.5em}",
+    # a status's table (the estimate against the exact grids) breaks between words, never inside one ("correla-tion")
+    ".status-line table th, .status-line table td {word-break: normal !important; overflow-wrap: normal !important; "
+    "padding: 4px 10px !important}",
     ".plot-row {gap: 8px}",
     ".results-row:not(:has(.js-plotly-plot)) {display: none !important}",  # a row of plots none of which is drawn yet
     ".monospace textarea {font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace !important}",

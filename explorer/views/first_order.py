@@ -57,8 +57,11 @@ class Agreement:
     off_rank: list[tuple[int, int]]
     k: int
 
+    def said_correlation(self) -> str:
+        return "undefined (a constant grid)" if np.isnan(self.correlation) else f"{self.correlation:.3f}"
+
     def line(self) -> str:
-        r = "undefined (a constant grid)" if np.isnan(self.correlation) else f"{self.correlation:.3f}"
+        r = self.said_correlation()
         wrong = len(self.wrong_sign)
         return (f"correlation with the exact grid {r}; {wrong} cell{'' if wrong == 1 else 's'} of the wrong sign, "
                 f"{len(self.off_rank)} of the exact top {self.k} ranked outside the estimate's top {self.k}")

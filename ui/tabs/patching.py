@@ -102,11 +102,20 @@ def activation_patching(model_name, clean_text, corrupted_text, answer, wrong_an
     line = (f"**{info.name}**, {len(result.tokens)} tokens: answer {echo(result.answer)} against "
             f"{echo(result.wrong_answer)}; logit difference clean {result.clean_metric:.3f}, corrupted "
             f"{result.corrupted_metric:.3f}. {runs} patched runs in {seconds:.1f} s (the estimate: {estimated:.2f} s).")
-    agreeing = "Estimate against exact: " + "; ".join(f"{GRID_SAID[name]}: {a.line()}" for name, a in agreements.items()) + "."
     numbers = {"estimate": estimate.to_json(), "agreement": {name: a.to_json() for name, a in agreements.items()}}
     yield (*_figures(result, result.grids, model.config), result.to_json(), present.explanation(result), result,
            NO_FIGURE, NO_TEXT, *_estimate_figures(estimate, model.config, agreements), numbers,
-           status(line, agreeing, *result.notices))
+           status(line, *result.notices) + "\n\n" + agreement_table(agreements))
+
+
+def agreement_table(agreements: dict) -> str:
+    """Each grid's estimate against its exact grid, a row per grid (``first_order.Agreement``: the correlation, the
+    cells of the wrong sign, the exact top k the estimate ranks outside its own top k), as a markdown table."""
+    k = next(iter(agreements.values())).k
+    rows = [f"| {GRID_SAID[name].capitalize()} | {a.said_correlation()} | {len(a.wrong_sign)} | {len(a.off_rank)} |"
+            for name, a in agreements.items()]
+    return "\n".join([f"| Estimate against exact | correlation | cells of the wrong sign (×) | exact top {k} outside the "
+                      f"estimate's top {k} (○) |", "|---|---|---|---|", *rows])
 
 
 @guarded(cell_plot=NO_FIGURE)

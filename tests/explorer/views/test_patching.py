@@ -174,7 +174,13 @@ def test_the_endpoint_answers_with_the_json_and_a_figure_per_grid_asked(shipped_
     assert np.allclose(numbers["residual"], default_patching.grids["residual"].values, atol=1e-5)
     assert np.array(numbers["heads"]).shape == (48, 2) and "attention" not in numbers
     assert "patched runs in" in line and "L4.H7" in explained
-    assert "Estimate against exact: residual stream: correlation" in line and "; each head: correlation" in line  # words
+    # the estimate against the exact grids: a table, a row per grid asked, its figures the agreement's own
+    agreed = estimate_numbers["agreement"]
+    assert "| Estimate against exact | correlation | cells of the wrong sign (×) |" in line
+    for name, said in (("residual", "Residual stream"), ("heads", "Each head")):
+        assert (f"| {said} | {agreed[name]['correlation']:.3f} | {len(agreed[name]['wrong_sign'])} | "
+                f"{len(agreed[name]['off_rank'])} |") in line
+    assert "| Attention output |" not in line  # not asked
     *_, numbers, _, _, _, _, _, _, _, _, line = shipped_client.predict(
         MAIN, DEFAULT_CLEAN, "Tell the <b>duke</b>", "", "", None, api_name="/activation_patching")
     assert numbers is None and line.startswith("⚠️ The clean and corrupted texts must have the same number of tokens")

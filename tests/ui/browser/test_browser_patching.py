@@ -58,6 +58,12 @@ def test_the_default_example_draws_its_grids_and_a_click_shows_that_runs_top_tok
     page.wait_for_selector("#patching-status >> text=patched runs in")
     status = page.inner_text("#patching-status")
     assert "shakespeare-main" in status and "␣send" in status
+    table = page.locator("#patching-status table")  # the estimate against the exact grids: a row per grid, in sight
+    assert table.locator("tbody tr").count() == len(GRID_PLOTS) and "Residual stream" in table.inner_text()
+    assert table.bounding_box()["width"] <= page.locator("#patching-status").bounding_box()["width"] + 1
+    header = table.locator("th").nth(1)  # "correlation", whole on one line: no break inside a word
+    lines = "(el) => { const r = document.createRange(); r.selectNodeContents(el); return r.getClientRects().length; }"
+    assert header.inner_text() == "correlation" and header.evaluate(lines) == 1
     for plot in GRID_PLOTS:
         plot_drawn(page, plot)
     ticks = page.locator("#patching-plot-residual .xtick text").all_text_contents()
