@@ -1,6 +1,6 @@
 """The page's wiring says what it does: every tab has one signature and returns one ``TabParts``; no tab imports
 another; every ``@guarded`` event names one failure value per output before its status line; ``ui``'s docstrings
-list every module."""
+list every module; Stop is enabled before a long job starts."""
 
 import ast
 import inspect
@@ -125,3 +125,14 @@ def test_the_docstrings_of_ui_and_its_tabs_name_every_module():
     modules = sorted(p.stem for p in UI.glob("*.py") if p.stem != "__init__") + ["tabs"]
     assert [m for m in modules if f"``{m}``" not in ui.__doc__] == []
     assert [m for m in TAB_MODULES if f"``{m}``" not in ui.tabs.__doc__] == []
+
+
+@pytest.mark.parametrize("job, before, after", [("generate", "generate_stop_on", "generate_stop_off"),
+                                                  ("generate_submit", "generate_submit_stop_on", "generate_submit_stop_off"),
+                                                  ("train_live", "train_live_stop_on", "train_live_stop_off")])
+def test_stop_is_enabled_before_a_long_job_starts_and_disabled_after_it(app, job, before, after):
+    """Chained, not side by side: a second listener on the click could land after the job's first status (seen in CI:
+    Stop still disabled while tokens streamed, or the waiting note written over training's first status)."""
+    deps = {dep["api_name"]: dep for dep in app.demo.config["dependencies"]}
+    assert deps[job]["trigger_after"] == deps[before]["id"] and deps[after]["trigger_after"] == deps[job]["id"]
+    assert deps[before]["queue"] is False  # the button answers at once, without waiting for a queue slot

@@ -70,7 +70,9 @@ def test_leaving_side_by_side_early_drops_the_work_not_started():
         with side_by_side(work, list(range(40)), workers=2) as results:
             for value in results:
                 raise RuntimeError("stop")
-    assert sorted(started) == [0, 1, 2]  # item 0, and the two the workers had taken up: not 40
+    # item 0, item 1 (running), and item 2 if the worker freed by item 0 took it up before the loop stopped (a race
+    # either way): never the 37 others
+    assert sorted(started) in ([0, 1], [0, 1, 2])
 
 
 def test_a_deadline_stops_work_past_its_time_or_bound_to_run_far_past_it():
