@@ -328,3 +328,5 @@ def test_a_large_gradients_square_sum_is_the_float64_one():
     exact = float(x.double().pow(2).sum())
     assert abs(float(torch.dot(x, x)) / exact - 1) > 1e-4  # what one float32 dot gives
     assert square_sum(x) == pytest.approx(exact, rel=1e-6)
+    transposed = x[:1_000_000].reshape(1000, 1000).T  # laid out as a transposed weight's gradient: read in place
+    assert square_sum(transposed) == pytest.approx(float(transposed.double().pow(2).sum()), rel=1e-6)
