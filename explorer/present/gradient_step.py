@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.present.figures import AFTER, BEFORE, LAYOUT, unique_labels, percent, plotly_text
+from explorer.present.figures import AFTER, BEFORE, LAYOUT, angled_label_depth, unique_labels, percent, plotly_text
 from explorer.learning.gradient_step import GradientStep, HEAD_PARTS
 
 
@@ -128,6 +128,9 @@ def parameters_text(step: GradientStep) -> str:
     return text
 
 
+TOP, BOTTOM = 60, 40  # px of the tensor figure's margins: its title above, the bars' axis below
+
+
 def parameter_norms_figure(step: GradientStep) -> go.Figure:
     """The gradient norm of every parameter tensor by its state_dict name: the layers' tensors as a layer x
     tensor map, the rest (embedding, final norm) as bars. A tied name is drawn once, under the name it shares."""
@@ -141,13 +144,16 @@ def parameter_norms_figure(step: GradientStep) -> go.Figure:
         else:
             rest[name] = norm
     tensors, layers = list(per_layer), sorted({l for cells in per_layer.values() for l in cells})
-    fig = make_subplots(rows=2, cols=1, row_heights=[0.72, 0.28], vertical_spacing=0.28,
+    # px: the map, the gap its slanted tensor names hang into (with the second title below them), the bars
+    heat, bars = 120 + 24 * len(layers), 40 + 20 * len(rest)
+    gap = angled_label_depth(max(map(len, tensors), default=0), font_size=10, angle=45) + 36
+    fig = make_subplots(rows=2, cols=1, row_heights=[heat, bars], vertical_spacing=gap / (heat + gap + bars),
                         subplot_titles=["Every tensor of every layer", "The rest"])
     z = [[per_layer[t].get(l, (np.nan, ""))[0] for t in tensors] for l in layers]
     names = [[per_layer[t].get(l, (0, ""))[1] for t in tensors] for l in layers]
     fig.add_trace(go.Heatmap(z=z, x=tensors, y=[f"L{l}" for l in layers], customdata=names, colorscale="Reds", zmin=0,
                              text=[[_role(step, name) for name in row] for row in names],
-                             colorbar=dict(title="‖∇‖", len=0.6, y=0.75),
+                             colorbar=dict(title="‖∇‖", len=heat / (heat + gap + bars), y=1, yanchor="top"),
                              hovertemplate="%{customdata}<br>%{text}<br>‖∇‖ %{z:.3g}<extra></extra>"), row=1, col=1)
     tied_to = {shared: name for name, shared in step.tied.items()}
     labels = [f"{name} (= {tied_to[name]})" if name in tied_to else name for name in rest]
@@ -160,7 +166,7 @@ def parameter_norms_figure(step: GradientStep) -> go.Figure:
     fig.update_yaxes(autorange="reversed", showticklabels=False, row=2, col=1)
     fig.update_xaxes(tickangle=-45, tickfont_size=10, row=1, col=1)
     fig.update_layout(title="Gradient norm of every parameter tensor (hover for its state_dict name and role)",
-                      height=420 + 24 * len(layers) + 20 * len(rest), **{**LAYOUT, "margin": dict(l=60, r=20, t=60, b=40)})
+                      height=TOP + heat + gap + bars + BOTTOM, **{**LAYOUT, "margin": dict(l=60, r=20, t=TOP, b=BOTTOM)})
     return fig
 
 

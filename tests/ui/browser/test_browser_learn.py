@@ -63,6 +63,11 @@ def test_one_gradient_step_draws_before_and_after_and_where_the_gradient_is(page
     for box in (bars.nth(i).bounding_box() for i in range(bars.count())):
         assert box is None or box["y"] >= label["y"] + label["height"] or box["x"] + box["width"] <= label["x"] \
             or box["x"] >= label["x"] + label["width"], (label, box)
+    # the tensor map's slanted names end above the second part's title ("The rest"), never across it
+    names = page.locator("#plot-grad-tensors .xtick text")
+    lowest = max(box["y"] + box["height"] for box in (names.nth(i).bounding_box() for i in range(names.count())))
+    rest = page.locator("#plot-grad-tensors .annotation", has_text="The rest").bounding_box()
+    assert lowest <= rest["y"], (lowest, rest)
     shot(page, "gradient-step")
     assert_no_error_shown(page)
 
