@@ -15,9 +15,9 @@ so for a small learning rate the loss changes by about −lr·‖∇θL‖² (th
 The step is taken on a private copy (``private_copy``): the shared model, which other requests read, never changes.
 The copy reads the shared model's weights until the step writes each one anew, during the backward pass, as its
 gradient completes, into that gradient's own memory (``SteppedInBackward``): the step holds one model's weights on
-top of the shared model, never a copy and a gradient besides. Tied weights (where the model ties them: the token embedding, which is then also the LM
-head) are one tensor, so one gradient (the sum of both uses) and one update, as ``parameters()`` and
-``state_dict()`` see them.
+top of the shared model, never a copy and a gradient besides. Tied weights (where the model ties them: the token
+embedding, which is then also the LM head) are one tensor, so one gradient (the sum of both uses) and one update, as
+``parameters()`` and ``state_dict()`` see them.
 """
 
 import copy
