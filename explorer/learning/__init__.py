@@ -2,6 +2,8 @@
 yourself (live training) and Watch it learn (training runs, recorded and from the Hub, one typed timeline).
 
 - ``gradient_step``: one plain gradient step on a copy of a shared model: where learning pushes, what one step changes.
+- ``factored_gradient``: the step's weight matrices' gradients kept as the vectors they are made of (``LowRankGradient``:
+  each figure from Gram matrices, the stepped layer's output without the stepped matrix), collected on the copy.
 - ``live_settings``: what one live training job may be asked for: ``LiveSettings``, the default, the presets, checks.
 - ``live_data``: what a live job reads: Shakespeare (with or without repeated passages), repeating random tokens, or
   the learner's text, drawn afresh on every read.

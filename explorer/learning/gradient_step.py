@@ -13,11 +13,12 @@ stochastic gradient descent moves every weight against it,
 so for a small learning rate the loss changes by about −lr·‖∇θL‖² (the first-order term of its Taylor series,
 ``predicted_loss_change``; ‖∇θL‖ is the norm of the whole gradient, every weight once); a large one overshoots.
 The step is taken on a private copy (``private_copy``): the shared model, which other requests read, never changes.
-The copy reads the shared model's weights until the step writes each one anew, during the backward pass, as its
-gradient completes, into that gradient's own memory (``SteppedInBackward``): the step holds one model's weights on
-top of the shared model, never a copy and a gradient besides. Tied weights (where the model ties them: the token
-embedding, which is then also the LM head) are one tensor, so one gradient (the sum of both uses) and one update, as
-``parameters()`` and ``state_dict()`` see them.
+The copy reads the shared model's weights. Its weight matrices' gradients are kept as the vectors they are made of
+(``factored_gradient``: for 128 tokens a few MB, where written out they are the model's size again), and the step
+after runs the copy with W − lr·∇W made for one matrix at a time as each layer reads it. The few small parameters
+(biases, norms, learned positions) take ordinary gradients, each moved as it completes (``SteppedInBackward``). Tied
+weights (where the model ties them: the token embedding, which is then also the LM head) are one tensor, so one
+gradient (the sum of both uses) and one update, as ``parameters()`` and ``state_dict()`` see them.
 """
 
 import copy
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from explorer.learning.factored_gradient import FactoredGradients
 from explorer.views.architecture import Architecture, describe
 from explorer.views.heads import THRESHOLD, cached_induction_scores
 from explorer.core.inputs import MAX_TEXT_CHARS, InputProblem, echo, number, pick, require_text
@@ -186,53 +188,70 @@ def square_sum(tensor: torch.Tensor, chunk: int = 1 << 16) -> float:
 def private_copy(model):
     """A float32 copy of ``model`` in eval mode (no dropout: the step is deterministic) whose parameters are new
     leaf tensors that read the shared model's float32 weights in place, not copies of them (a weight in another dtype
-    is converted, so copied). Its modules, buffers and ties are its own; ``SteppedInBackward`` gives each parameter
-    new memory before it changes, so the shared model's weights are never written."""
+    is converted, so copied). Its modules, buffers and ties are its own; nothing the step does writes the memory it
+    shares (``SteppedInBackward`` gives a parameter new memory as it moves it; ``FactoredGradients.stepped`` makes
+    each stepped matrix anew)."""
     leaves = {id(p): torch.nn.Parameter(p.detach().float(), requires_grad=True) for p in model.parameters()}
-    learner = copy.deepcopy(model, memo=leaves).float().eval()
-    learner.get_input_embeddings().sparse = True  # its lookup's gradient: the rows read, not a dense (vocab, d) zero matrix
-    return learner
+    return copy.deepcopy(model, memo=leaves).float().eval()
+
+
+def attention_parameters(model) -> dict[int, tuple[int, str]]:
+    """id(parameter) -> (layer, "qkv" or "o") for each attention parameter a head owns slices of: W_QKV and b_QKV
+    (its rows), W_O (its columns)."""
+    found = {}
+    for layer, block in enumerate(model.model.decoder.stack.layers):
+        for parameter in (block.self_attn.qkv_proj.weight, block.self_attn.qkv_proj.bias):
+            if parameter is not None:
+                found[id(parameter)] = (layer, "qkv")
+        found[id(block.self_attn.out_proj.weight)] = (layer, "o")
+    return found
 
 
 class SteppedInBackward:
-    """Plain SGD taken during ``backward``, one parameter at a time: as soon as a parameter's gradient is complete
-    (its post-accumulate-grad hook), what the views show of it is measured (the sum of its squares, each head's
-    slices), then the gradient's memory is overwritten with θ − lr·∇θL and becomes the parameter's (the old value,
-    which a ``private_copy`` shares with the shared model, is left as it was). So the step holds no gradient beside
-    the moved parameters: at most the parameters whose gradients are being summed. A parameter is moved only once
-    every operation that read it has had its backward (its gradient is complete only then), so no saved value is
-    changed under autograd. ``squares``: id(parameter) -> Σ∇²; ``head``: per layer, the head parts'
-    ``head_squares`` summed."""
+    """Plain SGD taken during ``backward`` for each parameter that takes a gradient, one at a time: as soon as its
+    gradient is complete (its post-accumulate-grad hook), what the views show of it is measured (the sum of its
+    squares, each head's slices), then the gradient's memory is overwritten with θ − lr·∇θL and becomes the
+    parameter's (the old value, which a ``private_copy`` shares with the shared model, is left as it was). So the step
+    holds no gradient beside the moved parameters. A parameter is moved only once every operation that read it has
+    had its backward (its gradient is complete only then), so no saved value is changed under autograd.
+    ``squares``: id(parameter) -> Σ∇²; ``head``: per layer, the head parts' ``head_squares`` summed."""
 
     def __init__(self, model, rate: float):
         self.rate, self.squares, self.arch = rate, {}, describe(model)  # read once, not in every hook
-        self.head = [{part: torch.zeros(self.arch.n_heads if part in "qo" else self.arch.n_kv_heads) for part in HEAD_PARTS}
-                     for _ in model.model.decoder.stack.layers]
-        self.attention = {}  # id(parameter) -> (layer, "qkv" or "o")
-        for layer, block in enumerate(model.model.decoder.stack.layers):
-            for parameter in (block.self_attn.qkv_proj.weight, block.self_attn.qkv_proj.bias):
-                if parameter is not None:
-                    self.attention[id(parameter)] = (layer, "qkv")
-            self.attention[id(block.self_attn.out_proj.weight)] = (layer, "o")
-        self.handles = [p.register_post_accumulate_grad_hook(self.step) for p in model.parameters()]
+        self.head = [{part: torch.zeros(self.arch.n_heads if part in "qo" else self.arch.n_kv_heads, dtype=torch.float64)
+                      for part in HEAD_PARTS} for _ in model.model.decoder.stack.layers]
+        self.attention = attention_parameters(model)
+        self.handles = [p.register_post_accumulate_grad_hook(self.step) for p in model.parameters() if p.requires_grad]
 
     @torch.no_grad()
     def step(self, parameter: torch.Tensor) -> None:
         grad = parameter.grad
-        if grad.is_sparse:  # the token embedding's rows read (the copy's lookup is sparse), when the LM head is not tied to it
-            grad = grad.coalesce()  # a token read twice: its rows summed
-            self.squares[id(parameter)] = square_sum(grad.values())
-            parameter.grad = None
-            parameter.data = parameter.detach().index_add(0, grad.indices()[0], grad.values(), alpha=-self.rate)
-            return
         self.squares[id(parameter)] = square_sum(grad)
         if id(parameter) in self.attention:
             layer, part_of = self.attention[id(parameter)]
-            for part, squares in head_squares(self.arch, part_of, grad).items():
-                self.head[layer][part] += squares
+            self.add_heads(layer, head_squares(self.arch, part_of, grad))
         torch.add(parameter, grad, alpha=-self.rate, out=grad)  # θ − lr·∇, written over ∇: no new memory
         parameter.grad = None
         parameter.data = grad  # rebinds this parameter alone; the memory it read before is untouched
+
+    def add_heads(self, layer: int, squares: dict[str, torch.Tensor]) -> None:
+        for part, values in squares.items():
+            self.head[layer][part] += values.double()
+
+    def add_factored(self, factored: FactoredGradients) -> None:
+        """The weight matrices' figures, from their factors (``FactoredGradients``): each one's Σ∇², and each head's
+        slices of W_QKV (rows, in blocks of d_head) and W_O (columns)."""
+        self.squares |= factored.square_sums()
+        rows = self.arch.qkv_rows()
+        for key, (layer, part_of) in self.attention.items():
+            gradient = factored.of.get(key)
+            if gradient is None or not gradient.reached:
+                continue
+            if part_of == "o":
+                self.add_heads(layer, {"o": gradient.block_squares(1, slice(None), self.arch.d_head)})
+            else:
+                self.add_heads(layer, {part: gradient.block_squares(0, slice(rows[part].start, rows[part].stop), self.arch.d_head)
+                                       for part in "qkv"})
 
     def remove(self) -> None:
         for handle in self.handles:
@@ -257,21 +276,24 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
     shapes = {name: tuple(t.shape) for name, t in state.items() if id(t) in names}
     found = induction_head(model)  # the shared model's (the learner is its copy)
 
+    factored = FactoredGradients(learner)  # first: the weight matrices take no gradient of their own
     stepping = SteppedInBackward(learner, rate)
     try:
         with torch.enable_grad():
             before = _next_token(learner, ids)
             loss = -before[target_id]
-            loss.backward()  # and the step: each parameter moved as its gradient completes (``SteppedInBackward``)
+            loss.backward()  # the matrices' factors kept; the small parameters moved as their gradients complete
     finally:
         stepping.remove()
+        factored.remove()
+    stepping.add_factored(factored)
     before, loss = before.detach(), loss.detach()
     # a parameter the loss does not reach has no gradient: norm 0, and it is not moved
     grad_norms = {name: math.sqrt(stepping.squares.get(id(t), 0.0)) for name, t in state.items() if id(t) in names}
     grad_norm = math.sqrt(sum(stepping.squares.values()))  # ‖∇L‖² = Σ over tensors, each once
     heads = head_grad_norms(learner, stepping.head)
 
-    with torch.no_grad():
+    with torch.no_grad(), factored.stepped(rate):
         after = _next_token(learner, ids)
 
     return GradientStep(

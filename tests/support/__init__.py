@@ -6,6 +6,7 @@
 - fake_hub: a Hugging Face Hub on 127.0.0.1 (its state), and a server that never answers;
 - fake_hub_handler: how the fake Hub answers HTTP, one method per route family (API, files, upload, OAuth);
 - fixtures_checkpoints: tiny random checkpoints in the shipped layout, and recorded training runs;
+- gradient_reference: one SGD step the plain way (autograd's dense gradients), to check the gradient step against;
 - hub_repos: the repos the Hub tests serve, good and bad;
 - local_server: a free port on 127.0.0.1;
 - offline_hub: a Hugging Face cache on disk, and a Python process that loads from it offline;

@@ -5,12 +5,12 @@ import math
 
 import pytest
 import torch
-from torch.func import functional_call
 
 from checkpointing.loading import load_checkpoint
 from checkpointing.paths import checkpoints_dir
 from explorer.learning.gradient_step import MAX_LEARNING_RATE, SteppedInBackward, gradient_step, private_copy, square_sum
 from explorer.core.inputs import InputProblem
+from support.gradient_reference import reference_step
 from support.tiny_models import tiny_causal_lm, tiny_seq2seq
 
 TEXT = "To be, or not to be, that is the question:\nWhether 'tis nobler in the mind to suffer"
@@ -31,20 +31,6 @@ def tokenizer(main_model):
 def tiny(tokenizer):
     """A random model reading shakespeare-main's tokenizer (vocabulary 4096), d_model 32, 2 layers, 4 heads."""
     return tiny_causal_lm("learned", seed=3, vocab_size=len(tokenizer), max_position_embeddings=128)
-
-
-def reference(model, ids, position, target_id, rate):
-    """The step computed another way: autograd.grad of a cross-entropy on a fresh copy's parameters, the update
-    by hand as a new dict of tensors, the loss after through functional_call."""
-    params = {name: p.detach().clone().float().requires_grad_(True) for name, p in model.named_parameters()}
-    context = ids[:, : position + 1]
-    target = torch.tensor([target_id])
-    loss = torch.nn.functional.cross_entropy(functional_call(model, params, (context,)).logits[:, -1], target)
-    grads = dict(zip(params, torch.autograd.grad(loss, list(params.values()))))
-    updated = {name: params[name].detach() - rate * grads[name] for name in params}
-    with torch.no_grad():
-        after = torch.nn.functional.cross_entropy(functional_call(model, updated, (context,)).logits[:, -1], target)
-    return float(loss.detach()), float(after), grads
 
 
 def per_head(grads, config, layer):
@@ -68,7 +54,7 @@ def test_every_figure_matches_autograd(which, main_model, tiny, tokenizer):
     result = gradient_step(TEXT, model, tokenizer, position, target, rate)
     ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids
     target_id = tokenizer(target, add_special_tokens=False).input_ids[0]
-    loss, after, grads = reference(model, ids, position, target_id, rate)
+    loss, after, grads, _ = reference_step(model, ids, position, target_id, rate)
 
     assert result.target_id == target_id and len(result.tokens) == position + 1
     assert result.loss_before == pytest.approx(loss, abs=TOLERANCE)
@@ -109,13 +95,13 @@ def untied(tokenizer):
 
 
 def test_an_untied_embedding_is_moved_by_the_rows_read_and_matches_autograd(untied, tokenizer):
-    """The copy's lookup gives a sparse gradient (a token read twice: its rows summed); the step, the norms and the
+    """The lookup's gradient is the rows read (a token read twice: its rows summed); the step, the norms and the
     loss after are autograd's dense ones, to 1e-5."""
     position, target, rate = 12, " the", 0.5
     ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids
     assert len(set(ids[0, : position + 1].tolist())) < position + 1  # a token read twice
     result = gradient_step(TEXT, untied, tokenizer, position, target, rate)
-    loss, after, grads = reference(untied, ids, position, tokenizer(target, add_special_tokens=False).input_ids[0], rate)
+    loss, after, grads, _ = reference_step(untied, ids, position, tokenizer(target, add_special_tokens=False).input_ids[0], rate)
     assert result.tied == {} and result.loss_before == pytest.approx(loss, abs=TOLERANCE)
     assert result.loss_after == pytest.approx(after, abs=TOLERANCE) and after != pytest.approx(loss, abs=1e-3)
     for name in ("model.decoder.embed.token.weight", "lm_head.weight"):
@@ -133,7 +119,6 @@ def test_the_copy_reads_the_shared_weights_until_the_step_writes_them(tiny):
     assert [p.data_ptr() for p in learner.parameters()] == shared and not learner.training
     assert all(p.requires_grad and p.is_leaf and p is not q for p, q in zip(learner.parameters(), tiny.parameters()))
     assert learner.lm_head.weight is learner.model.decoder.embed.token.weight  # still tied: one tensor
-    assert learner.get_input_embeddings().sparse and not tiny.get_input_embeddings().sparse
 
 
 @pytest.mark.parametrize("which", ["tied", "untied"])
@@ -218,7 +203,7 @@ def test_the_whole_gradient_norm_counts_the_tied_weight_once_and_predicts_a_smal
     is within 2% of the first-order prediction −lr·‖∇L‖²."""
     ids = tokenizer(TEXT, return_tensors="pt", add_special_tokens=False).input_ids
     target_id = tokenizer(" the", add_special_tokens=False).input_ids[0]
-    _, _, grads = reference(tiny, ids, 5, target_id, 1e-4)
+    _, _, grads, _ = reference_step(tiny, ids, 5, target_id, 1e-4)
     expected = math.sqrt(sum(float(g.double().pow(2).sum()) for g in grads.values()))
     step = gradient_step(TEXT, tiny, tokenizer, 5, " the", 1e-4)
     assert step.grad_norm == pytest.approx(expected, rel=1e-5)
