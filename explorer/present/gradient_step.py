@@ -71,6 +71,10 @@ def _target_label(step: GradientStep) -> str:
     return step.target.replace(" ", "␣")
 
 
+HEAD_MAP_CHROME = 140  # px of the head maps' height that is not the colour bar: margins, titles, the bar's own title
+COLORBAR_TICK_GAP = 40  # px between the colour bar's ticks at least
+
+
 def head_norms_figure(step: GradientStep) -> go.Figure:
     """Layer x head: the gradient norm of each head's slice of W_Q (rows, with b_Q where the model has it), W_O
     (columns), of each key/value head's slice of W_K, W_V (one column per key/value head: shared by a group of
@@ -97,9 +101,11 @@ def head_norms_figure(step: GradientStep) -> go.Figure:
                           line=dict(color="black", width=2), row=1, col=i + 1)
         fig.add_annotation(text=f"outlined: L{layer}.H{head}, the induction head (score {score:.2f})",
                            xref="paper", yref="paper", x=0, y=-0.12, showarrow=False, xanchor="left", yanchor="top")
+    height = max(260, 120 + 40 * n_layers)
+    ticks = max(2, (height - HEAD_MAP_CHROME) // COLORBAR_TICK_GAP)  # a 2-layer map's bar is short: few ticks, not four in 50 px
     fig.update_layout(title="Gradient norm of each head's weights, per layer (one colour scale)",
-                      coloraxis=dict(colorscale="Reds", cmin=0, colorbar=dict(title="‖∇‖")),
-                      height=max(240, 120 + 40 * n_layers), **LAYOUT)
+                      coloraxis=dict(colorscale="Reds", cmin=0, colorbar=dict(title="‖∇‖", nticks=ticks)),
+                      height=height, **LAYOUT)
     return fig
 
 

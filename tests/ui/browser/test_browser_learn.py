@@ -68,6 +68,10 @@ def test_one_gradient_step_draws_before_and_after_and_where_the_gradient_is(page
     lowest = max(box["y"] + box["height"] for box in (names.nth(i).bounding_box() for i in range(names.count())))
     rest = page.locator("#plot-grad-tensors .annotation", has_text="The rest").bounding_box()
     assert lowest <= rest["y"], (lowest, rest)
+    # the head maps' colour bar (short on this 2-layer model) keeps its numbers apart: four once stood in 50 px
+    ticks = page.locator("#plot-grad-heads .colorbar .cbaxis text")
+    tops = sorted(ticks.nth(i).bounding_box()["y"] for i in range(ticks.count()))
+    assert len(tops) >= 2 and min(b - a for a, b in zip(tops, tops[1:])) >= 24, tops
     shot(page, "gradient-step")
     assert_no_error_shown(page)
 
