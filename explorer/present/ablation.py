@@ -6,8 +6,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.views.ablation import Ablation, HeadRanking
-from explorer.present.figures import AFTER, BEFORE, KEPT, LAYOUT, angled_label_depth, unique_labels, plotly_text, \
-    signed, wrapped_title
+from explorer.present.figures import AFTER, BEFORE, KEPT, LAYOUT, PLOT_CHROME, angled_label_depth, unique_labels, \
+    plotly_text, signed, wrapped_title
+
+FIGURE_MIN_WIDTH = 480  # px: each of the tab's figures is drawn at least this wide (its min_width); titles wrap to it
 
 
 ABLATION = """### Head ablation: switch heads off
@@ -56,7 +58,7 @@ def token_loss_figure(a: Ablation) -> go.Figure:
                                          "<br>change %{y:+.3f}<extra></extra>"))
     title, top = wrapped_title("Change in −log p of each token, heads removed",
                                f"mean change {a.loss_after - a.loss_before:+.4f} nats (loss {a.loss_before:.4f} → "
-                               f"{a.loss_after:.4f})")
+                               f"{a.loss_after:.4f})", width=FIGURE_MIN_WIDTH - PLOT_CHROME)
     fig.update_layout(title=title, yaxis_title="change in −log p (nats)", height=top + 310,
                       **{**LAYOUT, "margin": dict(l=60, r=20, t=top, b=110)})
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)
@@ -79,7 +81,8 @@ def ranking_figure(r: HeadRanking, heading: str = "", *details: str, limit: floa
         z=r.increase, x=[f"H{h}" for h in range(n_heads)], y=[f"L{l}" for l in range(n_layers)], colorscale="RdBu_r",
         zmid=0, zmin=-limit, zmax=limit, text=[[signed(v) for v in row] for row in r.increase], texttemplate="%{text}",
         colorbar=dict(title=scale_title), hovertemplate="layer %{y}, head %{x}<br>loss %{z:+.4f} nats<extra></extra>"))
-    title, top = wrapped_title(heading or f"Rise in loss, each head removed alone (full model {r.loss:.4f})", *details)
+    title, top = wrapped_title(heading or f"Rise in loss, each head removed alone (full model {r.loss:.4f})", *details,
+                               width=FIGURE_MIN_WIDTH - PLOT_CHROME)
     fig.update_layout(title=title, xaxis_title="head", yaxis_title="layer",
                       **{**LAYOUT, "height": max(300, top + 90 + 46 * n_layers), "margin": dict(LAYOUT["margin"], t=top)})
     fig.update_yaxes(autorange="reversed")
@@ -154,7 +157,7 @@ def estimate_ranking_figure(estimate: HeadRanking, agreement=None, exact: HeadRa
         limit, scale_title = colour_limit(exact), "Δ loss,<br>the exact<br>map's scale"
         beyond = int((np.abs(estimate.increase) > limit).sum())
         beyond_it = f"; beyond it ({beyond} cell{'' if beyond == 1 else 's'}): its darkest colours" if beyond else ""
-        details += (f"Coloured on the exact map's scale (±{limit:.3f}){beyond_it}.",)
+        details += (f"Coloured on the exact map's scale (±{limit:.3g}){beyond_it}.",)  # 3 digits: ±0.000304, not ±0.000
     fig = ranking_figure(estimate, f"Estimated rise in loss (first order: −o_h · dL/do_h; full model "
                                    f"{estimate.loss:.4f})", *details, limit=limit, scale_title=scale_title)
     fig.update_traces(hovertemplate="layer %{y}, head %{x}<br>estimated Δ loss %{z:+.4f} nats<extra></extra>",

@@ -54,18 +54,23 @@ def plotly_text(text):
 
 
 # characters a line holds in a figure half a page wide (about 330 px at 1366): plotly never wraps a title, and cuts
-# what runs past the figure's edge
+# what runs past the figure's edge. A figure whose column is never narrower (its gr.Plot's ``min_width``) holds more,
+# in proportion (``wrapped_title``'s ``width``).
+HALF_PAGE_PX = 330
 TITLE_CHARS, DETAIL_CHARS = 34, 54
 TITLE_LINE, DETAIL_LINE = 22, 17  # px a title line and a smaller (<sup>) line take
 LABEL_ROOM = 60  # px at the top of a gr.Plot that its label covers (two lines of it in a narrow column)
+PLOT_CHROME = 60  # px of a column's width that is not its figure's title line: the block's padding, the title's indent, slack
 
 
-def wrapped_title(title: str, *details: str) -> tuple[dict, int]:
-    """A title and its smaller lines (``details``, each its own paragraph) broken at spaces to fit a half-page
-    figure, made safe (``plotly_text``), hung from under gr.Plot's label; and the top margin they need above the plot
-    (at least ``TITLED_TOP``): plotly neither wraps a title nor makes room for a second line."""
-    lines = textwrap.wrap(title, TITLE_CHARS, break_long_words=False)
-    small = [line for detail in details for line in textwrap.wrap(detail, DETAIL_CHARS, break_long_words=False)]
+def wrapped_title(title: str, *details: str, width: int = HALF_PAGE_PX) -> tuple[dict, int]:
+    """A title and its smaller lines (``details``, each its own paragraph) broken at spaces to fit a figure drawn at
+    least ``width`` px wide (a half-page one by default), made safe (``plotly_text``), hung from under gr.Plot's
+    label; and the top margin they need above the plot (at least ``TITLED_TOP``): plotly neither wraps a title nor
+    makes room for a second line."""
+    title_chars, detail_chars = (chars * width // HALF_PAGE_PX for chars in (TITLE_CHARS, DETAIL_CHARS))
+    lines = textwrap.wrap(title, title_chars, break_long_words=False)
+    small = [line for detail in details for line in textwrap.wrap(detail, detail_chars, break_long_words=False)]
     text = "<br>".join(plotly_text(line) for line in lines) + "".join(f"<br><sup>{plotly_text(l)}</sup>" for l in small)
     top = LABEL_ROOM + TITLE_LINE * len(lines) + DETAIL_LINE * len(small) + 12
     hung = dict(text=text, x=0.02, xanchor="left", y=1, yref="container", yanchor="top", pad=dict(t=LABEL_ROOM))

@@ -6,12 +6,14 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.present.figures import (LAYOUT, TITLED_TOP, angled_label_depth, fitted_layout, plotly_text,
+from explorer.present.figures import (LAYOUT, PLOT_CHROME, TITLED_TOP, angled_label_depth, fitted_layout, plotly_text,
                                       top_tokens_figure, wrapped_title)
 from explorer.views.patching.grids import HEAD_COLUMNS
 from explorer.views.patching.analysis import PatchGrid, Patching
 from explorer.core.inputs import echo
 
+
+GRIDS_MIN_WIDTH = 600  # px: the grids' column is never narrower (its min_width); their titles wrap to it
 
 # one scale for every grid: white at 0 (nothing restored), blue at 1 (all of it), red at -1; a cell beyond ±1
 # (overshoot, or a patch that hurts more than the corruption did) is drawn at the scale's end, and ``colour_note``
@@ -109,7 +111,7 @@ def position_figure(result: Patching, grid: PatchGrid, *details: str) -> go.Figu
     fig = go.Figure(_heatmap(grid.values, x, grid.rows, limit, "%{y} at %{x}"))
     changed = ", ".join(f"{p}:{result.tokens[p]}→{result.corrupted_tokens[p]}" for p in result.changed[:4])
     title, top = wrapped_title(grid.title, f"patched at one position at a time; * changed in the corrupted text: "
-                                           f"{changed}", *details)
+                                           f"{changed}", *details, width=GRIDS_MIN_WIDTH - PLOT_CHROME)
     fig.update_layout(title=title, xaxis_title="position patched (clean token)", yaxis_title="layer",
                       **{**LAYOUT, **position_layout(result, len(grid.rows), top)})
     fig.update_xaxes(type="category", tickmode="array", tickvals=labelled, ticktext=ticks, tickangle=-60, tickfont_size=10)
@@ -137,7 +139,7 @@ def heads_figure(result: Patching, grid: PatchGrid, n_layers: int, n_heads: int,
         values = grid.values[:, column].reshape(n_layers, n_heads)
         fig.add_trace(_heatmap(values, heads, layers, limit, "%{y}.%{x}", show_scale=column == 1), 1, column + 1)
     title, top = wrapped_title(grid.title, f"one head at a time: at every position, then at the last position "
-                                           f"({result.tokens[-1]}) only", *details)
+                                           f"({result.tokens[-1]}) only", *details, width=GRIDS_MIN_WIDTH - PLOT_CHROME)
     fig.update_layout(title=title, **{**LAYOUT, **heads_layout(n_layers, top)})
     fig.update_annotations(font_size=11)  # the two maps' titles, side by side even in a half-width column
     fig.update_xaxes(title_text="head", type="category")

@@ -79,12 +79,12 @@ def tab(choices, value, decoding: DecodingControls) -> TabParts:
         # side by side when there is room for both, one above the other on narrow pages; a row with no figure yet
         # collapses (style.CSS), so the page shows no empty boxes before a result
         with gr.Row(elem_classes="results-row"):
-            next_plot = gr.Plot(label="Next token", elem_id="plot-ablation", min_width=480)
-            loss_plot = gr.Plot(label="Loss per token", elem_id="plot-token-loss", min_width=480)
+            next_plot = gr.Plot(label="Next token", elem_id="plot-ablation", min_width=present.FIGURE_MIN_WIDTH)
+            loss_plot = gr.Plot(label="Loss per token", elem_id="plot-token-loss", min_width=present.FIGURE_MIN_WIDTH)
         with gr.Row(elem_classes="results-row"):  # the estimate first, the exact ranking beside it when it finishes
             estimate_plot = gr.Plot(label="Every head's cost, estimated to first order", elem_id="plot-rank-estimate",
-                                    min_width=480)
-            rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank", min_width=480)
+                                    min_width=present.FIGURE_MIN_WIDTH)
+            rank_plot = gr.Plot(label="Every head, removed alone", elem_id="plot-rank", min_width=present.FIGURE_MIN_WIDTH)
     menu.change(kind_choices, [menu, kind], kind, api_name="ablation_kinds", api_visibility="private", **UNCHECKED)
     button.click(ablate_heads, [text, menu, kind, heads, *decoding.all()], [next_plot, loss_plot, status_line],
                  api_name="ablate_heads", **INTERACTIVE, **UNCHECKED)

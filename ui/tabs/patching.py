@@ -53,7 +53,7 @@ if (panel) Object.assign(panel.style, {position: 'sticky', top: '8px', zIndex: '
 """
 # px: the grids' column and the clicked cell's panel sit side by side only where both fit (a 1366 px page: the grids
 # three quarters of it); on a narrower page (800 px) the panel goes under the grids, which keep the whole width
-GRIDS_MIN_WIDTH, PANEL_MIN_WIDTH = 600, 300
+PANEL_MIN_WIDTH = 300
 CLICK_HINT = "<p class='patching-hint'>Click a cell of any grid: that patched run's five most likely next tokens appear here.</p>"
 
 
@@ -218,7 +218,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
         status_line = gr.Markdown(elem_id="patching-status", elem_classes="status-line")
         explained = gr.Markdown(elem_id="patching-explanation")
         with gr.Row(equal_height=True):  # the side column as tall as the grids: its panel stays in sight
-            with gr.Column(scale=3, min_width=GRIDS_MIN_WIDTH):
+            with gr.Column(scale=3, min_width=present.GRIDS_MIN_WIDTH):
                 plots, estimate_plots, rows = {}, {}, {}
                 for name in grids.GRIDS:  # each grid under its first-order estimate, which comes first: full width
                     with gr.Column() as rows[name]:

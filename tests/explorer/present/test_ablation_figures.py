@@ -60,6 +60,8 @@ def test_with_the_exact_map_the_estimate_takes_its_colour_scale():
     assert "Coloured on the exact map's scale (±0.368); beyond it (1 cell): its darkest colours." in title(fig)
     within = present.estimate_ranking_figure(HeadRanking("self", 5.5, EXACT / 2), POOR, exact)
     assert "Coloured on the exact map's scale (±0.368). " in title(within) + " " and "beyond" not in title(within)
+    tiny = present.estimate_ranking_figure(HeadRanking("self", 5.5, ESTIMATE / 1000), POOR, HeadRanking("self", 5.5, EXACT / 1000))
+    assert "Coloured on the exact map's scale (±0.000368)" in title(tiny)  # a random model's: never "±0.000"
 
 
 @pytest.mark.parametrize("correlation, said", [

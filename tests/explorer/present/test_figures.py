@@ -136,6 +136,9 @@ def test_a_long_title_is_wrapped_to_fit_a_half_page_figure_and_its_margin_grows(
     assert top == figures.LABEL_ROOM + 2 * figures.TITLE_LINE + 3 * figures.DETAIL_LINE + 12
     assert hung["yref"] == "container" and hung["yanchor"] == "top"  # hung from the top: lines grow down, into the margin
     assert figures.wrapped_title("Short")[1] == figures.TITLED_TOP  # gr.Plot's floor
+    wide, wide_top = figures.wrapped_title(title, detail, width=2 * figures.HALF_PAGE_PX)  # a column twice as wide
+    assert wide["text"] == f"{title}<br><sup>{detail}</sup>"  # one line each (51 and 101 characters)
+    assert wide_top == figures.LABEL_ROOM + figures.TITLE_LINE + figures.DETAIL_LINE + 12
 
 
 def test_a_probability_reads_three_decimals_or_two_significant_digits_under_001():

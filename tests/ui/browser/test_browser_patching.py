@@ -7,6 +7,7 @@ import pytest
 
 from explorer.present.patching import LABEL_PX
 from explorer.views.patching.texts import DEFAULT_CLEAN, DEFAULT_CORRUPTED
+from explorer.views.patching.grids import GRIDS
 from support.shipped import SHIPPED_ROOT
 from support.browser import SHOTS, app_page, assert_no_error_shown, open_tab, plot_drawn, scroll_at_rest, settled
 
@@ -96,7 +97,8 @@ def test_the_default_example_draws_its_grids_and_a_click_shows_that_runs_top_tok
 
 # Each drawn grid (exact and estimate): its width, its plot area's px per position, its x tick labels, the pairs of
 # them whose drawn boxes intersect (each label's own box turned as it is drawn, -60 degrees: their screen rectangles
-# would always overlap), and the same for the estimate's marks (plotly's text points)
+# would always overlap), and the same for the estimate's marks (plotly's text points); its right edge, its title's,
+# and the title's first line
 GRID_READING = """() => Array.from(document.querySelectorAll('[id^="patching-plot-"], [id^="patching-estimate-"]'))
     .filter((host) => host.querySelector('.js-plotly-plot')).map((host) => {
     const plot = host.querySelector('.js-plotly-plot'), x = plot._fullLayout.xaxis;
@@ -113,16 +115,22 @@ GRID_READING = """() => Array.from(document.querySelectorAll('[id^="patching-plo
     }));
     const crossing = (boxes) => boxes.flatMap((a, i) => boxes.slice(i + 1).filter((b) => !apart(a[1], b[1]))
                                                               .map((b) => a[0] + ' / ' + b[0]));
-    const ticks = drawn('.xtick text'), marks = drawn('.textpoint text');
+    const ticks = drawn('.xtick text'), marks = drawn('.textpoint text'), title = plot.querySelector('.gtitle');
     return {id: host.id, width: host.getBoundingClientRect().width, perPosition: x._length / x._categories.length,
+            right: plot.getBoundingClientRect().right, titleRight: title.getBoundingClientRect().right,
+            firstLine: (title.querySelector('tspan.line') || title).textContent,
             ticks: ticks.map((t) => t[0]), ticksCrossing: crossing(ticks), marks: marks.map((t) => t[0]),
             marksCrossing: crossing(marks)};
 })"""
 
 
+WHOLE_TITLES = {title for kind in GRIDS.values() for title in (kind.title, f"Estimate (AtP): {kind.title}")}
+
+
 def test_every_grid_is_wide_enough_for_each_positions_label_and_the_estimates_marks_stand_apart(page):
     """The default example's 30 positions at 1366 and 800 px: every grid at least LABEL_PX px a position, every
-    position labelled, the changed neighbours (6, 7, 8) too, no two labels' drawn boxes crossing; on the estimate's
+    position labelled, the changed neighbours (6, 7, 8) too, no two labels' drawn boxes crossing; each title's
+    first line the whole title, no title line past the figure's edge; on the estimate's
     residual grid the cell both wrong-signed and missed shows × and ○ side by side, not one over the other."""
     page.fill("#patching-clean textarea", DEFAULT_CLEAN)
     page.fill("#patching-corrupted textarea", DEFAULT_CORRUPTED)
@@ -139,6 +147,8 @@ def test_every_grid_is_wide_enough_for_each_positions_label_and_the_estimates_ma
     assert len(grids) == 8, [g["id"] for g in grids]
     for grid in grids:
         assert grid["ticksCrossing"] == [] and grid["marksCrossing"] == [], grid
+        # the title on one line (wrapped for the grids' column, never narrower than 600 px), and no line past the edge
+        assert grid["titleRight"] <= grid["right"] and grid["firstLine"] in WHOLE_TITLES, grid
         if not grid["id"].endswith("heads"):
             assert grid["perPosition"] >= LABEL_PX and len(grid["ticks"]) == 30, grid
             assert {"6:␣Nor*", "7:f*", "8:olk*"} <= set(grid["ticks"]), grid

@@ -66,6 +66,14 @@ def shown(page, *elem_ids: str) -> list[bool]:
     return [page.locator(f"#{elem_id}").is_visible() for elem_id in elem_ids]
 
 
+def title_reading(page, plot: str) -> tuple[str, float, float]:
+    """(the title's first line, the title's right edge, the figure's right edge) as drawn."""
+    return tuple(page.evaluate("""(id) => { const plot = document.querySelector('#' + id + ' .js-plotly-plot');
+        const title = plot.querySelector('.gtitle');
+        return [(title.querySelector('tspan.line') || title).textContent, title.getBoundingClientRect().right,
+                plot.getBoundingClientRect().right]; }""", plot))
+
+
 def test_ablation_tab_removes_heads_and_ranks_them(page):
     open_tab(page, "Head ablation")
     page.wait_for_selector("#ablation-button", state="visible")
@@ -76,11 +84,15 @@ def test_ablation_tab_removes_heads_and_ranks_them(page):
     plot_drawn(page, "plot-ablation")
     plot_drawn(page, "plot-token-loss")
     assert shown(page, "plot-ablation", "plot-token-loss", "plot-rank-estimate", "plot-rank") == [True, True, False, False]
+    first, right, plot_right = title_reading(page, "plot-token-loss")  # wrapped for its 480 px (at 34 characters,
+    assert first == "Change in −log p of each token, heads" and right <= plot_right  # for half a page, after "token,")
     assert "other passages" in page.inner_text("#ablation-status")
     page.click("#rank-button")
     page.wait_for_selector("#ablation-status >> text=each removed alone")
     plot_drawn(page, "plot-rank")
     assert page.locator("#plot-rank .heatmaplayer .hm").count() == 1
+    first, right, plot_right = title_reading(page, "plot-rank")
+    assert first == "Rise in loss, each head removed alone (full" and right <= plot_right
     # the status line now speaks of the ranking: the removal's plots are gone, not left beside it
     page.wait_for_function("() => !document.querySelector('#plot-ablation .main-svg') && !document.querySelector('#plot-token-loss .main-svg')")
     assert shown(page, "plot-ablation", "plot-token-loss", "plot-rank-estimate", "plot-rank") == [False, False, True, True]
