@@ -14,11 +14,12 @@ so for a small learning rate the loss changes by about −lr·‖∇θL‖² (th
 ``predicted_loss_change``; ‖∇θL‖ is the norm of the whole gradient, every weight once); a large one overshoots.
 The step is taken on a private copy (``private_copy``): the shared model, which other requests read, never changes.
 The copy reads the shared model's weights. Its weight matrices' gradients are kept as the vectors they are made of
-(``factored_gradient``: for 128 tokens a few MB, where written out they are the model's size again), and the step
-after runs the copy with W − lr·∇W made for one matrix at a time as each layer reads it. The few small parameters
-(biases, norms, learned positions) take ordinary gradients, each moved as it completes (``SteppedInBackward``). Tied
-weights (where the model ties them: the token embedding, which is then also the LM head) are one tensor, so one
-gradient (the sum of both uses) and one update, as ``parameters()`` and ``state_dict()`` see them.
+(``factored_gradient``: they grow with the tokens read, not with each matrix's size), and the model after the step is
+the copy with each layer's output given the change the step makes to it; no stepped matrix is made. The few small
+parameters (biases, norms, learned positions) take ordinary gradients, each moved as it completes
+(``SteppedInBackward``). Tied weights (where the model ties them: the token embedding, which is then also the LM
+head) are one tensor, so one gradient (the sum of both uses) and one update, as ``parameters()`` and
+``state_dict()`` see them.
 """
 
 import copy
@@ -189,8 +190,8 @@ def private_copy(model):
     """A float32 copy of ``model`` in eval mode (no dropout: the step is deterministic) whose parameters are new
     leaf tensors that read the shared model's float32 weights in place, not copies of them (a weight in another dtype
     is converted, so copied). Its modules, buffers and ties are its own; nothing the step does writes the memory it
-    shares (``SteppedInBackward`` gives a parameter new memory as it moves it; ``FactoredGradients.stepped`` makes
-    each stepped matrix anew)."""
+    shares (``SteppedInBackward`` gives a parameter new memory as it moves it; ``FactoredGradients.stepped`` changes
+    layers' outputs, never their weights)."""
     leaves = {id(p): torch.nn.Parameter(p.detach().float(), requires_grad=True) for p in model.parameters()}
     return copy.deepcopy(model, memo=leaves).float().eval()
 
