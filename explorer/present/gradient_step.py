@@ -21,10 +21,10 @@ GRADIENT_STEP = """### One gradient step: where learning pushes
 - **Why the loss falls:** plain SGD moves every weight against its gradient, θ ← θ − lr·∇L, on a copy of the
   model (the model everyone uses never changes). For a small step the loss falls by about lr·‖∇L‖², because
   minus the gradient is the direction in which L falls fastest.
-- **One text's gradient is thin:** a linear layer y = x·Wᵀ that read the tokens x_1..x_T has
-  ∇W = Σ_t δ_tᵀ x_t (δ_t: how L changes with that token's output), one outer product per token read: at most T
+- **One text's gradient is thin:** a linear layer y = x·W^T that read the tokens x_1..x_T has
+  ∇W = Σ_t δ_t^T x_t (δ_t: how L changes with that token's output), one outer product per token read: at most T
   directions, however large W is. So the step keeps the δ and the x, never the whole ∇W, and runs the stepped
-  model as x·Wᵀ − lr·Σ_t (x·x_t) δ_t. The token embedding moves only in the rows of the tokens read (and, where the
+  model as x·W^T − lr·Σ_t (x·x_t) δ_t. The token embedding moves only in the rows of the tokens read (and, where the
   LM head shares it, along the head's own outer product).
 - **What the learning rate does:** it is the size of the step. The status line prints ‖∇L‖, the first-order
   prediction −lr·‖∇L‖² and the change measured, for the model and text shown. While the step is small the two
