@@ -34,11 +34,30 @@ def load_tokenizer(folder: Path, where: str = "The model"):
                            f"({echo(error_text(error), 200)}): give the tokenizer.json save_pretrained wrote.") from None
 
 
+def require_fits(tokenizer, vocab_size: int, where: str = "The model"):
+    """``tokenizer``, if every token of its vocabulary has a row in the model's embedding (ids 0 .. vocab_size − 1);
+    else an InputProblem naming the tokens beyond: a tokenizer saved with other weights. A model may have more rows
+    than its tokenizer has tokens (Pythia's 50,304 for 50,277: rows padded for speed). A token added on top of the
+    vocabulary (a special token a tokenizer class adds by default, as Qwen2's ``<|endoftext|>``) may lie beyond: only a
+    text that contains it cannot be read, and the model's own check of its ids says so."""
+    added = set(tokenizer.added_tokens_decoder)
+    beyond = sorted((i, token) for token, i in tokenizer.get_vocab().items() if i >= vocab_size and i not in added)
+    if beyond:
+        examples = ", ".join(f"{echo(token, 40)} (id {i})" for i, token in beyond[:3])
+        raise InputProblem(f"{where}'s tokenizer does not fit its weights: it has {len(beyond):,} token(s) with ids the "
+                           f"model has no embedding row for, such as {examples}, while the model reads ids 0 to "
+                           f"{vocab_size - 1:,} (vocab_size {vocab_size:,}). Give the tokenizer saved with these "
+                           "weights (or resize the embedding to the tokenizer, resize_token_embeddings, and save both).")
+    return tokenizer
+
+
 def load_folder(folder: Path, plan_: Plan, where: str):
     """(our model in eval mode, the parity or None, tokenizer) from a folder holding ``plan_``'s files.
 
-    ``from_pretrained`` runs behind ``catalog.LOAD_LOCK``; the class is named, never looked up from the repo."""
+    The tokenizer is read first and must fit the weights (``require_fits``). ``from_pretrained`` runs behind
+    ``catalog.LOAD_LOCK``; the class is named, never looked up from the repo."""
     config = config_object(plan_.config)
+    tokenizer = require_fits(load_tokenizer(folder, where), config.vocab_size, where)
     cls = model_class(config)
     try:
         with catalog.LOAD_LOCK:
@@ -65,4 +84,4 @@ def load_folder(folder: Path, plan_: Plan, where: str):
         with torch.inference_mode():
             parity = (ours(ids).logits - loaded(ids).logits).abs().max().item()
         del loaded
-    return ours.requires_grad_(False), parity, load_tokenizer(folder, where)
+    return ours.requires_grad_(False), parity, tokenizer

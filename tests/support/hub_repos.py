@@ -1,6 +1,6 @@
 """The repos the Hub tests serve (tests/support/fake_hub.py): tiny random models of every family ``modeling.convert`` holds,
 one of ours, and the bad ones (unknown architecture, too large, pickle only, a malicious pickle, missing files, a
-repo whose .py would write a file if it ran). Each is a folder written by the library's own ``save_pretrained``."""
+repo whose .py would write a file if it ran, a tokenizer with more ids than the weights have rows). Each is a folder written by the library's own ``save_pretrained``."""
 
 import json
 import pickle
@@ -93,6 +93,9 @@ def bad_repos(tmp: Path) -> dict[str, dict[str, bytes]]:
     evil_pickle["pytorch_model.bin"] = pickle.dumps({"transformer.wte.weight": WritesAFile()})
     no_tokenizer = {k: v for k, v in gpt2.items() if not k.startswith(("tokenizer", "special_tokens"))}
     no_weights = {k: v for k, v in gpt2.items() if k != "model.safetensors"}
+    tok = tokenizer()  # 384 tokens, for a model with 300 embedding rows: the tokenizer of another model
+    transformers_model("gpt2", tok, vocab_size=300, **TINY["gpt2"]).save_pretrained(tmp / "gpt2-short-vocabulary")
+    short_vocabulary = dict(gpt2, **files_of(tmp / "gpt2-short-vocabulary"))
     code = f"from pathlib import Path\nPath({MARKER!r}).write_text('the repo code ran')\n"
     remote_config = dict(json.loads(gpt2["config.json"]), auto_map={
         "AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"})
@@ -102,4 +105,4 @@ def bad_repos(tmp: Path) -> dict[str, dict[str, bytes]]:
     remote_code["tokenizer_config.json"] = json.dumps(tok_config).encode()
     return {"bad/unknown-architecture": bert, "bad/too-large": large, "bad/pickle-only": pickle_only,
             "bad/evil-pickle": evil_pickle, "bad/no-tokenizer": no_tokenizer, "bad/no-weights": no_weights,
-            "bad/remote-code": remote_code}
+            "bad/remote-code": remote_code, "bad/tokenizer-beyond-weights": short_vocabulary}
