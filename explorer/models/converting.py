@@ -39,12 +39,14 @@ def require_fits(tokenizer, vocab_size: int, where: str = "The model"):
     else an InputProblem naming the tokens beyond: a tokenizer saved with other weights. A model may have more rows
     than its tokenizer has tokens (Pythia's 50,304 for 50,277: rows padded for speed). A token added on top of the
     vocabulary (a special token a tokenizer class adds by default, as Qwen2's ``<|endoftext|>``) may lie beyond: only a
-    text that contains it cannot be read, and the model's own check of its ids says so."""
-    added = set(tokenizer.added_tokens_decoder)
-    beyond = sorted((i, token) for token, i in tokenizer.get_vocab().items() if i >= vocab_size and i not in added)
-    if beyond:
-        examples = ", ".join(f"{echo(token, 40)} (id {i})" for i, token in beyond[:3])
-        raise InputProblem(f"{where}'s tokenizer does not fit its weights: it has {len(beyond):,} token(s) with ids the "
+    text that contains it cannot be read, and the model's own check of its ids says so. The vocabulary's size is read
+    from the tokenizer, not counted (its ids are 0 .. size − 1): a million-token vocabulary is not copied to check it."""
+    beyond = tokenizer.vocab_size - vocab_size
+    if beyond > 0:
+        ids = list(range(vocab_size, vocab_size + min(beyond, 3)))
+        tokens = tokenizer.convert_ids_to_tokens(ids)
+        examples = ", ".join(f"{echo(str(token), 40)} (id {i})" for i, token in zip(ids, tokens))
+        raise InputProblem(f"{where}'s tokenizer does not fit its weights: it has {beyond:,} token(s) with ids the "
                            f"model has no embedding row for, such as {examples}, while the model reads ids 0 to "
                            f"{vocab_size - 1:,} (vocab_size {vocab_size:,}). Give the tokenizer saved with these "
                            "weights (or resize the embedding to the tokenizer, resize_token_embeddings, and save both).")
