@@ -70,19 +70,28 @@ def guarded(**on_failure):
             def run(*args, **kwargs):
                 try:
                     yield from fn(*args, **kwargs)
-                except Exception as error:  # noqa: BLE001 - every failure becomes a message
-                    yield failure(error)
+                except BaseException as error:  # noqa: BLE001 - every failure becomes a message
+                    yield failure(unless_exit(error))
         else:
             @functools.wraps(fn)
             def run(*args, **kwargs):
                 try:
                     return fn(*args, **kwargs)
-                except Exception as error:  # noqa: BLE001
-                    return failure(error)
+                except BaseException as error:  # noqa: BLE001
+                    return failure(unless_exit(error))
         run.failure_values = dict(on_failure)
         return run
 
     return wrap
+
+
+def unless_exit(error: BaseException) -> BaseException:
+    """``error``, if it is one request's failure: an ``Exception``, or a panic in a library written in Rust (tokenizers,
+    safetensors), which pyo3 raises as ``PanicException``, a BaseException; anything else (KeyboardInterrupt,
+    SystemExit: the app is stopping) is raised again."""
+    if isinstance(error, Exception) or type(error).__name__ == "PanicException":
+        return error
+    raise error
 
 
 def visitor_of(request) -> Visitor:

@@ -13,6 +13,8 @@
     first); a refused open's files removed.
 ``jobs``: one job per key however many ask, in a daemon thread, a few per visitor; requesters follow its progress and
     give up on a stall.
+``tokenizer_file``: what a stranger's tokenizer.json may make the machine do (its regular expressions, how much
+    longer it makes a text), checked before it is read.
 ``converting``: a planned folder loaded behind the lock, converted to our Transformer, its parity measured.
 ``uploads``: a zip of a save_pretrained folder unpacked safely into a folder of its own under this process's folder.
 ``held``: what the registry holds for an opened model (``Opened``, its menu line) and what a model costs in memory

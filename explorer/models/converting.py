@@ -13,16 +13,18 @@ from modeling import convert
 
 from explorer.models import catalog
 from explorer.models.plans import Plan, config_object, model_class
+from explorer.models.tokenizer_file import check_tokenizer_file
 from explorer.core.inputs import InputProblem, echo, error_text
 
 PARITY_IDS = (torch.arange(1, 33) * 7919)  # a fixed input (taken modulo the vocabulary) for the parity figure
 
 
 def load_tokenizer(folder: Path, where: str = "The model"):
-    """The folder's tokenizer (tokenizer.json and its config: data, no code); a tokenizer.json the tokenizers library
-    cannot read is refused by name."""
+    """The folder's tokenizer (tokenizer.json and its config: data, no code), once ``check_tokenizer_file`` finds that
+    reading a text with it takes bounded time; a tokenizer.json the tokenizers library cannot read is refused by name."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+    check_tokenizer_file(folder / "tokenizer.json", where)
     try:
         return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     except Exception:  # noqa: BLE001 - a tokenizer_config naming a class we do not have: the tokenizer file alone

@@ -1,6 +1,7 @@
 """The repos the Hub tests serve (tests/support/fake_hub.py): tiny random models of every family ``modeling.convert`` holds,
 one of ours, and the bad ones (unknown architecture, too large, pickle only, a malicious pickle, missing files, a
-repo whose .py would write a file if it ran, a tokenizer with more ids than the weights have rows). Each is a folder written by the library's own ``save_pretrained``."""
+repo whose .py would write a file if it ran, a tokenizer with more ids than the weights have rows, one
+whose split pattern backtracks exponentially). Each is a folder written by the library's own ``save_pretrained``."""
 
 import json
 import pickle
@@ -82,6 +83,15 @@ class WritesAFile:
         return (Path.write_text, (Path(MARKER), "a pickle ran code"))
 
 
+def backtracking_tokenizer() -> str:
+    """The tests' tokenizer.json splitting text with (a|aa)+c first: exponential backtracking on a run of a's."""
+    data = json.loads(tokenizer().backend_tokenizer.to_str())
+    data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": "(a|aa)+c"}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    return json.dumps(data)
+
+
 def bad_repos(tmp: Path) -> dict[str, dict[str, bytes]]:
     """name -> files of each bad repo."""
     gpt2 = files_of(save_transformers_repo(tmp / "gpt2-for-bad", "gpt2"))
@@ -96,6 +106,7 @@ def bad_repos(tmp: Path) -> dict[str, dict[str, bytes]]:
     tok = tokenizer()  # 384 tokens, for a model with 300 embedding rows: the tokenizer of another model
     transformers_model("gpt2", tok, vocab_size=300, **TINY["gpt2"]).save_pretrained(tmp / "gpt2-short-vocabulary")
     short_vocabulary = dict(gpt2, **files_of(tmp / "gpt2-short-vocabulary"))
+    backtracking = dict(gpt2, **{"tokenizer.json": backtracking_tokenizer().encode()})
     code = f"from pathlib import Path\nPath({MARKER!r}).write_text('the repo code ran')\n"
     remote_config = dict(json.loads(gpt2["config.json"]), auto_map={
         "AutoConfig": "evil.EvilConfig", "AutoModelForCausalLM": "evil.EvilModel"})
@@ -105,4 +116,5 @@ def bad_repos(tmp: Path) -> dict[str, dict[str, bytes]]:
     remote_code["tokenizer_config.json"] = json.dumps(tok_config).encode()
     return {"bad/unknown-architecture": bert, "bad/too-large": large, "bad/pickle-only": pickle_only,
             "bad/evil-pickle": evil_pickle, "bad/no-tokenizer": no_tokenizer, "bad/no-weights": no_weights,
-            "bad/remote-code": remote_code, "bad/tokenizer-beyond-weights": short_vocabulary}
+            "bad/remote-code": remote_code, "bad/tokenizer-beyond-weights": short_vocabulary,
+            "bad/backtracking-tokenizer": backtracking}

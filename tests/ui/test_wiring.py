@@ -121,6 +121,37 @@ def test_a_failure_clears_the_named_outputs_and_says_what_went_wrong_in_the_stat
     assert view("") == (NO_FIGURE, NO_TEXT, "⚠️ Type some text, not ''.")
 
 
+def test_a_panic_in_a_rust_library_ends_as_a_message_and_stopping_still_stops():
+    """tokenizers' regex engine stops a search after 10 million backtracking steps with a panic, which Python sees as
+    pyo3's PanicException: a BaseException, which ``except Exception`` lets through. (A tokenizer with such a pattern
+    is refused when opened, explorer.models.tokenizer_file; this is the guard behind that.)"""
+    from tokenizers import Tokenizer
+    from support.hub_repos import backtracking_tokenizer
+    from ui.events import NO_TEXT, guarded
+
+    backtracking = Tokenizer.from_str(backtracking_tokenizer())
+
+    @guarded(tokens=NO_TEXT)
+    def view(text):
+        return backtracking.encode(text).tokens, "read"
+
+    @guarded(tokens=NO_TEXT)
+    def streamed(text):
+        yield view.__wrapped__(text)
+
+    tokens, said = view("a" * 40 + "b")
+    assert tokens == NO_TEXT and said.startswith("⚠️ Something went wrong (`PanicException: Onig: Regex search error: retry-limit")
+    assert list(streamed("a" * 40 + "b"))[-1][1] == said
+    assert view("ab")[1] == "read"
+
+    @guarded(tokens=NO_TEXT)
+    def stopping():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stopping()
+
+
 def test_the_docstrings_of_ui_and_its_tabs_name_every_module():
     modules = sorted(p.stem for p in UI.glob("*.py") if p.stem != "__init__") + ["tabs"]
     assert [m for m in modules if f"``{m}``" not in ui.__doc__] == []
