@@ -2,6 +2,7 @@
 where a client could send what gradio_client cannot (lone surrogates, too few arguments)."""
 
 import json
+import re
 import shutil
 import threading
 import time
@@ -9,15 +10,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
+import torch
 from gradio_client import Client
 
-import torch
-
 from support.app_client import call_raw, figure
-from support.fixtures_checkpoints import SLOW_MODEL
+from support.fixtures_checkpoints import SEQ2SEQ_NAME, SLOW_MODEL
 from explorer.generation.decoding import MAX_REWRITE_LINES
 from checkpointing.loading import load_checkpoint
-from support.fixtures_checkpoints import SEQ2SEQ_NAME
 from ui.tabs.trace import TRACE_HEADERS
 from ui.controls import PROMPT_EXAMPLE
 from ui.tabs.generate import FOLIO_EXAMPLE, generate_boxes
@@ -138,11 +137,14 @@ def test_picking_the_encoder_decoder_puts_folio_lines_in_the_prompt_and_typed_te
 
 
 def test_generation_shows_the_prompt_then_streams_token_by_token(client):
+    """An update per token while the reader keeps up, what queued meanwhile when it falls behind (test_batching.py):
+    many steps, not one at the end; how many depends on the machine's pace (18 to 40 of 40 seen)."""
     job = client.submit("Shall I", "shakespeare-rope", *SAMPLING, 40, 0, api_name="/generate")
     updates = [output for output in job]
     texts = [text for text, _ in updates]
-    assert texts[0] == "Shall I" and len(updates) >= 20  # one update per token, not one at the end
-    assert all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:]))
+    assert texts[0] == "Shall I" and all(later.startswith(earlier) for earlier, later in zip(texts, texts[1:]))
+    counts = [int(n[-1]) for _, status in updates[1:-1] if (n := re.findall(r"(\d+) tokens · ", status))]
+    assert counts == sorted(counts) and len(set(counts)) >= 5 and counts[-1] <= 40
     final_text, final_status = job.result()
     assert final_text == texts[-1] and "Done: **40 tokens**" in final_status and "tokens/s" in final_status
     assert final_status.endswith("sampling (temperature 0.8, top-k 40, top-p 0.95, seed 0), repetition penalty 1.1")
