@@ -22,7 +22,7 @@ from explorer.core.inputs import InputProblem, echo
 
 # The split patterns published in the tokenizer.json of the families the app opens, character for character:
 KNOWN_PATTERNS = {
-    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+": "GPT-2's, written out",
+    r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+": "GPT-2's (its byte-level split, written out)",
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
         "Llama 3's",
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+":
@@ -85,8 +85,8 @@ def _growth(rule, where: str) -> float:
 
 def _require_known(pattern, where: str) -> None:
     if pattern not in KNOWN_PATTERNS:
-        known = "; ".join(f"{name}: {echo(p, 200)}" for p, name in KNOWN_PATTERNS.items())
         raise InputProblem(f"{where} splits text with the regular expression {echo(pattern, 120)}, which this app does "
                            "not run: a regular expression can take time exponential in a text's length on a text made "
-                           "for it, in code no request can stop. The app reads the byte-level, digit and whitespace "
-                           f"splits built into the tokenizers library, and these patterns alone: {known}.")
+                           "for it, in code no request can stop. The app reads the splits built into the tokenizers "
+                           "library (byte-level, digits, whitespace) and the split patterns GPT-2, Llama 3 and Qwen2 "
+                           "publish, character for character.")
