@@ -68,6 +68,9 @@ HUB_DISK = Setting("SCRATCH_HUB_DISK", 5_000_000_000, "bytes")  # the Hub cache'
 HUB_STALL_SECONDS = Setting("SCRATCH_HUB_STALL_SECONDS", 20, "s")  # a download sending too little this long is abandoned
 UPLOAD_DISK = Setting("SCRATCH_UPLOAD_DISK", 6_000_000_000, "bytes")  # every visitor's unpacked uploads
 UPLOAD_DISK_SESSION = Setting("SCRATCH_UPLOAD_DISK_SESSION", 2_200_000_000, "bytes")  # one visitor's: two at the limit
+# a page that named no model this long gives up its uploads when another visitor's would not fit (a closed page gives
+# them up at once; a scripted client never closes one)
+UPLOAD_IDLE_SECONDS = Setting("SCRATCH_UPLOAD_IDLE_SECONDS", 1800, "s")
 
 EVERY = (EXACT_SECONDS, HUB_MAX_PARAMETERS, HUB_MAX_BYTES, HUB_MEMORY, HUB_DISK, HUB_STALL_SECONDS, UPLOAD_DISK,
-         UPLOAD_DISK_SESSION)
+         UPLOAD_DISK_SESSION, UPLOAD_IDLE_SECONDS)

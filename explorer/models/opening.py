@@ -113,8 +113,14 @@ def open_folder(folder: Path, title: str, source: str) -> Opened:
 
 def open_upload(path, source: str = "upload") -> Opened:
     """Open an uploaded zip of a save_pretrained folder for the visitor asking (``source`` "trained": the zip Train
-    one yourself made)."""
-    folder, title = uploads.unpack_upload(path, source)
+    one yourself made). When all visitors' uploads have no room left for it, the uploads of pages idle for
+    ``SCRATCH_UPLOAD_IDLE_SECONDS`` go first (``registry.free_idle_uploads``)."""
+    try:
+        folder, title = uploads.unpack_upload(path, source)
+    except uploads.UploadsFull:
+        if not registry.free_idle_uploads():
+            raise
+        folder, title = uploads.unpack_upload(path, source)  # the idle pages' uploads made room
     try:
         return open_folder(folder, title, source)
     except Exception:

@@ -4,7 +4,8 @@
   opened in the app (from the Hub, an upload, one trained in the app: ``held.Opened``) belongs to the browser
   session that opened it (``explorer.core.visitor.current().session``): it resolves, and is listed, for that session
   alone, whatever asks. A session keeps its ``OWN_MODELS`` newest uploads and trained models and lists its
-  ``HUB_MODELS`` newest Hub models; a model that goes is remembered with why, and told when its session names it.
+  ``HUB_MODELS`` newest Hub models; a model that goes is remembered with why, and told when its session names it. A
+  page's models go when it closes; its uploads also when it has been idle and another visitor's need the disk.
 - Memory. The weights are held once per source (a shipped folder's version, a Hub repo's commit, an upload's folder),
   however many sessions list them, in one LRU bounded by ``SCRATCH_HUB_MEMORY``. What a source costs is its weights
   (``held.model_bytes``), its tokenizer (``held.tokenizer_bytes``) and what the view caches hold for it
@@ -17,6 +18,7 @@
 import gc
 import shutil
 import threading
+import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -29,7 +31,7 @@ from explorer.models import catalog, uploads
 from explorer.models.catalog import CheckpointInfo
 from explorer.models.converting import load_folder
 from explorer.models.held import Opened, model_bytes, tokenizer_bytes
-from explorer.core.settings import megabytes
+from explorer.core.settings import UPLOAD_IDLE_SECONDS, megabytes
 from explorer.models.plans import limits
 
 OWN_MODELS = 2  # uploads and trained models a browser session keeps (its oldest goes)
@@ -57,6 +59,7 @@ _lock = threading.RLock()
 _held: OrderedDict[tuple, _Held] = OrderedDict()  # source key -> its model in memory, least recently used first
 _listed: dict[str | None, OrderedDict[str, Opened]] = {}  # session -> its opened models by name, oldest first
 _gone: OrderedDict[str | None, OrderedDict[str, str]] = OrderedDict()  # session -> name -> why that model went
+_last_seen: dict[str | None, float] = {}  # session with opened models -> when it last named a model or opened one
 
 
 # ----------------------------------------------------------------------------------------------
@@ -167,6 +170,7 @@ def resolve(name, root=None) -> tuple[CheckpointInfo, object, object]:
     checkpoint, else one of the visitor's own opened models. InputProblem when the name is not text, names no model
     this visitor has (or one that went: why), or names a damaged checkpoint (with the reasons)."""
     name = model_name(name)
+    _seen(current().session)
     found = catalog.discover_checkpoints(root)
     if name in found:
         info = found[name]
@@ -252,6 +256,7 @@ def add(opened_: Opened, session: str | None) -> Opened:
     quota = HUB_MODELS if hub else OWN_MODELS
     with _lock:
         mine = _listed.setdefault(session, OrderedDict())
+        _last_seen[session] = time.monotonic()
         mine.pop(opened_.name, None)
         mine[opened_.name] = opened_
         same_kind = [name for name, o in mine.items() if (o.source == "hub") == hub]
@@ -295,11 +300,43 @@ def forget_session(session: str | None) -> list[str]:
     """A browser session went (its page closed): its models leave the registry, their files too. Returns their names."""
     with _lock:
         mine = _listed.pop(session, OrderedDict())
+        _last_seen.pop(session, None)
         _remember_gone(session, list(mine), "this page's session with the app ended (the page was closed or lost its "
                        "connection)")
     for old in mine.values():
         _release(old)
     return list(mine)
+
+
+def _seen(session: str | None) -> None:
+    """``session`` is using the app now (it named a model): its uploads are not idle."""
+    with _lock:
+        if session in _listed:
+            _last_seen[session] = time.monotonic()
+
+
+def free_idle_uploads() -> list[str]:
+    """The uploads and trained models of every other page that has named no model for ``SCRATCH_UPLOAD_IDLE_SECONDS``
+    go, their files too: a page that closed gives them up at once (``forget_session``), but one that never closes (a
+    script's sessions) would hold all visitors' upload disk for ever. Their Hub models stay listed. Returns the names."""
+    idle, asking, freed = UPLOAD_IDLE_SECONDS.value(), current().session, []
+    with _lock:
+        now = time.monotonic()
+        for session, seen in list(_last_seen.items()):
+            mine = _listed.get(session, {})
+            own = [name for name, o in mine.items() if o.source != "hub"]
+            if session == asking or now - seen < idle or not own:
+                continue
+            freed += [(name, mine.pop(name)) for name in own]
+            _remember_gone(session, own, f"this page had named no model for {_duration(idle)} when "
+                           "another visitor's upload needed the disk its uploads took")
+    for _, old in freed:
+        _release(old)
+    return [name for name, _ in freed]
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:g} minutes" if seconds >= 120 else f"{seconds:g} s"
 
 
 def forget_all() -> None:

@@ -48,13 +48,18 @@ def session_folder() -> Path:
     return ROOT / (hashlib.sha256(session.encode()).hexdigest()[:16] if session else "local")
 
 
+class UploadsFull(InputProblem):
+    """An upload that would take all visitors' uploads past their bound (idle pages' uploads may make room)."""
+
+
 def _check_disk(folder: Path, adding: int) -> None:
     """Refuse an upload of ``adding`` bytes that would take the session's or all uploads' disk past its bound."""
     for used, bound, whose in ((disk_used(folder.parent), UPLOAD_DISK_SESSION.value(), "your uploads"),
                                (disk_used(ROOT), UPLOAD_DISK.value(), "all visitors' uploads")):
         if used + adding > bound:
-            raise InputProblem(f"This upload ({megabytes(adding)}) would take {whose} past {megabytes(bound)} on disk "
-                               f"({megabytes(used)} held now). Close a model you opened, or try again later.")
+            problem = UploadsFull if whose.startswith("all") else InputProblem
+            raise problem(f"This upload ({megabytes(adding)}) would take {whose} past {megabytes(bound)} on disk "
+                          f"({megabytes(used)} held now). Close a model you opened, or try again later.")
 
 
 def _needed(members: list) -> list:

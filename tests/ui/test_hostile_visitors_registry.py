@@ -166,6 +166,29 @@ def test_a_closed_page_lets_its_models_and_files_go(app_server, hub, upload):
     assert "session with the app ended" in attention_note(alice, name)
 
 
+def test_a_page_that_never_closes_gives_its_uploads_up_when_another_visitors_upload_needs_the_disk(app_server, hub, upload,
+                                                                                                 monkeypatch):
+    """A script's sessions never close (no heartbeat, no unload): their uploads held all visitors' upload disk for ever,
+    and every later upload was refused. Those of a page idle for SCRATCH_UPLOAD_IDLE_SECONDS now make room; a page
+    that keeps naming its model keeps it."""
+    from explorer.core.settings import UPLOAD_DISK, UPLOAD_IDLE_SECONDS
+    from explorer.models import registry, uploads
+
+    registry.forget_all()  # the earlier tests' pages (closed ones go as their unload comes): the disk holds these alone
+    idle, busy, newcomer = visitor(app_server), visitor(app_server), visitor(app_server)
+    idle_name, busy_name = (v.predict(handle_file(str(upload)), api_name="/open_upload")[0]["name"] for v in (idle, busy))
+    monkeypatch.setenv(UPLOAD_DISK.env, str(uploads.disk_used(uploads.ROOT)))  # full: one more does not fit
+    refused, said = newcomer.predict(handle_file(str(upload)), api_name="/open_upload")
+    assert refused is None and "would take all visitors' uploads past" in said  # nobody idle long enough yet
+    monkeypatch.setenv(UPLOAD_IDLE_SECONDS.env, "5")
+    time.sleep(5.5)
+    assert "⚠" not in attention_note(busy, busy_name)  # busy names its model: not idle
+    opened, said = newcomer.predict(handle_file(str(upload)), api_name="/open_upload")
+    assert opened is not None, said
+    assert "had named no model for 5 s when another visitor's upload" in attention_note(idle, idle_name)
+    assert "⚠" not in attention_note(busy, busy_name)
+
+
 def test_an_evicted_model_is_freed_though_a_view_cached_its_pass(app_server, hub, monkeypatch):
     """Row 6: RSS grew to 3.4 GB with a 2 GB bound: the view cache (the recorded passes) kept evicted models alive.
     (The RSS figures themselves: benchmarks/hub_memory.py.)"""
@@ -192,10 +215,14 @@ def test_a_tokenizers_memory_counts_and_goes_with_its_model(app_server, hub, tmp
     from explorer.models import registry
     from explorer.models.held import TOKENIZER_BYTES_PER_FILE_BYTE, model_bytes
 
-    folder = hub_repos.save_ours(tmp_path / "big-vocabulary")
+    from support.fixtures_checkpoints import causal_lm
+
+    extra, tok, folder = 20_000, hub_repos.tokenizer(), tmp_path / "big-vocabulary"  # 20,000 tokens of 300 characters
+    causal_lm(tok, vocab_size=len(tok) + extra).save_pretrained(folder)  # an embedding row each: the tokenizer fits
+    tok.save_pretrained(folder)
     tokenizer = json.loads((folder / "tokenizer.json").read_text())
     vocabulary = tokenizer["model"]["vocab"]
-    vocabulary.update({f"extra-{n}": len(vocabulary) + n for n in range(60_000)})
+    vocabulary.update({f"extra-{n}-" + "x" * 300: len(tok) + n for n in range(extra)})
     (folder / "tokenizer.json").write_text(json.dumps(tokenizer))
     size = (folder / "tokenizer.json").stat().st_size
     alice = visitor(app_server)

@@ -55,7 +55,7 @@ def test_an_empty_value_is_unset(monkeypatch, caplog):
 
 def test_how_a_setting_reads():
     assert [s.shown(s.default) for s in settings.EVERY] == [
-        "60 s", "200M", "1 GB", "2 GB", "5 GB", "20 s", "6 GB", "2.2 GB"]
+        "60 s", "200M", "1 GB", "2 GB", "5 GB", "20 s", "6 GB", "2.2 GB", "1800 s"]
     assert settings.megabytes(178_300_000) == "178 MB"
 
 
