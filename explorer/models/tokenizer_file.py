@@ -10,8 +10,7 @@ file and the text:
   that the families we open publish (``KNOWN_PATTERNS``) are read; the byte-level, digit and whitespace splits built
   into the library take no pattern and are always read;
 - a ``Replace`` multiplies a text's length by len(content) / len(pattern), a ``Sequence`` of them by the product, and
-  a ``Prepend`` or ``Strip`` adds its content to every text: at most ``MAX_GROWTH`` times, and ``MAX_CONTENT``
-  characters. A ``Precompiled`` character map (SentencePiece's normalizer) may replace one character by any string
+  a ``Prepend`` adds its content to every text: at most ``MAX_GROWTH`` times, and ``MAX_CONTENT`` characters a rule. A ``Precompiled`` character map (SentencePiece's normalizer) may replace one character by any string
   and is not read.
 """
 
@@ -30,7 +29,7 @@ KNOWN_PATTERNS = {
     ".": "one character a token (explorer.generation.symbols: Train one yourself's random-token models)",
 }
 MAX_GROWTH = 4  # how many times longer the normalizers (or the decoder) may make a text
-MAX_CONTENT = 16  # characters a Prepend, a Strip or a Replace may add
+MAX_CONTENT = 16  # characters a rule's content may hold (a Prepend's, a Replace's: what they add)
 PARTS = ("normalizer", "pre_tokenizer", "post_processor", "decoder")  # the vocabulary and merges ("model") hold no rule
 
 
