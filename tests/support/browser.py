@@ -66,6 +66,15 @@ def pick(page, menu_id: str, option: str):
                            arg=[menu_id, option])
 
 
+def click_for_new_status(page, button: str, status: str, text: str):
+    """Click ``button``, then wait until ``status`` (a selector) shows ``text`` in a line other than the one it showed
+    before the click: a status an earlier request left never answers for this one."""
+    before = page.inner_text(status)
+    page.click(button)
+    page.wait_for_function("([sel, text, before]) => { const t = document.querySelector(sel).innerText; "
+                           "return t.includes(text) && t !== before; }", arg=[status, text, before])
+
+
 def assert_no_error_shown(page):
     text = page.inner_text("body")
     assert "Traceback" not in text and "⚠️" not in text, text[:2000]

@@ -7,7 +7,7 @@ change to the layout. Without Chromium these tests skip; with the environment va
 
 import pytest
 
-from support.browser import SHOTS, WIDTHS, app_page, assert_no_error_shown, open_page, open_tab, pick, plot_drawn, settled
+from support.browser import SHOTS, WIDTHS, app_page, assert_no_error_shown, click_for_new_status, open_page, open_tab, pick, plot_drawn, settled
 from support.fixtures_checkpoints import SLOW_MODEL
 from ui.controls import PROMPT_EXAMPLE
 from ui.tabs.generate import FOLIO_EXAMPLE
@@ -103,8 +103,7 @@ def test_generation_shows_the_prompt_then_streams_into_the_output(page):
     page.fill("#gen-prompt textarea", "Shall I compare thee")
     page.fill("#gen-max-new input", "100")  # a few seconds of streaming
     record_values(page, "#gen-output textarea")
-    page.click("#gen-button")
-    page.wait_for_selector("#gen-status >> text=Done")
+    click_for_new_status(page, "#gen-button", "#gen-status", "Done")
     seen = recorded(page)
     assert "Done: **" not in page.inner_text("#gen-status")  # rendered as markdown
     assert "tokens/s" in page.inner_text("#gen-status")
@@ -123,9 +122,12 @@ def test_stop_button_ends_generation(page):
     assert stop.evaluate(colour) != generate.evaluate(colour)
     red, green, blue = (int(c) for c in stop.evaluate(colour).split("(")[1].split(")")[0].split(",")[:3])
     assert not (red > 150 and green < 120 and blue < 120), stop.evaluate(colour)  # not the red of a danger button
-    page.fill("#gen-max-new input", "512")  # about ten seconds of the shipped-size model
+    pick(page, "gen-model", SLOW_MODEL)  # shakespeare-main's size: 512 tokens take 2 s or more here
+    page.fill("#gen-max-new input", "512")
     page.click("#gen-button")
-    page.wait_for_selector("#gen-status >> text=tokens/s")
+    # a status of the generation under way (a finished one's "Done: ... tokens/s" would find Stop disabled again)
+    page.wait_for_function("() => { const t = document.querySelector('#gen-status').innerText; "
+                           "return t.includes('tokens/s') && !t.includes('Done'); }")
     assert stop.is_enabled()
     page.click("#gen-stop")
     page.wait_for_selector("#gen-status >> text=Stopped")
@@ -144,8 +146,7 @@ def test_greedy_decoding_disables_the_sampling_controls(page):
     page.wait_for_selector("#gen-output >> text=Rewrite in modern spelling")
     assert page.is_visible("#gen-folio-note") and "First Folio lines" in page.inner_text("#gen-prompt")
     page.fill("#gen-max-new input", "12")
-    page.click("#gen-button")
-    page.wait_for_selector("#gen-status >> text=Done")
+    click_for_new_status(page, "#gen-button", "#gen-status", "Done")
     assert "ignores" not in page.inner_text("#gen-status") and "greedy" in page.inner_text("#gen-status")
     page.get_by_label("Sampling").first.check()
     page.wait_for_function("() => !document.querySelector('#gen-temperature input[type=number]').disabled")
