@@ -54,10 +54,9 @@ class UploadsFull(InputProblem):
 
 def _check_disk(folder: Path, adding: int) -> None:
     """Refuse an upload of ``adding`` bytes that would take the session's or all uploads' disk past its bound."""
-    for used, bound, whose in ((disk_used(folder.parent), UPLOAD_DISK_SESSION.value(), "your uploads"),
-                               (disk_used(ROOT), UPLOAD_DISK.value(), "all visitors' uploads")):
+    for used, bound, whose, problem in ((disk_used(folder.parent), UPLOAD_DISK_SESSION.value(), "your uploads", InputProblem),
+                                        (disk_used(ROOT), UPLOAD_DISK.value(), "all visitors' uploads", UploadsFull)):
         if used + adding > bound:
-            problem = UploadsFull if whose.startswith("all") else InputProblem
             raise problem(f"This upload ({megabytes(adding)}) would take {whose} past {megabytes(bound)} on disk "
                           f"({megabytes(used)} held now). Close a model you opened, or try again later.")
 
