@@ -1,6 +1,6 @@
 """What a stranger's tokenizer.json may make the machine do, checked before the tokenizers library reads it.
 
-A tokenizer.json is data, but two of its parts decide how long one text takes to read, and a visitor chooses both the
+A tokenizer.json is data, but parts of it decide how long one text takes to read, and a visitor chooses both the
 file and the text:
 - a regular expression (``{"Regex": ...}`` in a ``Split`` or a ``Replace``) runs in a backtracking engine, onig:
   a pattern such as ``(a|aa)+c`` takes time exponential in the length of a text made for it. onig stops one search
@@ -47,15 +47,17 @@ def check_tokenizer_file(path: Path, where: str = "The model") -> None:
         return
     if not isinstance(parts, dict):
         return
-    kind = (parts.get("model") or {}).get("type") if isinstance(parts.get("model"), dict) else None
-    if kind not in MODELS:
+    model = parts.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("type"), str):
+        return  # not a tokenizer: the library refuses it by name
+    if model["type"] not in MODELS:
         read = "; ".join(f"{name} ({who})" for name, who in MODELS.items())
-        raise InputProblem(f"{where}'s tokenizer is a {echo(str(kind), 40)} model; this app reads {read}: their time per "
-                           "text is bounded by its length.")
+        raise InputProblem(f"{where}'s tokenizer.json holds a {echo(model['type'], 40)} model; this app reads {read}: "
+                           "their time per text is bounded by its length.")
     for part in PARTS:
-        growth = _growth(parts.get(part), f"{where}'s tokenizer ({part})")
+        growth = _growth(parts.get(part), f"{where}'s tokenizer.json ({part})")
         if growth > MAX_GROWTH:
-            raise InputProblem(f"{where}'s tokenizer ({part}) makes a text {growth:,.0f} times longer (its Replace rules "
+            raise InputProblem(f"{where}'s tokenizer.json ({part}) makes a text {growth:,.0f} times longer (its Replace rules "
                                f"multiplied); this app reads tokenizers that make it at most {MAX_GROWTH} times longer.")
 
 

@@ -140,7 +140,7 @@ def test_our_own_repo_loads_with_our_classes_and_ignores_its_code(hub, repos):
     ("bad/gated", ["This repo is gated"]),
     ("bad/tokenizer-beyond-weights", ["tokenizer does not fit its weights", "84 token(s)", "(id 300)",
                                       "reads ids 0 to 299 (vocab_size 300)"]),
-    ("bad/backtracking-tokenizer", ["bad/backtracking-tokenizer's tokenizer (pre_tokenizer) splits text with",
+    ("bad/backtracking-tokenizer", ["bad/backtracking-tokenizer's tokenizer.json (pre_tokenizer) splits text with",
                                     "`(a|aa)+c`", "exponential"]),
 ])
 def test_a_bad_repo_is_refused_naming_why(hub, repo, words):

@@ -60,13 +60,13 @@ def test_a_pattern_that_backtracks_is_refused_by_name(tmp_path):
     with pytest.raises(InputProblem) as refused:
         check_tokenizer_file(path, "tiny/evil")
     message = str(refused.value)
-    assert "tiny/evil's tokenizer (pre_tokenizer)" in message and "`(a|aa)+c`" in message
+    assert "tiny/evil's tokenizer.json (pre_tokenizer)" in message and "`(a|aa)+c`" in message
     assert "exponential" in message and "GPT-2, Llama 3 and Qwen2" in message
 
 
 def test_a_pattern_in_a_replace_is_checked_too(tmp_path):
     rule = {"type": "Replace", "pattern": {"Regex": "(x+x+)+y"}, "content": ""}
-    with pytest.raises(InputProblem, match=r"tokenizer \(normalizer\) splits text with .*`\(x\+x\+\)\+y`"):
+    with pytest.raises(InputProblem, match=r"tokenizer\.json \(normalizer\) splits text with .*`\(x\+x\+\)\+y`"):
         check_tokenizer_file(tokenizer_json(tmp_path, normalizer=rule))
 
 
@@ -97,7 +97,7 @@ def test_a_unigram_model_is_refused_and_the_random_token_models_wordlevel_is_rea
 
     path = tmp_path / "tokenizer.json"
     path.write_text(Tokenizer(models.Unigram([("<unk>", 0.0)] + [("a" * k, -k) for k in range(1, 50)], 0)).to_str())
-    with pytest.raises(InputProblem, match=r"tokenizer is a `Unigram` model; this app reads BPE \(GPT-2, Pythia"):
+    with pytest.raises(InputProblem, match=r"tokenizer\.json holds a `Unigram` model; this app reads BPE \(GPT-2, Pythia"):
         check_tokenizer_file(path)
     path.write_text(symbol_tokenizer(40).backend_tokenizer.to_str())
     check_tokenizer_file(path)
