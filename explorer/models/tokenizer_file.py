@@ -10,8 +10,10 @@ file and the text:
   that the families we open publish (``KNOWN_PATTERNS``) are read; the byte-level, digit and whitespace splits built
   into the library take no pattern and are always read;
 - a ``Replace`` multiplies a text's length by len(content) / len(pattern), a ``Sequence`` of them by the product, and
-  a ``Prepend`` adds its content to every text: at most ``MAX_GROWTH`` times, and ``MAX_CONTENT`` characters a rule. A ``Precompiled`` character map (SentencePiece's normalizer) may replace one character by any string
-  and is not read.
+  a ``Prepend`` adds its content to every text: at most ``MAX_GROWTH`` times, and ``MAX_CONTENT`` characters a
+  rule. A ``Precompiled`` character map (SentencePiece's normalizer) may replace one character by any string and is
+  not read.
+
 A tokenizer's model must be BPE or WordLevel (``MODELS``): every family we open uses BPE. A Unigram model (T5's,
 ALBERT's) with pieces "a", "aa", ... up to thousands of characters weighs every piece at every position: 5.8 s for a
 20,000-character text with pieces up to 2,000 characters, measured here.
