@@ -165,6 +165,16 @@ def test_size_is_checked_before_the_weights_are_downloaded(hub, monkeypatch):
     assert hub.downloads("tiny/gpt2", "model.safetensors") <= 1  # the earlier test's one, not another
 
 
+def test_a_refused_tokenizer_costs_no_download_of_the_weights(hub):
+    """tokenizer.json comes before the weights and is checked as it lands (explorer.models.tokenizer_file)."""
+    from explorer.core.inputs import InputProblem
+
+    with pytest.raises(InputProblem, match="splits text with the regular expression"):
+        opening.open_repo("bad/backtracking-tokenizer")
+    assert hub.downloads("bad/backtracking-tokenizer", "tokenizer.json") >= 1
+    assert hub.downloads("bad/backtracking-tokenizer", "model.safetensors") == 0
+
+
 def test_no_code_from_a_repo_runs(hub):
     """The repo's config names its own classes (auto_map) and its .py writes a file on import: neither is used."""
     opened = opening.open_repo("bad/remote-code")
