@@ -83,6 +83,13 @@ def test_rules_that_lengthen_a_text_many_times_are_refused(tmp_path):
         check_tokenizer_file(tokenizer_json(tmp_path, decoder=twice))
 
 
+def test_the_safety_page_states_the_growth_bound_in_force():
+    from pathlib import Path
+
+    safety = (Path(__file__).resolve().parents[3] / "docs" / "safety.md").read_text()
+    assert f"make a text at most {MAX_GROWTH} times longer" in safety
+
+
 def test_a_precompiled_map_is_refused(tmp_path):
     with pytest.raises(InputProblem, match="Precompiled character map"):
         check_tokenizer_file(tokenizer_json(tmp_path, normalizer={"type": "Precompiled", "precompiled_charsmap": ""}))
