@@ -1,5 +1,7 @@
 """Generating text, for the Generate tab and every view that decodes.
 
+- ``model_ids``: a user's text as token ids the model has embedding rows for (a token added to the tokenizer beyond
+  them refused by name);
 - ``decoding``: decoding settings checked against each other, prompts kept inside what the model can read, one
   generate() call with per-request seeded sampling, the stop flags;
 - ``batching``: decoder-only generations of concurrent requests run as one continuously batched decode;

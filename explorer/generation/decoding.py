@@ -13,6 +13,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, RepetitionPenalty
 
 from explorer.core.inputs import SEED_RANGE, InputProblem, count, echo, number, whole_number
 from explorer.core.machine import CORES
+from explorer.generation.model_ids import model_ids
 
 MAX_NEW_TOKENS = 512
 MAX_TEMPERATURE = 5.0
@@ -121,7 +122,7 @@ def encode_prompt(model, tokenizer, text: str, max_new_tokens: int) -> tuple[tor
     still fit. A decoder-only model keeps the END of a long prompt (the text it continues); a seq2seq model
     keeps the beginning of its source. Notices say what was cut."""
     notices = []
-    ids = tokenizer(text, return_tensors="pt").input_ids
+    ids = model_ids(tokenizer, text, model.config.vocab_size, "The text")
     context, hard_limit = model.config.context_length, model.config.position_limit
     if model.config.is_encoder_decoder:
         budget = hard_limit or context

@@ -9,6 +9,7 @@ import torch
 
 from explorer.generation.decoding import DecodingSettings, encode_prompt, first_line, generate_ids
 from explorer.core.inputs import InputProblem, echo
+from explorer.generation.model_ids import model_ids, require_rows
 
 FORWARD_MAX_TOKENS = 256  # tokens of the user's text one view reads
 
@@ -43,17 +44,19 @@ def _ids(tokenizer, text: str) -> list[int]:
     return tokenizer(text, add_special_tokens=False).input_ids
 
 
-def one_token(tokenizer, value, what: str) -> tuple[int, list[str]]:
+def one_token(tokenizer, value, what: str, vocab_size: int) -> tuple[int, list[str]]:
     """(the id of ``value``, notices): the one check of every answer or target a user types. ``value`` must be
     exactly one token of the tokenizer ('␣' and '↵', as the app labels tokens, read as a space and a newline); else
     an InputProblem saying how it reads, with the leading-space hint where the spaced form is one token, or the
-    first token to type instead. Taken without a leading space where the spaced form is another single token (the
+    first token to type instead; a token added to the tokenizer beyond the model's ``vocab_size`` rows
+    (``require_rows``) is refused. Taken without a leading space where the spaced form is another single token (the
     one a word after a space is: "Juliet" and "␣Juliet" are two tokens), it is kept, with a notice saying so."""
     if not isinstance(value, str) or value == "":
         raise InputProblem(f"Type {what.lower()}: one token of the model's vocabulary, such as ` the` (with its "
                            "leading space) or `,`.")
     text = value.replace("␣", " ").replace("↵", "\n")
     ids = _ids(tokenizer, text)
+    require_rows(ids, tokenizer, vocab_size, what)
     spaced = [] if text.startswith(" ") else _ids(tokenizer, " " + text)
     if len(ids) == 1:
         if len(spaced) != 1 or spaced[0] == ids[0]:
@@ -131,7 +134,7 @@ def forward_inputs(model, tokenizer, text: str, decoding: DecodingSettings, max_
         rewrite = tokenizer.decode(target[0], skip_special_tokens=True)
         return ForwardInputs({"input_ids": ids, "decoder_input_ids": target}, decoding.describe(), rewrite, notices)
     notices = []
-    ids = tokenizer(text, return_tensors="pt").input_ids
+    ids = model_ids(tokenizer, text, model.config.vocab_size, "The text")
     budget = min(max_tokens, model.config.position_limit or max_tokens)
     if ids.shape[1] > budget:
         notices.append(f"The text is {ids.shape[1]} tokens; showing its first {budget}.")

@@ -33,6 +33,7 @@ from explorer.learning.factored_gradient import FactoredGradients
 from explorer.views.architecture import Architecture, describe
 from explorer.views.heads import THRESHOLD, cached_induction_scores
 from explorer.core.inputs import MAX_TEXT_CHARS, InputProblem, echo, number, pick, require_text
+from explorer.generation.model_ids import model_ids
 from explorer.generation.tokens import FORWARD_MAX_TOKENS, one_token, token_labels
 
 MAX_LEARNING_RATE = 100.0  # enough to watch a step overshoot (50 diverges); more only shows the same blow-up
@@ -109,10 +110,10 @@ def check_learning_rate(value) -> float:
     return rate
 
 
-def target_token(tokenizer, target) -> tuple[int, list[str]]:
+def target_token(tokenizer, target, vocab_size: int) -> tuple[int, list[str]]:
     """(the id of ``target``, notices): exactly one token, checked as every answer is (``tokens.one_token``: the
     leading-space hint, and a notice when a word typed without its space is another token than with it)."""
-    return one_token(tokenizer, target, "The target")
+    return one_token(tokenizer, target, "The target", vocab_size)
 
 
 def induction_head(model) -> tuple[int, int, float] | None:
@@ -131,7 +132,7 @@ def text_ids(model, tokenizer, text) -> torch.Tensor:
         raise InputProblem(f"The text is {len(text):,} characters; one gradient step reads at most {limit} tokens "
                            f"(a few hundred characters). Shorten it.")
     cleaned, _ = require_text(text, "a text")
-    ids = tokenizer(cleaned, return_tensors="pt", add_special_tokens=False).input_ids
+    ids = model_ids(tokenizer, cleaned, model.config.vocab_size, "The text", special_tokens=False)
     if ids.shape[1] > limit:
         raise InputProblem(f"The text is {ids.shape[1]} tokens; one gradient step reads at most {limit}. Shorten it.")
     if ids.shape[1] == 0:
@@ -263,7 +264,7 @@ def gradient_step(text, model, tokenizer, position, target, learning_rate) -> Gr
     rate = check_learning_rate(learning_rate)
     ids = text_ids(model, tokenizer, text)
     position = pick(position, ids.shape[1], "position")
-    target_id, notices = target_token(tokenizer, target)
+    target_id, notices = target_token(tokenizer, target, model.config.vocab_size)
     ids = ids[:, : position + 1]
 
     learner = private_copy(model)

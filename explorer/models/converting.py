@@ -41,7 +41,7 @@ def require_fits(tokenizer, vocab_size: int, where: str = "The model"):
     else an InputProblem naming the tokens beyond: a tokenizer saved with other weights. A model may have more rows
     than its tokenizer has tokens (Pythia's 50,304 for 50,277: rows padded for speed). A token added on top of the
     vocabulary (a special token a tokenizer class adds by default, as Qwen2's ``<|endoftext|>``) may lie beyond: only a
-    text that contains it cannot be read, and the model's own check of its ids says so. The vocabulary's size is read
+    text that contains it cannot be read, and ``explorer.generation.model_ids`` refuses that text naming the token. The vocabulary's size is read
     from the tokenizer, not counted (its ids are 0 .. size − 1): a million-token vocabulary is not copied to check it."""
     beyond = tokenizer.vocab_size - vocab_size
     if beyond > 0:

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from explorer.core.inputs import InputProblem, echo, require_text
+from explorer.generation.model_ids import model_ids
 from explorer.generation.tokens import one_token, token_labels
 from explorer.views.forward_pass import RecordedPass, recorded_pass
 from explorer.views.patching.grids import GRIDS, GridKind, model_grids, parse_grids
@@ -102,10 +103,11 @@ def check_model(model) -> None:
                            "this one is an encoder-decoder, which reads a source text and writes another.")
 
 
-def text_ids(tokenizer, text, what: str, limit: int) -> tuple[str, torch.Tensor]:
-    """(the cleaned text, its (T,) ids as the app feeds them); empty or over ``limit`` tokens is an InputProblem."""
+def text_ids(tokenizer, text, what: str, limit: int, vocab_size: int) -> tuple[str, torch.Tensor]:
+    """(the cleaned text, its (T,) ids as the app feeds them); empty, over ``limit`` tokens or holding a token beyond
+    the model's ``vocab_size`` rows (``model_ids``) is an InputProblem."""
     cleaned, _ = require_text(text, f"a {what}")
-    ids = tokenizer(cleaned, return_tensors="pt").input_ids[0]
+    ids = model_ids(tokenizer, cleaned, vocab_size, f"The {what}")[0]
     if ids.shape[0] > limit:
         raise InputProblem(f"The {what} is {ids.shape[0]} tokens; activation patching reads at most {limit} tokens "
                            f"(the residual grid alone is layers x {limit} patched runs). Shorten it.")
@@ -114,10 +116,11 @@ def text_ids(tokenizer, text, what: str, limit: int) -> tuple[str, torch.Tensor]
     return cleaned, ids
 
 
-def paired_texts(tokenizer, clean_text, corrupted_text, limit: int) -> tuple[str, torch.Tensor, str, torch.Tensor]:
+def paired_texts(tokenizer, clean_text, corrupted_text, limit: int, vocab_size: int
+                 ) -> tuple[str, torch.Tensor, str, torch.Tensor]:
     """(clean text, its ids, corrupted text, its ids): two texts of the same number of tokens."""
-    clean_text, clean_ids = text_ids(tokenizer, clean_text, "clean text", limit)
-    corrupted_text, corrupted_ids = text_ids(tokenizer, corrupted_text, "corrupted text", limit)
+    clean_text, clean_ids = text_ids(tokenizer, clean_text, "clean text", limit, vocab_size)
+    corrupted_text, corrupted_ids = text_ids(tokenizer, corrupted_text, "corrupted text", limit, vocab_size)
     if clean_ids.shape != corrupted_ids.shape:
         raise InputProblem(f"The clean and corrupted texts must have the same number of tokens, so that each position "
                            f"of one has a partner in the other; the clean text is {clean_ids.shape[0]} tokens, the "
@@ -128,11 +131,11 @@ def paired_texts(tokenizer, clean_text, corrupted_text, limit: int) -> tuple[str
 def answer_ids(tokenizer, clean_last: torch.Tensor, answer, wrong_answer) -> tuple[int, int, list[str]]:
     """(answer, wrong answer token ids, notices): one token each, checked as every answer is
     (``tokens.one_token``); empty: the clean run's most likely and second most likely next tokens (``clean_last``:
-    its last-position logits), with a notice saying which was taken."""
+    its last-position logits, one per token of the model's vocabulary), with a notice saying which was taken."""
     typed, notices = {}, []
     for what, value in (("The answer", answer), ("The wrong answer", wrong_answer)):
         if value:
-            typed[what], said = one_token(tokenizer, value, what)
+            typed[what], said = one_token(tokenizer, value, what, clean_last.shape[-1])
             notices += said
     ranked = [i for i in clean_last.topk(3).indices.tolist() if i not in typed.values()]
     answer_id = typed.get("The answer", ranked[0])
@@ -252,7 +255,8 @@ def paired_runs(model, tokenizer, clean_text, corrupted_text, answer=None, wrong
     check_model(model)
     names, left_out = model_grids(model, parse_grids(grids))
     limit = min(max_tokens, model.config.position_limit or max_tokens)
-    clean_text, clean_ids, corrupted_text, corrupted_ids = paired_texts(tokenizer, clean_text, corrupted_text, limit)
+    clean_text, clean_ids, corrupted_text, corrupted_ids = paired_texts(tokenizer, clean_text, corrupted_text, limit,
+                                                                        model.config.vocab_size)
     changed = torch.nonzero(clean_ids != corrupted_ids).flatten().tolist()
     clean, corrupted = recorded_pass(model, tokenizer, clean_text), recorded_pass(model, tokenizer, corrupted_text)
     answer_id, wrong_id, answer_notices = answer_ids(tokenizer, clean.logits[-1], answer, wrong_answer)

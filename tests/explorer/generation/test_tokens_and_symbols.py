@@ -20,34 +20,34 @@ def main_tokenizer():
 
 
 def test_a_word_typed_without_its_space_is_kept_with_a_notice_naming_both_tokens(main_tokenizer):
-    bare, notices = one_token(main_tokenizer, "Juliet", "The answer")
-    spaced, none = one_token(main_tokenizer, " Juliet", "The answer")
+    bare, notices = one_token(main_tokenizer, "Juliet", "The answer", len(main_tokenizer))
+    spaced, none = one_token(main_tokenizer, " Juliet", "The answer", len(main_tokenizer))
     assert (bare, spaced) == (2236, 3395) and none == []  # two different single tokens
     assert len(notices) == 1 and "id 2236" in notices[0] and "id 3395" in notices[0] and "`␣Juliet`" in notices[0]
-    assert one_token(main_tokenizer, "␣Juliet", "The answer") == (3395, [])  # as the app labels it
+    assert one_token(main_tokenizer, "␣Juliet", "The answer", len(main_tokenizer)) == (3395, [])  # as the app labels it
     assert not reads_symbols(main_tokenizer)
 
 
 def test_a_word_of_two_tokens_hints_at_the_spaced_one(main_tokenizer):
     with pytest.raises(InputProblem, match=r"The target must be exactly one token.*`send` is 2 tokens.*"
                                            r"With a leading space, ` send` is one token"):
-        one_token(main_tokenizer, "send", "The target")
+        one_token(main_tokenizer, "send", "The target", len(main_tokenizer))
     with pytest.raises(InputProblem, match=r"`␣Norfolk` is 3 tokens.*Type one of them, such as the first, `␣Nor`"):
-        one_token(main_tokenizer, "␣Norfolk", "The answer")
+        one_token(main_tokenizer, "␣Norfolk", "The answer", len(main_tokenizer))
 
 
 def test_several_words_hint_at_one_word_that_is_one_token(main_tokenizer):
     """'summer day' is 4 tokens (`s` `um` `mer` `␣day`): the hint is a word, ` summer`, not the useless first `s`."""
     with pytest.raises(InputProblem, match=r"`summer day` is 4 tokens: `s` `um` `mer` `␣day`\. It is 2 words: type one, "
                                            r"such as ` summer` \(one token\)\."):
-        one_token(main_tokenizer, "summer day", "The target")
+        one_token(main_tokenizer, "summer day", "The target", len(main_tokenizer))
 
 
 def test_one_character_a_token_suggests_the_first_token():
     tokenizer = symbol_tokenizer(64)
     with pytest.raises(InputProblem, match=r"` day` is 3 tokens: `d` `a` `y`\. Type one of them, such as the first, `d`"):
-        one_token(tokenizer, " day", "The target")
-    assert one_token(tokenizer, "d", "The target") == (3 + SYMBOLS.index("d"), [])
+        one_token(tokenizer, " day", "The target", len(tokenizer))
+    assert one_token(tokenizer, "d", "The target", len(tokenizer)) == (3 + SYMBOLS.index("d"), [])
 
 
 def test_the_symbol_tokenizer_shows_one_symbol_per_id_and_survives_saving(tmp_path):
