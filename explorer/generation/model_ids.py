@@ -21,9 +21,10 @@ def require_rows(ids, tokenizer, vocab_size: int, what: str) -> None:
         return
     named = ", ".join(f"{echo(str(tokenizer.convert_ids_to_tokens(i)), 40)} (id {i})" for i in beyond[:SHOWN_BEYOND])
     more = f" and {len(beyond) - SHOWN_BEYOND} more" if len(beyond) > SHOWN_BEYOND else ""
-    raise InputProblem(f"{what} contains {named}{more}: token(s) added to this model's tokenizer on top of its "
+    tokens, them = ("a token", "it") if len(beyond) == 1 else ("tokens", "them")
+    raise InputProblem(f"{what} contains {named}{more}: {tokens} added to this model's tokenizer on top of its "
                        f"vocabulary, which the model has no embedding row for: it reads ids 0 to {vocab_size - 1:,}. "
-                       "Leave them out.")
+                       f"Leave {them} out.")
 
 
 def model_ids(tokenizer, text: str, vocab_size: int, what: str, special_tokens: bool = True) -> torch.Tensor:

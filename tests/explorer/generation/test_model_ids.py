@@ -52,7 +52,8 @@ def test_every_view_refuses_a_token_beyond_the_embedding_by_name(model, tokenize
     with pytest.raises(InputProblem) as refused:  # before: ValueError from the embedding, or IndexError in the logits
         call(model, tokenizer)
     message = str(refused.value)
-    assert message.startswith(f"{what} contains `{ADDED}` (id 384)") and "it reads ids 0 to 383" in message
+    assert message.startswith(f"{what} contains `{ADDED}` (id 384): a token added") and "it reads ids 0 to 383" in message
+    assert message.endswith("Leave it out.")
 
 
 def test_an_encoder_decoders_source_is_checked_too(tokenizer):
@@ -76,5 +77,6 @@ def test_the_message_names_three_tokens_and_counts_the_rest(tokenizer):
     with pytest.raises(InputProblem) as refused:
         require_rows(torch.tensor([[5, 386, 384, 388, 385, 384, 387]]), tok, 384, "The text")
     message = str(refused.value)
-    assert "`<|x0|>` (id 384), `<|x1|>` (id 385), `<|x2|>` (id 386) and 2 more:" in message
+    assert "`<|x0|>` (id 384), `<|x1|>` (id 385), `<|x2|>` (id 386) and 2 more: tokens added" in message
+    assert message.endswith("Leave them out.")
     require_rows(torch.tensor([0, 383]), tok, 384, "The text")  # within the rows: nothing raised
