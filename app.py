@@ -23,6 +23,7 @@ import gradio as gr
 from authlib.integrations.base_client import OAuthError  # authlib: gradio[oauth]'s, for Sign in with Hugging Face
 
 from explorer.core import machine
+from explorer.generation.labels import LABEL_KEY
 from explorer.models import catalog, hub_files, registry, uploads
 from explorer.present import figures
 from explorer.present.encodings import extrapolation_figure
@@ -39,7 +40,9 @@ RoPE, ALiBi, none), look at **attention heads**, follow the tensors **through on
 apart with the model's own numbers: **attention step by step**, the **logit lens**, **head ablation**,
 **sampling**, **activation patching** and **how the prediction was made** (its routes). Then watch learning
 itself: take **one gradient step**, **train one yourself** from scratch, or
-**watch it learn**: an induction head forming in a recorded training run."""
+**watch it learn**: an induction head forming in a recorded training run.
+
+""" + LABEL_KEY
 
 
 # the tabs in the page's order; Generate first: the views after it read its decoding controls

@@ -20,6 +20,7 @@ from explorer.core import inputs
 from explorer.core.visitor import Visitor, current, visiting
 from explorer.core.inputs import InputProblem
 from explorer.generation import batching
+from explorer.generation.labels import LINE_BREAK, SPACE, visible
 
 logger = logging.getLogger("app")
 
@@ -165,7 +166,9 @@ def status(*lines: str) -> str:
 
 
 def visible_breaks(sample: str) -> str:
-    """A sample with its line breaks marked (⏎) and every space a text box would hide shown as ␣: at the start or
-    end of a line, and in a run of two or more (an early model's sample is often such spaces alone)."""
+    """A sample with its line breaks marked (↵, the line then broken), every space a text box would hide shown as
+    ␣ (at the start or end of a line, and in a run of two or more: an early model's sample is often such spaces
+    alone), and every other character that draws nothing marked as token labels mark it (⇥ a tab, ‹CR›)."""
     hidden = re.compile(r"^ +| +$| {2,}", re.MULTILINE)
-    return hidden.sub(lambda m: "␣" * len(m.group()), sample).replace("\n", "⏎\n")
+    sample = "".join(c if c in " \n" else visible(c) for c in sample)
+    return hidden.sub(lambda m: SPACE * len(m.group()), sample).replace("\n", LINE_BREAK + "\n")

@@ -1,43 +1,17 @@
 """What one forward pass reads: the token ids of a text (and, for an encoder-decoder, the decoder's input:
-the model's own rewrite, decoded as the user chose), and readable labels for tokens.
+the model's own rewrite, decoded as the user chose), and the one check of a token a user types.
 """
 
-import unicodedata
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from explorer.generation.decoding import DecodingSettings, encode_prompt, first_line, generate_ids
 from explorer.core.inputs import InputProblem, echo
+from explorer.generation.labels import labelled, token_labels, typed
 from explorer.generation.model_ids import model_ids, require_rows
 
 FORWARD_MAX_TOKENS = 256  # tokens of the user's text one view reads
-
-
-SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥"}  # characters a label would show as nothing, drawn
-
-
-def visible(char: str) -> str:
-    """``char`` as a label draws it: spaces, line breaks and tabs as ``SHOWN_AS``; any other character that draws
-    nothing (a control or format character, another space) as its escape, in ASCII, which every font has: '\\r',
-    '\\x00', '\\u200b' (the Unicode control pictures, ␍, are missing from common monospace fonts)."""
-    if char in SHOWN_AS:
-        return SHOWN_AS[char]
-    if unicodedata.category(char) in ("Cc", "Cf", "Zs", "Zl", "Zp"):
-        return repr(char)[1:-1]
-    return char
-
-
-def token_labels(tokenizer, ids) -> list[str]:
-    """A readable label per token id, every character visible (``visible``: a leading space as '␣'); a lone byte of
-    a multi-byte character as its byte-level symbol."""
-    labels = []
-    for i in [int(x) for x in ids]:
-        text = tokenizer.decode([i])
-        if "\ufffd" in text or not text:
-            text = tokenizer.convert_ids_to_tokens(i) or f"<{i}>"
-        labels.append("".join(map(visible, text)))
-    return labels
 
 
 def _ids(tokenizer, text: str) -> list[int]:
@@ -46,7 +20,8 @@ def _ids(tokenizer, text: str) -> list[int]:
 
 def one_token(tokenizer, value, what: str, vocab_size: int) -> tuple[int, list[str]]:
     """(the id of ``value``, notices): the one check of every answer or target a user types. ``value`` must be
-    exactly one token of the tokenizer ('␣' and '↵', as the app labels tokens, read as a space and a newline); else
+    exactly one token: the one the app labels so (``labelled``: '␣the', '‹CR›', ⟨c3⟩, a word-internal piece too),
+    else the one the tokenizer reads the text as (``typed``: '␣' a space); else
     an InputProblem saying how it reads, with the leading-space hint where the spaced form is one token, or the
     first token to type instead; a token added to the tokenizer beyond the model's ``vocab_size`` rows
     (``require_rows``) is refused. Taken without a leading space where the spaced form is another single token (the
@@ -54,10 +29,12 @@ def one_token(tokenizer, value, what: str, vocab_size: int) -> tuple[int, list[s
     if not isinstance(value, str) or value == "":
         raise InputProblem(f"Type {what.lower()}: one token of the model's vocabulary, such as ` the` (with its "
                            "leading space) or `,`.")
-    text = value.replace("␣", " ").replace("↵", "\n")
-    ids = _ids(tokenizer, text)
+    text = typed(value)
+    found = labelled(tokenizer, value)
+    ids = [found] if found is not None else _ids(tokenizer, text)
     require_rows(ids, tokenizer, vocab_size, what)
-    spaced = [] if text.startswith(" ") else _ids(tokenizer, " " + text)
+    spaced_found = None if text.startswith(" ") else labelled(tokenizer, " " + value)
+    spaced = [] if text.startswith(" ") else [spaced_found] if spaced_found is not None else _ids(tokenizer, " " + text)
     if len(ids) == 1:
         if len(spaced) != 1 or spaced[0] == ids[0]:
             return ids[0], []

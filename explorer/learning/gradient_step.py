@@ -34,7 +34,8 @@ from explorer.views.architecture import Architecture, describe
 from explorer.views.heads import THRESHOLD, cached_induction_scores
 from explorer.core.inputs import MAX_TEXT_CHARS, InputProblem, echo, number, pick, require_text
 from explorer.generation.model_ids import model_ids
-from explorer.generation.tokens import FORWARD_MAX_TOKENS, one_token, token_labels
+from explorer.generation.labels import token_labels
+from explorer.generation.tokens import FORWARD_MAX_TOKENS, one_token
 
 MAX_LEARNING_RATE = 100.0  # enough to watch a step overshoot (50 diverges); more only shows the same blow-up
 TOP_TOKENS = 10

@@ -3,13 +3,13 @@ revision alike: each next token it guessed right (its most likely next token), t
 line, and the repeat at the end of a text whose two copies the guesses are counted over.
 """
 
-from transformers.convert_slow_tokenizer import bytes_to_unicode
+from explorer.generation.labels import token_texts, visible
 
 MISSED = "·"  # where the model's guess of the next token was wrong
 
 
 def guesses_line(cells: list[str], guessed: list[str]) -> str:
-    """Two aligned lines: the text as the model reads it, one cell per token (a byte outside ASCII as ⟨hex⟩), and
+    """Two aligned lines: the text as the model reads it, one cell per token (``shown_tokens``), and
     under each token from the second on, the token again where the model guessed it (``guessed_tokens``: its most
     likely next token), else a ·. Meant for a monospace font."""
     widths = [len(c) for c in cells]
@@ -34,23 +34,17 @@ def repeated_ending(ids: list[int], shortest: int = 4) -> tuple[int, int, int] |
     return None
 
 
-BYTE_OF = {char: byte for byte, char in bytes_to_unicode().items()}  # byte-level BPE's printable stand-ins
 
-
-def shown_token(tokenizer, token_id: int) -> str:
-    """A token as one cell of the guesses: its text, a line break as ⏎; a part of a multi-byte character, which
-    alone decodes to �, as its bytes in hex (⟨c3⟩)."""
-    text = tokenizer.decode([token_id])
-    if "\ufffd" in text:
-        piece = tokenizer.convert_ids_to_tokens(token_id)
-        if all(c in BYTE_OF for c in piece):
-            return "".join(f"⟨{BYTE_OF[c]:02x}⟩" for c in piece)
-    return text.replace("\n", "⏎")
+def shown_tokens(tokenizer, ids) -> list[str]:
+    """The tokens as cells of the guesses: each one's text as it runs on after other text (``token_texts``), spaces
+    kept and every other character that draws nothing marked as a label marks it (↵ a line break, ⟨c3⟩ one byte of
+    a character split across tokens)."""
+    return ["".join(c if c == " " else visible(c) for c in text) for text in token_texts(tokenizer, ids)]
 
 
 def guessed_tokens(logits, ids, tokenizer) -> list[str]:
     """For each token of ``ids`` after the first: its text where the model's most likely next token (argmax of the
-    logits (T, vocab) one position before) is that token, else ""."""
-    guesses = logits[:-1].argmax(-1)
-    return [tokenizer.decode([int(actual)]) if int(guess) == int(actual) else ""
-            for guess, actual in zip(guesses, ids[1:])]
+    logits (T, vocab) one position before) is that token, else "" (``token_texts``: a token's text is never
+    empty, so a right guess always counts, a SentencePiece '▁' too)."""
+    guesses, texts = logits[:-1].argmax(-1), token_texts(tokenizer, ids[1:])
+    return [text if int(guess) == int(actual) else "" for guess, actual, text in zip(guesses, ids[1:], texts)]

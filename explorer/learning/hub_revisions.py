@@ -27,8 +27,9 @@ from checkpointing.in_context import head_scores, induction_baseline, INDUCTION_
 
 from explorer.models import hub_cache, hub_files, jobs, opening, registry
 from explorer.generation.decoding import generate_ids
+from explorer.generation.labels import text_after
 from explorer.core.inputs import InputProblem, echo, kind_of
-from explorer.learning.guesses import guessed_tokens, shown_token
+from explorer.learning.guesses import guessed_tokens, shown_tokens
 from explorer.learning.timeline import Timeline
 from explorer.learning.watch_it_learn import GREEDY, check_text
 from explorer.views.forward_pass import record_pass
@@ -143,8 +144,8 @@ def revision_view(name: str, text: str) -> tuple[RevisionView, list[str]]:
     out = generate_ids(model, ids, replace(GREEDY, max_new_tokens=min(GREEDY.max_new_tokens, 24)))
     view = RevisionView(opened.revision, opened.commit, step_of(opened.revision or ""), name,
                         induction.round(6).tolist(), previous.round(6).tolist(), top, best(previous),
-                        attention.round(6).tolist(), tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True),
-                        guessed_tokens(read.logits, ids[0], tokenizer), [shown_token(tokenizer, int(i)) for i in ids[0]])
+                        attention.round(6).tolist(), text_after(tokenizer, ids[0, -1], out[0, ids.shape[1]:], skip_special_tokens=True),
+                        guessed_tokens(read.logits, ids[0], tokenizer), shown_tokens(tokenizer, ids[0]))
     return view, read.tokens("target")
 
 

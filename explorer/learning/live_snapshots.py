@@ -16,6 +16,7 @@ from transformers import GenerationConfig
 
 from checkpointing.in_context import THRESHOLD, induction_probe, induction_scores
 
+from explorer.generation.labels import text_after
 from explorer.learning.live_data import SPECIAL_IDS, text_ids
 from explorer.learning.live_settings import LiveSettings
 
@@ -81,8 +82,9 @@ SAMPLE_PROMPT, SAMPLE_PROMPT_TOKENS = "ROMEO.\n", 8  # a text's sample continues
 
 @dataclass
 class Sample:
-    """A greedy continuation: ``prompt`` the tokens it read, ``tokens`` what it wrote, and for random tokens
-    ``copy`` what a perfect copier writes (the probe's first copy, continued); each a list of token labels."""
+    """A greedy continuation: ``prompt`` what it read, ``tokens`` what it wrote, and for random tokens ``copy`` what
+    a perfect copier writes (the probe's first copy, continued); each a list of token labels, or for a text its
+    prompt and what it wrote each as one decoded text (a character split across tokens decodes whole)."""
 
     prompt: list[str]
     tokens: list[str]
@@ -116,7 +118,7 @@ def sample(model, settings: LiveSettings, tokenizer) -> Sample:
     if tokenizer is None:
         copy = probe[0, prompt.shape[1]:prompt.shape[1] + len(new)]
         return Sample([str(int(i)) for i in prompt[0]], [str(int(i)) for i in new], [str(int(i)) for i in copy])
-    return Sample([tokenizer.decode([int(i)]) for i in prompt[0]], [tokenizer.decode([int(i)]) for i in new])
+    return Sample([tokenizer.decode(prompt[0])], [text_after(tokenizer, prompt[0, -1], new)])
 
 
 SWITCH_MARGIN = 0.05  # the plot moves to another head only when its score passes the watched one's by this

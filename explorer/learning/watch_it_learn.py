@@ -14,8 +14,9 @@ import numpy as np
 
 from explorer.core.inputs import InputProblem, require_text
 from explorer.generation.decoding import DecodingSettings, generate_ids
+from explorer.generation.labels import text_after
 from explorer.learning.composition import run_composition
-from explorer.learning.guesses import guessed_tokens, guesses_line, guesses_right, repeated_ending, shown_token
+from explorer.learning.guesses import guessed_tokens, guesses_line, guesses_right, repeated_ending, shown_tokens
 from explorer.learning.timeline import CIRCUIT
 from explorer.learning.training_runs import TrainingRun, partner, pick_run, pick_snapshot, snapshot_model
 from explorer.models import registry
@@ -158,12 +159,12 @@ def timeline_view(run, snapshot, text, root: Path | None = None) -> TimelineView
 
     def continuation() -> str:
         out = generate_ids(model, ids, replace(GREEDY, max_new_tokens=room))
-        return tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+        return text_after(tokenizer, ids[0, -1], out[0, ids.shape[1]:], skip_special_tokens=True)
 
     sample, full = (read.cached("greedy continuation", continuation), []) if room > 0 else ("", [
         f"The text fills the model's context ({context} tokens), so there is no room to continue it: "
         "shorten it to see a sample."])
     return TimelineView(chosen, partner(chosen.name, root), index, maps, sample, notices + maps.notices + full,
                         guessed_tokens(read.logits, ids[0], tokenizer),
-                        [shown_token(tokenizer, int(i)) for i in ids[0]], [int(i) for i in ids[0]],
+                        shown_tokens(tokenizer, ids[0]), [int(i) for i in ids[0]],
                         run_composition(chosen, final))

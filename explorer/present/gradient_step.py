@@ -7,6 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from explorer.generation.labels import typed, visible
 from explorer.present.figures import AFTER, BEFORE, LAYOUT, angled_label_depth, unique_labels, percent, plotly_text
 from explorer.learning.gradient_step import GradientStep, HEAD_PARTS
 
@@ -69,11 +70,11 @@ def before_after_figure(step: GradientStep) -> go.Figure:
 
 
 def _target_label(step: GradientStep) -> str:
-    """The target as the top lists label tokens (a leading space shown as ␣)."""
+    """The target as the top lists label tokens (``labels``: a leading space shown as ␣), however it was typed."""
     for label, _ in [*step.top_before, *step.top_after]:
-        if label.replace("␣", " ") == step.target:
+        if typed(label) == typed(step.target):
             return label
-    return step.target.replace(" ", "␣")
+    return "".join(map(visible, typed(step.target)))
 
 
 HEAD_MAP_CHROME = 140  # px of the head maps' height that is not the colour bar: margins, titles, the bar's own title

@@ -7,6 +7,7 @@ import textwrap
 import numpy as np
 import plotly.graph_objects as go
 
+from explorer.generation.labels import TEXT_MARKS
 from explorer.present.figures import AFTER, BEFORE, LAYOUT, heatmap_figure
 from explorer.learning.live_settings import TEXT_KINDS
 from explorer.learning.live_snapshots import SAMPLE_PROMPT, SAMPLE_PROMPT_TOKENS, Snapshot
@@ -23,7 +24,7 @@ def sample_label(data: str) -> str:
             "what the model writes, what a copy would be")
 
 
-SAMPLE_LABEL = "A sample from the current weights (greedy; ⏎ marks a line break, ␣ a space a box would hide)"
+SAMPLE_LABEL = f"A sample from the current weights (greedy; {TEXT_MARKS})"
 
 TRAIN_LIVE = """### Train one yourself
 - **What happens:** a Transformer with random weights learns to predict the next token. Each step reads a

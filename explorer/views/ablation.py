@@ -24,7 +24,8 @@ from explorer.core.inputs import InputProblem, echo, kind_of
 from explorer.core.machine import CORES, side_by_side
 from explorer.views.architecture import describe
 from explorer.views.forward_pass import AttentionKind, RecordedPass, attention_kind, recorded_pass
-from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
+from explorer.generation.labels import token_labels
+from explorer.generation.tokens import FORWARD_MAX_TOKENS
 from explorer.views.vocabulary import next_token_log_probs
 
 SHOWN_TOKENS = 10

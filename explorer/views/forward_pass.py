@@ -19,7 +19,8 @@ from modeling.recording import AttentionRecord, Recording
 from explorer.core.caches import LRUCache
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import InputProblem, echo
-from explorer.generation.tokens import FORWARD_MAX_TOKENS, ForwardInputs, forward_inputs, numbered, token_labels
+from explorer.generation.labels import token_labels
+from explorer.generation.tokens import FORWARD_MAX_TOKENS, ForwardInputs, forward_inputs, numbered
 
 PASSES_KEPT = 4  # a run of a 256-token text keeps every layer's scores and weights: tens of MB
 

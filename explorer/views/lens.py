@@ -22,7 +22,8 @@ from explorer.core.inputs import pick
 from explorer.core.machine import CORES
 from explorer.views.architecture import describe
 from explorer.views.forward_pass import recorded_pass
-from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
+from explorer.generation.labels import token_labels
+from explorer.generation.tokens import FORWARD_MAX_TOKENS
 from explorer.views.vocabulary import next_token_log_probs
 
 TOP_K = 5

@@ -20,7 +20,7 @@ import torch
 
 from explorer.generation.decoding import MAX_TEMPERATURE, DecodingSettings, all_processors, encode_prompt, first_line
 from explorer.core.inputs import InputProblem, echo, number, whole_number
-from explorer.generation.tokens import token_labels
+from explorer.generation.labels import token_labels
 
 MAX_REPETITION_PENALTY = 10.0
 MAX_TOP_K = 100_000

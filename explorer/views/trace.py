@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from explorer.generation.decoding import DecodingSettings
 from explorer.views.architecture import Architecture, describe
 from explorer.views.forward_pass import recorded_pass
-from explorer.generation.tokens import FORWARD_MAX_TOKENS, token_labels
+from explorer.generation.labels import token_labels
+from explorer.generation.tokens import FORWARD_MAX_TOKENS
 
 
 @dataclass(frozen=True)

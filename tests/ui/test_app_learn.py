@@ -274,9 +274,12 @@ def test_training_timeline_gives_the_views_own_numbers_for_the_default_run(clien
     assert len([trace for trace in figure(heads)["data"] if trace["type"] == "scatter"]) == 2 * 8 + 2 + 4 * 4  # + every pair
 
 
-@pytest.mark.parametrize("sample, shown", [("ab\ncd", "ab⏎\ncd"), ("   ", "␣␣␣"), (" \n ", "␣⏎\n␣"), ("a b", "a b"), ("", ""),
-                                           (" thee", "␣thee"), ("to  be", "to␣␣be"), ("be \nor", "be␣⏎\nor")])
+@pytest.mark.parametrize("sample, shown", [("ab\ncd", "ab↵\ncd"), ("   ", "␣␣␣"), (" \n ", "␣↵\n␣"), ("a b", "a b"), ("", ""),
+                                           (" thee", "␣thee"), ("to  be", "to␣␣be"), ("be \nor", "be␣↵\nor"),
+                                           ("a\r\nb\tc\u200bd", "a‹CR›↵\nb⇥c‹ZWSP›d")])
 def test_a_sample_shows_every_space_a_text_box_would_hide(sample, shown):
+    """Line breaks marked as token labels mark them (↵: before, ⏎), and every other character that draws nothing
+    too (before, a \\r or a zero-width space was kept and drew nothing)."""
     assert visible_breaks(sample) == shown
 
 

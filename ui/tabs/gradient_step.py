@@ -10,7 +10,7 @@ from explorer.present.figures import percent
 from explorer.learning.gradient_step import MAX_LEARNING_RATE, gradient_step as take_step
 from explorer.generation.decoding import token_count
 from explorer.core.inputs import InputProblem, echo
-from explorer.generation.tokens import token_labels
+from explorer.generation.labels import token_labels
 
 from ui.controls import DecodingControls
 from ui.events import INTERACTIVE, KEPT, NO_FIGURE, UNCHECKED, guarded, say_doing, status

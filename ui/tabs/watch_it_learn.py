@@ -10,6 +10,7 @@ learner's text are shown (``show_revision``); the API's ``hub_timeline`` gives t
 
 import gradio as gr
 
+from explorer.generation.labels import TEXT_MARKS
 from explorer.learning import hub_revisions, training_runs, watch_it_learn
 from explorer.learning.guesses import MISSED, guesses_line, guesses_right
 from explorer.learning.timeline import step_label as name_of_step
@@ -141,7 +142,7 @@ def hub_section(text: gr.Textbox) -> None:
         heads = gr.Plot(label="Every head's scores over training", elem_id="plot-hub-timeline-heads")
         picked = gr.Dropdown(choices=[], label="Revision (its training step): its attention, sample and guesses below",
                              elem_id="hub-timeline-revision")
-        sample = gr.Textbox(label="What this revision writes next (greedy; ⏎ is a line break, ␣ a space)", lines=2,
+        sample = gr.Textbox(label=f"What this revision writes next (greedy; {TEXT_MARKS})", lines=2,
                             max_lines=4, elem_id="hub-timeline-sample")
         guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this revision "
                                    f"guessed it (its most likely next token), {MISSED} where it guessed wrong",
@@ -181,7 +182,7 @@ def tab(choices, value, decoding: DecodingControls | None) -> TabParts:
                                     f"first {context}, one per byte)")
             show = gr.Button("Show", variant="primary", scale=1, elem_id="timeline-button")
         sample = gr.Textbox(label=f"What this snapshot writes next (greedy: at most {watch_it_learn.SAMPLE_TOKENS} tokens, as many as "
-                                  f"fit the model's {context}; ⏎ is a line break, ␣ a space)", lines=2, max_lines=4,
+                                  f"fit the model's {context}; {TEXT_MARKS})", lines=2, max_lines=4,
                             elem_id="timeline-sample")
         guesses = gr.Textbox(label=f"Reading your text (top line): under each token, the token again where this snapshot "
                                    f"guessed it (its most likely next token), {MISSED} where it guessed wrong; "

@@ -11,7 +11,8 @@ import torch
 
 from explorer.core.inputs import InputProblem, echo, require_text
 from explorer.generation.model_ids import model_ids
-from explorer.generation.tokens import one_token, token_labels
+from explorer.generation.labels import token_labels
+from explorer.generation.tokens import one_token
 from explorer.views.forward_pass import RecordedPass, recorded_pass
 from explorer.views.patching.grids import GRIDS, GridKind, model_grids, parse_grids
 from explorer.views.patching.runs import CHUNK_TOKENS, WORKERS, run_batched, trimmed

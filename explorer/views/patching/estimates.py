@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from explorer.generation.tokens import token_labels
+from explorer.generation.labels import token_labels
 from explorer.views.first_order import site_gradients
 from explorer.views.patching.analysis import PairedRuns, PatchGrid, logit_difference, paired_runs
 from explorer.views.patching.grids import GRIDS, GridKind

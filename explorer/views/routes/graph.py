@@ -14,7 +14,7 @@ import torch
 
 from explorer.core.inputs import InputProblem, echo, number, pick, whole_number
 from explorer.generation.decoding import DecodingSettings
-from explorer.generation.tokens import token_labels
+from explorer.generation.labels import token_labels
 from explorer.views.forward_pass import RecordedPass, recorded_pass
 from explorer.views.architecture import Architecture, describe
 from explorer.views.lens import TOP_K, read_out

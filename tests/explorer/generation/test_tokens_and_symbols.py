@@ -2,13 +2,13 @@
 answers, One gradient step's target), on shakespeare-main's tokenizer and on a tokenizer of symbols; and
 explorer/generation/symbols, the tokenizer of a model trained on random tokens."""
 
-import unicodedata
 
 import pytest
 
 from explorer.core.inputs import InputProblem
 from explorer.generation.symbols import SYMBOLS, reads_symbols, repeated_example, symbol_tokenizer
-from explorer.generation.tokens import one_token, token_labels, visible
+from explorer.generation.labels import token_labels
+from explorer.generation.tokens import one_token
 from support.shipped import SHIPPED_ROOT
 
 
@@ -72,18 +72,3 @@ def test_the_symbol_example_is_a_repeat_whose_answer_follows_the_earlier_copy():
     assert corrupted.split(" ")[1] == second and corrupted[:11] == first[:11] and corrupted[11] not in first
     assert len(tokenizer(clean).input_ids) == len(tokenizer(corrupted).input_ids) == 23
     assert f"the answer is {first[-1]}" in what
-
-
-def test_every_token_label_draws_every_character_it_has():
-    """A byte-level BPE (GPT-2's, ours) has a token for each byte: the control characters among them decoded to
-    labels that drew nothing, or a missing glyph, in the logit lens's top tokens. Each is now drawn as its escape,
-    in ASCII (the Unicode control pictures, ␍, are missing from DejaVu Sans Mono)."""
-    from support.fixtures_checkpoints import train_tokenizer
-
-    tokenizer = train_tokenizer()  # byte-level, as GPT-2's: ids for '\x00' ... '\x1f' and '\x7f'
-    labels = token_labels(tokenizer, range(len(tokenizer)))
-    assert all(unicodedata.category(c)[0] not in "CZ" for label in labels for c in label)
-    by_text = dict(zip((tokenizer.decode([i]) for i in range(len(tokenizer))), labels))
-    assert [by_text[c] for c in ("\x00", "\r", "\x1b", "\x7f", "\n", "\t", " ")] == [
-        "\\x00", "\\r", "\\x1b", "\\x7f", "↵", "⇥", "␣"]
-    assert [visible(c) for c in "a\u200b\u00a0\u2028é"] == ["a", "\\u200b", "\\xa0", "\\u2028", "é"]

@@ -8,7 +8,8 @@ from explorer.views import attention
 from explorer.generation import decoding
 from explorer.generation.decoding import DecodingSettings
 from explorer.views.forward_pass import LRUCache
-from explorer.generation.tokens import forward_inputs, numbered, token_labels
+from explorer.generation.labels import token_labels
+from explorer.generation.tokens import forward_inputs, numbered
 from support.fixtures_checkpoints import causal_lm, seq2seq_lm
 
 TEXT = "Shall I compare thee to a summer's day? Thou art more lovely and more temperate."

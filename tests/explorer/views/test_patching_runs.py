@@ -7,7 +7,7 @@ import torch
 
 from benchmarks.gpt2_reference import gpt2_like
 from explorer.core.inputs import InputProblem
-from explorer.generation.tokens import token_labels
+from explorer.generation.labels import token_labels
 from explorer.views.forward_pass import recorded_pass
 from explorer.views.patching.analysis import activation_patching, logit_difference
 from explorer.views.patching.grids import GRIDS, Patch

@@ -8,7 +8,7 @@ import torch
 
 from explorer.views import trace
 from explorer.generation.decoding import DecodingSettings
-from explorer.generation.tokens import token_labels
+from explorer.generation.labels import token_labels
 from support.fixtures_checkpoints import causal_lm, seq2seq_lm
 from modeling import record
 
