@@ -13,6 +13,7 @@ from transformers import LogitsProcessor, LogitsProcessorList, RepetitionPenalty
 
 from explorer.core.inputs import SEED_RANGE, InputProblem, count, echo, number, whole_number
 from explorer.core.machine import CORES
+from explorer.generation.labels import text_after
 from explorer.generation.model_ids import model_ids
 
 MAX_NEW_TOKENS = 512
@@ -155,16 +156,19 @@ class TokenStreamer(TextIteratorStreamer):
         self.held = 0  # tokens held back because their text ends inside a character
         self.started = time.perf_counter()
         self.first_token_at: float | None = None
+        self.previous: int | None = None  # the prompt's last token: the text is decoded after it (``text_after``)
 
     def put(self, value: torch.Tensor) -> None:
         value = value[0] if value.dim() > 1 else value
         if self.skip_prompt and self.next_tokens_are_prompt:
             self.next_tokens_are_prompt = False
+            self.previous = int(value[-1]) if value.numel() else None
             return
         self.n_tokens += value.numel()
         self.first_token_at = self.first_token_at or time.perf_counter()
         self.token_cache.extend(value.tolist())
-        text = self.tokenizer.decode(self.token_cache, **self.decode_kwargs)
+        text = (self.tokenizer.decode(self.token_cache, **self.decode_kwargs) if self.previous is None
+                else text_after(self.tokenizer, self.previous, self.token_cache, **self.decode_kwargs))
         if text.endswith("\ufffd") and self.held < 3:  # a UTF-8 character spans at most 4 byte tokens
             self.held += 1
             return
@@ -312,8 +316,9 @@ def generate_text(model, tokenizer, text: str, settings: DecodingSettings) -> tu
     """The whole continuation (or rewrite) at once; for the side-by-side comparison."""
     ids, max_new, notices = encode_prompt(model, tokenizer, text, settings.max_new_tokens)
     out = generate_ids(model, ids, replace(settings, max_new_tokens=max_new))
-    new = out[0] if model.config.is_encoder_decoder else out[0, ids.shape[1]:]
-    return tokenizer.decode(new, skip_special_tokens=True), notices
+    if model.config.is_encoder_decoder:
+        return tokenizer.decode(out[0], skip_special_tokens=True), notices
+    return text_after(tokenizer, ids[0, -1], out[0, ids.shape[1]:], skip_special_tokens=True), notices
 
 
 class StopRegistry:

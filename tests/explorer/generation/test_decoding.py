@@ -265,3 +265,21 @@ def test_a_failed_call_raises_in_the_stream(tiny_checkpoints):
     settings = DecodingSettings(False, max_new_tokens=5, repetition_penalty=-1.0)  # generate() refuses it
     with pytest.raises(ValueError, match="strictly positive"):  # raised in the thread, re-raised here
         list(streaming.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
+
+
+def test_a_sentencepiece_continuation_keeps_the_space_after_its_prompt():
+    """A SentencePiece decoder drops the space a text starts with: the continuation, decoded alone, began 'I' and
+    read 'Shall II I' after its prompt, in the Generate tab's stream and in Compare encodings' text alike."""
+    from support.fixtures_checkpoints import causal_lm
+    from support.sentencepiece import sentencepiece_tokenizer
+
+    tokenizer = sentencepiece_tokenizer()
+    model = causal_lm(tokenizer).eval()
+    settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 6, 0)
+    ids, _, _ = decoding.encode_prompt(model, tokenizer, "Shall I", 6)
+    out = decoding.generate_ids(model, ids, settings)
+    assert tokenizer.convert_ids_to_tokens(int(out[0, ids.shape[1]])).startswith("▁")  # a word after a space
+    whole = tokenizer.decode(out[0], skip_special_tokens=True)
+    states, _, _ = _consume(streaming.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
+    assert whole.startswith("Shall I ") and states[-1].text == whole
+    assert "Shall I" + decoding.generate_text(model, tokenizer, "Shall I", settings)[0] == whole
