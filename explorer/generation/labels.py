@@ -18,12 +18,14 @@ from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 SPACE, LINE_BREAK, TAB = "␣", "↵", "⇥"
 SHOWN_AS = {" ": SPACE, "\n": LINE_BREAK, "\t": TAB}
-NAMED = {"\r": "CR", "\x00": "NUL", "\x07": "BEL", "\x08": "BS", "\x0b": "VT", "\x0c": "FF", "\x1b": "ESC",
-         "\x7f": "DEL", "\xa0": "NBSP", "\xad": "SHY", "\u200b": "ZWSP", "\u200c": "ZWNJ", "\u200d": "ZWJ",
-         "\u2028": "LS", "\u2029": "PS", "\ufeff": "BOM"}  # the invisible characters a text is likely to hold
+C0 = ("NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS "
+      "RS US").split()  # ASCII's names of its control characters, 0 to 31 (a tab and a line break are drawn instead)
+NAMED = {**{chr(code): name for code, name in enumerate(C0)}, "\x7f": "DEL", "\xa0": "NBSP", "\xad": "SHY",
+         "\u200b": "ZWSP", "\u200c": "ZWNJ", "\u200d": "ZWJ", "\u2028": "LS", "\u2029": "PS",
+         "\ufeff": "BOM"}  # short names, where a character that draws nothing has one a text is likely to hold
 UNSEEN = ("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp")  # Unicode categories that draw nothing, or no agreed glyph
 DOTTED_CIRCLE, COMBINING = "◌", ("Mn", "Me")  # a mark that combines with the character before it, shown alone
-MARKED = re.compile(r"‹([A-Z]+|U\+[0-9A-F]{4,6})›")
+MARKED = re.compile(r"‹([A-Z][A-Z0-9]*|U\+[0-9A-F]{4,6})›")
 STAND_IN = bytes_to_unicode()  # byte -> byte-level BPE's printable stand-in for it (Ġ for a space)
 BYTE_OF = {char: byte for byte, char in STAND_IN.items()}
 BYTE_MARK = re.compile(r"⟨([0-9a-f]{2})⟩")  # one byte of a character split across tokens, as ``shown_bytes`` writes it
