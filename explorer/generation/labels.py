@@ -55,7 +55,7 @@ def typed(label: str) -> str:
         name = mark.group(1)
         if name.startswith("U+"):
             point = int(name[2:], 16)
-            return chr(point) if point <= 0x10FFFF else mark.group()
+            return chr(point) if point <= 0x10FFFF and not 0xD800 <= point <= 0xDFFF else mark.group()  # no surrogate
         return names.get(name, mark.group())
 
     text = MARKED.sub(char_of, label)
@@ -90,7 +90,7 @@ def labelled(tokenizer, label: str) -> int | None:
 
 def shown_bytes(data: bytes) -> str:
     """Bytes as text: whole UTF-8 characters as themselves, each byte of an incomplete one as ⟨c3⟩."""
-    text = data.decode("utf-8", "surrogateescape")  # a byte that is no whole character: U+DC80 + its value - 0x80
+    text = data.decode("utf-8", "surrogateescape")  # a byte that is no whole character: U+DC00 + its value
     return "".join(f"⟨{ord(c) - 0xDC00:02x}⟩" if 0xDC80 <= ord(c) <= 0xDCFF else c for c in text)
 
 

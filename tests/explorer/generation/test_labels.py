@@ -87,6 +87,6 @@ def test_a_label_that_starts_with_an_accent_draws_it_on_a_dotted_circle():
 
 
 def test_typed_reads_every_mark_back():
-    assert typed("␣the↵‹CR›‹U+2066›⇥‹FOO›‹U+110000›") == " the\n\r\u2066\t‹FOO›‹U+110000›"
+    assert typed("␣the↵‹CR›‹U+2066›⇥‹FOO›‹U+110000›‹U+D800›") == " the\n\r\u2066\t‹FOO›‹U+110000›‹U+D800›"
     assert all(typed(visible(char)) == char for char in [*NAMED, " ", "\n", "\t", "\u2066", "\U000e0001"])
     assert typed_bytes("␣⟨e2⟩⟨80⟩⟨8b⟩") == " \u200b".encode()
