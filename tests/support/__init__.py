@@ -10,6 +10,7 @@
 - hub_repos: the repos the Hub tests serve, good and bad;
 - local_server: a free port on 127.0.0.1;
 - offline_hub: a Hugging Face cache on disk, and a Python process that loads from it offline;
+- sentencepiece: a Llama 2-style (SentencePiece, byte fallback) tokenizer, trained and loaded as a Hub repo's is;
 - shipped: the shipped checkpoints (and the tiny ones) loaded once per session;
 - tiny_models: tiny random models, the one source of ``tiny_config``.
 """
