@@ -2,13 +2,12 @@
 text.
 """
 
-import textwrap
 
 import numpy as np
 import plotly.graph_objects as go
 
 from explorer.generation.labels import TEXT_MARKS
-from explorer.present.figures import AFTER, BEFORE, LAYOUT, heatmap_figure
+from explorer.present.figures import AFTER, BEFORE, LAYOUT, heatmap_figure, wrapped_title
 from explorer.learning.live_settings import TEXT_KINDS
 from explorer.learning.live_snapshots import SAMPLE_PROMPT, SAMPLE_PROMPT_TOKENS, Snapshot
 
@@ -70,19 +69,22 @@ def loss_curve_figure(logged_steps: list[int], losses: list[float], steps: int, 
     return fig
 
 
+PROBE_PLOT_PX = 230  # px of the probe's attention map, below a title of any length
+
+
 def probe_attention_figure(s: Snapshot) -> go.Figure:
     """(2L, 2L) attention of the watched head on the probe: random tokens r_0..r_{L-1}, then the same again.
     An induction head lights the diagonal L−1 below the main one: from r_i's copy to r_{i+1}'s first place. Lines
     mark where the second copy starts."""
     fig = heatmap_figure(s.attention, "", "key position", "query position", colorscale="Blues", zmid=None,
-                         hover="weight %{z:.3f}", height=380)
+                         hover="weight %{z:.3f}")
     L = s.copy_start
     fig.add_hline(y=L - 0.5, line_color=AFTER, line_width=1)
     fig.add_vline(x=L - 0.5, line_color=AFTER, line_width=1)
     fig.add_annotation(x=0, y=L - 0.5, text="second copy starts", showarrow=False, xanchor="left", yanchor="top",
                        font=dict(color=AFTER, size=11))
-    lines = [*textwrap.wrap(f"L{s.layer}.H{s.head}: {s.watched or 'the head shown'}", 40), "on the probe: random tokens, twice"]
-    fig.update_layout(title="<br>".join(lines), margin=dict(LAYOUT["margin"], t=36 + 22 * len(lines)))  # fits half an 800 px page
+    title, top = wrapped_title(f"L{s.layer}.H{s.head}: {s.watched or 'the head shown'}", "on the probe: random tokens, twice")
+    fig.update_layout(title=title, height=PROBE_PLOT_PX + top + LAYOUT["margin"]["b"], margin=dict(LAYOUT["margin"], t=top))
     return fig
 
 
