@@ -92,6 +92,18 @@ def fill(page, elem_id: str, value):
     page.fill(f"#{elem_id} input[type=number]", str(value))
 
 
+def type_text(page, elem_id: str, text: str, settle_ms: int = 500):
+    """Type ``text`` into the text box ``elem_id`` and see that it stays: a box in a tab just opened can take its
+    initial value back from under a fill (One gradient step's target once read ' day' again, not ' the')."""
+    box = page.locator(f"#{elem_id} textarea, #{elem_id} input").first
+    for _ in range(5):
+        box.fill(text)
+        page.wait_for_timeout(settle_ms)
+        if box.input_value() == text:
+            return
+    raise AssertionError(f"#{elem_id} does not keep {text!r}: it holds {box.input_value()!r}")
+
+
 def set_tiny_job(page, steps: int):
     """Train one yourself set to a tiny job on random tokens: 2 heads, d_model 16, ``steps`` steps."""
     choose(page, "live-data", "Repeating random tokens")

@@ -8,7 +8,8 @@ import zipfile
 
 import pytest
 
-from support.browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, fill, open_page, open_tab, plot_drawn, set_tiny_job, shot
+from support.browser import SHOTS, TIMEOUT_MS, assert_no_error_shown, choose, fill, open_page, open_tab, plot_drawn, set_tiny_job, shot, \
+    type_text
 
 pytestmark = pytest.mark.browser
 
@@ -47,7 +48,7 @@ def test_a_tiny_training_job_streams_its_loss_and_ends_with_the_json_and_the_mod
 
 def test_one_gradient_step_draws_before_and_after_and_where_the_gradient_is(page):
     open_tab(page, "One gradient step")
-    page.fill("#grad-target textarea, #grad-target input", " the")
+    type_text(page, "grad-target", " the")
     page.click("#grad-button")
     page.wait_for_selector("#grad-status >> text=p(target)")
     for plot in ("plot-grad-tokens", "plot-grad-heads", "plot-grad-tensors"):
