@@ -6,8 +6,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from explorer.views.ablation import Ablation, HeadRanking
-from explorer.present.figures import AFTER, BEFORE, KEPT, LAYOUT, PLOT_CHROME, angled_label_depth, unique_labels, \
-    plotly_text, signed, wrapped_title
+from explorer.present.figures import AFTER, BEFORE, KEPT, LAYOUT, PLOT_CHROME, angled_label_depth, signed, \
+    tick_text, token_ticks, wrapped_title
 
 FIGURE_MIN_WIDTH = 480  # px: each of the tab's figures is drawn at least this wide (its min_width); titles wrap to it
 
@@ -32,14 +32,15 @@ LABEL_FONT = 12  # px of the next-token labels
 
 def ablation_figure(a: Ablation) -> go.Figure:
     """Next-token probabilities after the text, with all heads and with the chosen ones removed. The left margin
-    holds the first label whole: slanted at 45°, it reaches as far left of its bar as it reaches below the axis."""
-    labels = plotly_text(unique_labels(a.next_labels))
+    holds the first tick label (cut: ``tick_text``; hover names each token whole): slanted at 45°, it reaches as
+    far left of its bar as it reaches below the axis."""
+    labels, whole = token_ticks(a.next_labels)
     fig = go.Figure()
-    fig.add_bar(x=labels, y=a.next_before, name="all heads", marker_color=BEFORE,
-                hovertemplate="%{x}<br>all heads %{y:.4f}<extra></extra>")
-    fig.add_bar(x=labels, y=a.next_after, name="heads removed", marker_color=AFTER,
-                hovertemplate="%{x}<br>heads removed %{y:.4f}<extra></extra>")
-    left = max(LAYOUT["margin"]["l"], angled_label_depth(len(a.next_labels[0]), LABEL_FONT, 45))
+    fig.add_bar(x=labels, y=a.next_before, hovertext=whole, name="all heads", marker_color=BEFORE,
+                hovertemplate="%{hovertext}<br>all heads %{y:.4f}<extra></extra>")
+    fig.add_bar(x=labels, y=a.next_after, hovertext=whole, name="heads removed", marker_color=AFTER,
+                hovertemplate="%{hovertext}<br>heads removed %{y:.4f}<extra></extra>")
+    left = max(LAYOUT["margin"]["l"], angled_label_depth(len(tick_text(a.next_labels[0])), LABEL_FONT, 45))
     fig.update_layout(title="Next token after the text", yaxis_title="probability", barmode="group", height=380,
                       legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
                       **{**LAYOUT, "margin": dict(l=left, r=20, t=70, b=90)})
@@ -51,10 +52,10 @@ def token_loss_figure(a: Ablation) -> go.Figure:
     """Per predicted token: the rise in -log p when the heads are removed (positive: harder to predict); the title
     says so and gives the mean rise, the loss before and after it."""
     change = a.token_loss_after - a.token_loss_before
-    labels = [f"{t + 1}:{label}" for t, label in enumerate(plotly_text(a.tokens[1:]))]
+    labels, whole = token_ticks([f"{t + 1}:{label}" for t, label in enumerate(a.tokens[1:])])
     fig = go.Figure(go.Bar(x=labels, y=change, marker_color=[AFTER if c > 0 else KEPT for c in change],
-                           customdata=np.stack([a.token_loss_before, a.token_loss_after], 1),
-                           hovertemplate="predicting %{x}<br>−log p: %{customdata[0]:.3f} → %{customdata[1]:.3f}"
+                           customdata=np.stack([a.token_loss_before, a.token_loss_after], 1), hovertext=whole,
+                           hovertemplate="predicting %{hovertext}<br>−log p: %{customdata[0]:.3f} → %{customdata[1]:.3f}"
                                          "<br>change %{y:+.3f}<extra></extra>"))
     title, top = wrapped_title("Change in −log p of each token, heads removed",
                                f"mean change {a.loss_after - a.loss_before:+.4f} nats (loss {a.loss_before:.4f} → "

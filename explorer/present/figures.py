@@ -1,6 +1,6 @@
 """Plot basics every view shares: the layout, the colour of each position encoding, a heat map, a message in place
-of a figure, token labels made safe for plotly (it reads ``<...>`` as markup, and a label is user text), titles
-wrapped to a half-page figure, and probabilities written so that small ones still differ.
+of a figure, token labels made safe for plotly (it reads ``<...>`` as markup, and a label is user text) and cut to
+fit an axis, titles wrapped to a half-page figure, and probabilities written so that small ones still differ.
 """
 
 import math
@@ -143,6 +143,23 @@ def top_tokens_figure(top_next: list[tuple[str, float]], after: str) -> go.Figur
 
 
 KEPT, CUT, BEFORE, AFTER = "#2b6cb0", "#cbd5e0", "#718096", "#c53030"
+
+
+# a token on an axis shows at most TICK_CHARS characters ('␣Westmorelan…'): a vocabulary's longest tokens (Llama 3's
+# runs of spaces, code's long names) would push a bar chart's axis title into the plot below; hover names it whole
+TICK_CHARS = 14
+
+
+def tick_text(label: str) -> str:
+    """A token's label cut to ``TICK_CHARS`` characters, '…' last where cut."""
+    return label if len(label) <= TICK_CHARS else label[:TICK_CHARS - 1] + "…"
+
+
+def token_ticks(labels: list[str]) -> tuple[list[str], list[str]]:
+    """Tokens on a category axis: (the x values, their hover texts). The values are the labels cut (``tick_text``),
+    equal ones numbered (``unique_labels``: one bar each); the hover texts name each whole (%{hovertext} in a
+    hovertemplate). Both escaped for plotly."""
+    return plotly_text(unique_labels([tick_text(label) for label in labels])), plotly_text(list(labels))
 
 
 def unique_labels(labels: list[str]) -> list[str]:

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.generation.labels import typed, visible
-from explorer.present.figures import AFTER, BEFORE, LAYOUT, angled_label_depth, unique_labels, percent, plotly_text
+from explorer.present.figures import AFTER, BEFORE, LAYOUT, angled_label_depth, percent, plotly_text, token_ticks
 from explorer.learning.gradient_step import GradientStep, HEAD_PARTS
 
 
@@ -48,13 +48,13 @@ def before_after_figure(step: GradientStep) -> go.Figure:
     labels = list(dict.fromkeys([target, *before, *after]))
     probability = {label: (before.get(label), after.get(label)) for label in labels}
     probability[target] = (step.p_before, step.p_after)
-    shown = plotly_text(unique_labels(labels))
+    shown, whole = token_ticks(labels)
     fig = go.Figure()
     for i, (name, colour) in enumerate((("before the step", BEFORE), ("after the step", AFTER))):
         values = [probability[label][i] for label in labels]
         fig.add_bar(x=shown, y=[v if v is not None else 0.0 for v in values], name=name, marker_color=colour,
-                    text=[percent(v) if v is not None else "not in its top list" for v in values],
-                    textposition="none", hovertemplate="%{x}<br>" + name + ": %{text}<extra></extra>")
+                    text=[percent(v) if v is not None else "not in its top list" for v in values], hovertext=whole,
+                    textposition="none", hovertemplate="%{hovertext}<br>" + name + ": %{text}<extra></extra>")
     # the bars are too thin to hold it: above the tallest bar, starting at the target's (centred, it met the axis'
     # numbers; level with the target's own top, it crossed a taller neighbour), in headroom the axis keeps for it
     top = max(v for pair in probability.values() for v in pair if v is not None)

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from explorer.present.figures import (LAYOUT, PLOT_CHROME, TITLED_TOP, angled_label_depth, fitted_layout, plotly_text,
-                                      top_tokens_figure, wrapped_title)
+                                      tick_text, top_tokens_figure, wrapped_title)
 from explorer.views.patching.grids import HEAD_COLUMNS
 from explorer.views.patching.analysis import PatchGrid, Patching
 from explorer.core.inputs import echo
@@ -33,17 +33,13 @@ def _heatmap(values: np.ndarray, x, y, limit: float, hover: str, show_scale: boo
                       hovertemplate=hover + "<br>restored %{z:.3f}<br><i>click: top 5 next tokens</i><extra></extra>")
 
 
-# the position axis: a tick label is cut to TICK_CHARS characters; a label at -60 degrees needs LABEL_PX px of the
+# the position axis: a tick label is cut to TICK_CHARS characters (tick_text); a label at -60 degrees needs LABEL_PX px of the
 # axis to clear the next one (10 px text, about 13 px high, across its slant). A grid's plot area is at least
 # NARROWEST_PLOT px wide (the grids' full width on an 800 px page), so up to LABELLED_POSITIONS positions are each
 # labelled; past that every k-th one is, the changed ones and the last always (``token_axis``); hover names every cell
-TICK_CHARS, LABEL_PX, NARROWEST_PLOT = 14, 16, 540
+LABEL_PX, NARROWEST_PLOT = 16, 540
 LABELLED_POSITIONS = NARROWEST_PLOT // LABEL_PX
 ROW_HEIGHT = 28  # px of each row of a grid
-
-
-def _cut(label: str) -> str:
-    return label if len(label) <= TICK_CHARS else label[:TICK_CHARS - 1] + "…"
 
 
 def changed_runs(changed: list[int], every: int) -> list[list[int]]:
@@ -91,7 +87,7 @@ def token_axis(result: Patching) -> tuple[list[str], list[str], list[str]]:
     labelled, ticks = [], []
     for p, run in labelled_positions(len(values), result.changed).items():
         labelled.append(values[p])
-        label = plotly_text(_cut(f"{p}:{result.tokens[p]}")) if run is None or len(run) == 1 else _cut(run_text(run))
+        label = plotly_text(tick_text(f"{p}:{result.tokens[p]}")) if run is None or len(run) == 1 else tick_text(run_text(run))
         ticks.append(label if run is None else f"<b>{label}*</b>")
     return values, labelled, ticks
 
@@ -99,7 +95,7 @@ def token_axis(result: Patching) -> tuple[list[str], list[str], list[str]]:
 def position_layout(result: Patching, rows: int, top: int = TITLED_TOP) -> dict:
     """Height and margins of a layer x position grid: a row of ROW_HEIGHT px per layer, ``top`` px for the title,
     the bottom margin as deep as the longest angled tick label and the axis title under it (``fitted_layout``)."""
-    longest = max(len(_cut(f"{p}:{token}")) + 1 for p, token in enumerate(result.tokens))
+    longest = max(len(tick_text(f"{p}:{token}")) + 1 for p, token in enumerate(result.tokens))
     return fitted_layout(ROW_HEIGHT * rows, left=50, bottom=angled_label_depth(longest) + 30, top=top)
 
 

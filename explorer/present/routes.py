@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import plotly.graph_objects as go
 
-from explorer.present.figures import LAYOUT, percent, plotly_text
+from explorer.present.figures import LAYOUT, percent, plotly_text, tick_text
 from explorer.views.routes.graph import NodeReading, Routes, head_name
 
 TEACHING = """### How the prediction was made: the routes through the model
@@ -201,7 +201,7 @@ def source_labels(routes: Routes, labels: Labels) -> list[tuple[float, int]]:
     placed = []
     for position in sorted(labels.layout.sources, key=lambda p: -carried[p]):
         x = labels.layout.sources[position]
-        if labels.place(x, ENCODER_ROW, f"{position}:{routes.source_tokens[position]}", size=10, yshift=-16):
+        if labels.place(x, ENCODER_ROW, tick_text(f"{position}:{routes.source_tokens[position]}"), size=10, yshift=-16):
             placed.append((x, position))
     return placed
 
@@ -220,7 +220,7 @@ def routes_figure(routes: Routes) -> go.Figure:
     if layout.sources:
         rows, row_labels = [ENCODER_ROW] + rows, ["encoder output"] + row_labels
         for x, position in source_labels(routes, labels):
-            fig.add_annotation(x=x, y=ENCODER_ROW, yshift=-16, text=plotly_text(f"{position}:{routes.source_tokens[position]}"),
+            fig.add_annotation(x=x, y=ENCODER_ROW, yshift=-16, text=plotly_text(tick_text(f"{position}:{routes.source_tokens[position]}")),
                                showarrow=False, font=dict(size=10, color=COLOURS["cross"]))
     skipped = "" if len(columns) == len(routes.tokens) else f"; only the {len(columns)} tokens the route reaches"
     title = (f"How the model predicted {routes.predicted!r} after {routes.position}:{routes.tokens[routes.position]}")
@@ -229,7 +229,7 @@ def routes_figure(routes: Routes) -> go.Figure:
                                              "blue attention, orange feed-forward, grey the residual stream"
                                              + (", purple cross-attention" if layout.sources else "") + "</sup>"),
         height=layout.height, hovermode="closest", dragmode="pan", **{**LAYOUT, "margin": MARGIN})
-    fig.update_xaxes(tickvals=list(range(len(columns))), ticktext=[plotly_text(f"{p}:{routes.tokens[p]}") for p in columns],
+    fig.update_xaxes(tickvals=list(range(len(columns))), ticktext=[plotly_text(tick_text(f"{p}:{routes.tokens[p]}")) for p in columns],
                      tickangle=-50, tickfont_size=11, range=list(layout.x_range), showgrid=False, zeroline=False)
     fig.update_yaxes(title=dict(text="the residual stream after", font_size=11), tickvals=rows, ticktext=[plotly_text(r) for r in row_labels], tickfont_size=10, zeroline=False,
                      range=list(layout.y_range))

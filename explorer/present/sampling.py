@@ -5,7 +5,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from explorer.present.figures import AFTER, CUT, KEPT, LAYOUT, probability, unique_labels, plotly_text
+from explorer.present.figures import AFTER, CUT, KEPT, LAYOUT, probability, token_ticks
 from explorer.views.sampling import NextTokenDistribution
 
 
@@ -27,13 +27,14 @@ def distribution_figure(d: NextTokenDistribution) -> go.Figure:
     any cut (grey where top-k / top-p cut it; the renormalised probability it is drawn with in the hover);
     diamonds: the model's own probability (T = 1). Bottom: the probability summed over the tokens in order,
     over the whole vocabulary, with the cut drawn where it falls (top-p 0.9 may keep hundreds of tokens)."""
-    labels = plotly_text(unique_labels(d.labels))
+    labels, whole = token_ticks(d.labels)
     colours = [KEPT if kept else CUT for kept in d.kept]
     fig = make_subplots(rows=2, cols=1, row_heights=[0.62, 0.38], vertical_spacing=0.3)
     fig.add_bar(x=labels, y=d.tempered_probs, marker_color=colours, text=[probability(p) for p in d.tempered_probs],
-                textposition="outside", cliponaxis=False, name=f"after temperature {d.settings.temperature:g}, before the cut",
+                hovertext=whole, textposition="outside", cliponaxis=False,
+                name=f"after temperature {d.settings.temperature:g}, before the cut",
                 customdata=np.stack([d.final_probs, d.model_probs], 1),
-                hovertemplate="%{x}<br>after temperature %{y:.3~g}<br>drawn with %{customdata[0]:.3~g} (renormalised; 0: cut)"
+                hovertemplate="%{hovertext}<br>after temperature %{y:.3~g}<br>drawn with %{customdata[0]:.3~g} (renormalised; 0: cut)"
                               "<br>model (T = 1) %{customdata[1]:.3~g}<extra></extra>", row=1, col=1)
     fig.add_scatter(x=labels, y=d.model_probs, mode="markers", marker=dict(symbol="diamond", size=9, color="#1a202c"),
                     name="model's own (T = 1)", hoverinfo="skip", row=1, col=1)

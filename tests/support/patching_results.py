@@ -6,7 +6,7 @@ import numpy as np
 from explorer.views.patching.analysis import Patching, PatchGrid
 from explorer.views.patching.grids import GRIDS
 
-LONG_TOKEN = "␣extraordinarily"  # a token label longer than a tick label shows (present.patching.TICK_CHARS)
+LONG_TOKEN = "␣extraordinarily"  # a token label longer than a tick label shows (present.figures.TICK_CHARS)
 
 
 def sized_result(n_layers: int, n_tokens: int, n_heads: int = 4, clean: float = 3.0, corrupted: float = -1.0,

@@ -5,7 +5,7 @@ and when colours are clipped."""
 import pytest
 
 from explorer.present import patching as present
-from explorer.present.figures import MIN_PLOT_HEIGHT, TITLED_TOP, angled_label_depth
+from explorer.present.figures import MIN_PLOT_HEIGHT, TICK_CHARS, TITLED_TOP, angled_label_depth
 from explorer.views.patching.analysis import MIN_LOGIT_GAP
 from explorer.views.patching.grids import GRIDS
 from support.patching_results import sized_result
@@ -20,7 +20,7 @@ def plot_height(layout: dict) -> int:
 
 
 def test_every_layout_leaves_its_plot_area_room_from_1_to_24_layers_and_2_to_128_tokens():
-    longest_tick = angled_label_depth(present.TICK_CHARS + 1)
+    longest_tick = angled_label_depth(TICK_CHARS + 1)
     for n_layers in range(1, 25):
         heads = present.heads_layout(n_layers)
         assert heads["margin"]["t"] >= TITLED_TOP and plot_height(heads) >= max(MIN_PLOT_HEIGHT, 28 * n_layers)
@@ -42,7 +42,7 @@ def test_each_figure_carries_the_layout_and_labels_a_few_positions_apart(n_layer
     axis = present.grid_figure(result, "residual", n_layers, 4).layout.xaxis
     assert len(axis.tickvals) <= present.LABELLED_POSITIONS + len(result.changed) + 1
     assert axis.tickvals[-1] == f"{n_tokens - 1}:␣a" or axis.tickvals[-1].startswith(f"{n_tokens - 1}:")
-    assert all(len(t.replace("<b>", "").replace("</b>", "").rstrip("*")) <= present.TICK_CHARS for t in axis.ticktext)
+    assert all(len(t.replace("<b>", "").replace("</b>", "").rstrip("*")) <= TICK_CHARS for t in axis.ticktext)
     assert "<b>0:␣extraordin…*</b>" in axis.ticktext  # changed: bold and starred, cut with an ellipsis
 
 
