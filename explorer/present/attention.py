@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 from PIL import Image
 
-from explorer.present.figures import LAYOUT, plotly_text
+from explorer.present.figures import LAYOUT, plotly_text, tick_text
 from explorer.views.heads import HeadTypes
 
 
@@ -41,7 +41,7 @@ def token_centred_figure(weights: np.ndarray, query_label: str, key_labels: list
     for head in range(weights.shape[0]):
         found = types.labels(layer, head) if types is not None else []
         rows.append(f"H{head}" + "".join(f" · {k} {s:.2f}" for k, s in found))  # each type named as the grid names it
-    keys = plotly_text(key_labels)
+    keys = plotly_text([tick_text(label) for label in key_labels])
     fig = go.Figure(go.Heatmap(z=weights, x=keys, y=rows, colorscale="Blues", zmin=0, zmax=1, colorbar=dict(title="weight"),
                                hovertemplate="%{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     fig.update_layout(title=f"Layer {layer}: what {plotly_text([query_label])[0]} attends to, in every head",

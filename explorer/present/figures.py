@@ -109,9 +109,10 @@ def attention_head_figure(maps: AttentionMaps, view: View) -> go.Figure:
 
 
 def token_attention_figure(z, queries: list[str], keys: list[str], title: str, query: str, key: str) -> go.Figure:
-    """A (queries, keys) attention map with the tokens on its axes (``query``, ``key``: what they are); hover
-    shows query, key and weight."""
-    z, queries, keys = np.asarray(z, dtype=np.float32), plotly_text(queries), plotly_text(keys)
+    """A (queries, keys) attention map with the tokens on its axes (``query``, ``key``: what they are; each label
+    'position:token', cut by ``tick_text``); hover shows query, key and weight."""
+    z = np.asarray(z, dtype=np.float32)
+    queries, keys = (plotly_text([tick_text(label) for label in labels]) for labels in (queries, keys))
     fig = go.Figure(go.Heatmap(z=z, x=keys, y=queries, colorscale="Blues", zmin=0, zmax=float(z.max()),
                                hovertemplate="query %{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
     size = max(420, min(900, 14 * max(len(queries), len(keys)) + 160))

@@ -6,7 +6,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from explorer.present.figures import LAYOUT, plotly_text, probability
+from explorer.present.figures import LAYOUT, plotly_text, probability, tick_text
 from explorer.views.lens import LogitLens
 
 
@@ -27,7 +27,7 @@ def lens_heatmap(lens: LogitLens) -> go.Figure:
     """Layer x position: the probability each layer's read-out gives to the token that came next."""
     reads = plotly_text(lens.tokens[:-1])
     nexts = plotly_text(lens.tokens[1:])
-    columns = [f"{t}:{label}" for t, label in enumerate(reads)]
+    columns = [plotly_text(tick_text(f"{t}:{label}")) for t, label in enumerate(lens.tokens[:-1])]  # hover: whole
     hover = np.array([[f"{r} → {n}" for r, n in zip(reads, nexts)]] * len(lens.rows))
     fig = go.Figure(go.Heatmap(z=lens.next_token_probs, x=columns, y=lens.rows, colorscale="Blues", zmin=0, zmax=1,
                                customdata=hover, colorbar=dict(title="p(next)"),

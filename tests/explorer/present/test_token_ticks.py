@@ -1,11 +1,13 @@
 """Tokens on the figures' axes (explorer/present/figures.py: tick_text, token_ticks): a long token is cut to
 TICK_CHARS characters on the axis, and hover names it whole, in every chart of next tokens (Sampling, seen; Head
-ablation, both charts; One gradient step) and on the routes graph. A vocabulary's longest tokens (Llama 3's runs
-of spaces) once pushed the sampling chart's axis title into the plot below it."""
+ablation, both charts; One gradient step), on the routes graph and on the heat maps (Logit lens, Attention heads).
+A vocabulary's longest tokens (Llama 3's runs of spaces) once pushed the sampling chart's axis title into the plot
+below it."""
 
 from dataclasses import replace
 
 import pytest
+import torch
 
 from explorer.learning.gradient_step import gradient_step
 from explorer.present.ablation import ablation_figure, token_loss_figure
@@ -80,3 +82,23 @@ def test_the_routes_graph_cuts_a_long_token_on_its_axis(main_model):
     ticks = list(routes_figure(replace(routes, tokens=tokens)).layout.xaxis.ticktext)
     assert ticks[0] == tick_text(f"{first}:{LONG}") and ticks[0].endswith("…")
     assert all(len(text) <= TICK_CHARS for text in ticks)
+
+
+def test_the_heat_maps_cut_a_long_token_on_their_axes_and_keep_each_position_apart(main_model):
+    """Logit lens (hover names the token read and the next whole), Attention heads' map and its one-token view:
+    the labels carry their position ('3:␣…'), so cut ones stay apart."""
+    from explorer.present.attention import token_centred_figure
+    from explorer.present.figures import token_attention_figure
+    from explorer.present.lens import lens_heatmap
+    from explorer.views.lens import logit_lens
+
+    lens = logit_lens(*main_model, TEXT)
+    tokens = [lens.tokens[0], LONG, LONG, *lens.tokens[3:]]
+    heat = lens_heatmap(replace(lens, tokens=tokens)).data[0]
+    assert list(heat.x[:3]) == [f"0:{tokens[0]}", tick_text(f"1:{LONG}"), tick_text(f"2:{LONG}")]
+    assert len(set(heat.x)) == len(heat.x) == len(tokens) - 1 and heat.customdata[0][1] == f"{LONG} → {LONG}"
+    labels = [f"{p}:{token}" for p, token in enumerate(tokens)]
+    grid = token_attention_figure([[1.0] * len(labels)] * len(labels), labels, labels, "map", "query", "key").data[0]
+    assert grid.x[1] == grid.y[1] == tick_text(f"1:{LONG}") and len(set(grid.x)) == len(labels)
+    centred = token_centred_figure(torch.ones(2, len(labels)).numpy(), labels[1], labels, 0).data[0]
+    assert centred.x[2] == tick_text(f"2:{LONG}") and all(len(x) <= TICK_CHARS for x in centred.x)
