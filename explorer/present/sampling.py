@@ -22,6 +22,16 @@ SAMPLING = """### Sampling, seen
   probability reaches p (of what top-k kept), and the kept ones are renormalised to sum to 1."""
 
 
+def log_ticks(largest: int) -> list[int]:
+    """1, 2, 5, 10, 20, 50, ... up to ``largest``: a log axis labelled in whole numbers (plotly's own labels write
+    20 and 200 as '2', read as 2 by a learner)."""
+    ticks, scale = [], 1
+    while scale <= largest:
+        ticks += [step * scale for step in (1, 2, 5) if step * scale <= largest]
+        scale *= 10
+    return ticks
+
+
 def distribution_figure(d: NextTokenDistribution) -> go.Figure:
     """Top: the most likely next tokens, each bar's height and number its probability after temperature, before
     any cut (grey where top-k / top-p cut it; the renormalised probability it is drawn with in the hover);
@@ -56,6 +66,8 @@ def distribution_figure(d: NextTokenDistribution) -> go.Figure:
                       **{**LAYOUT, "margin": dict(l=60, r=20, t=80, b=60)})
     fig.update_xaxes(type="category", tickangle=-45, title_text=f"the {len(d.labels)} most likely next tokens", row=1, col=1)
     fig.update_yaxes(rangemode="tozero", title_text="probability", tickformat=".2~g", row=1, col=1)  # 0.0001, 0.2
-    fig.update_xaxes(type="log", title_text="tokens, most likely first (log scale)", row=2, col=1)
+    ticks = log_ticks(len(d.cumulative))
+    fig.update_xaxes(type="log", title_text="tokens, most likely first (log scale)", tickvals=ticks,
+                     ticktext=[f"{tick:,}" for tick in ticks], ticklabelstandoff=6, row=2, col=1)  # '1' clear of '0.0'
     fig.update_yaxes(range=[0, 1.02], title_text="summed", tickformat=".1f", row=2, col=1)
     return fig

@@ -2,7 +2,7 @@
 TICK_CHARS characters on the axis, and hover names it whole, in every chart of next tokens (Sampling, seen; Head
 ablation, both charts; One gradient step), on the routes graph and on the heat maps (Logit lens, Attention heads).
 A vocabulary's longest tokens (Llama 3's runs of spaces) once pushed the sampling chart's axis title into the plot
-below it."""
+below it. And the sampling chart's log axis reads whole numbers."""
 
 from dataclasses import replace
 
@@ -102,3 +102,15 @@ def test_the_heat_maps_cut_a_long_token_on_their_axes_and_keep_each_position_apa
     assert grid.x[1] == grid.y[1] == tick_text(f"1:{LONG}") and len(set(grid.x)) == len(labels)
     centred = token_centred_figure(torch.ones(2, len(labels)).numpy(), labels[1], labels, 0).data[0]
     assert centred.x[2] == tick_text(f"2:{LONG}") and all(len(x) <= TICK_CHARS for x in centred.x)
+
+
+def test_the_summed_probability_axis_reads_whole_numbers_on_its_log_scale(main_model):
+    """Plotly's own log labels wrote 20, 200 and 2000 as '2': the axis is labelled 1, 2, 5, 10, 20, ... 2,000."""
+    from explorer.present.sampling import log_ticks
+
+    assert log_ticks(4096) == [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000]
+    assert log_ticks(1) == [1] and log_ticks(60) == [1, 2, 5, 10, 20, 50]
+    d = next_token_distribution(*main_model, TEXT, sampling_settings(1.0, 0, 1.0))
+    axis = distribution_figure(d).layout.xaxis2
+    assert axis.type == "log" and list(axis.tickvals) == log_ticks(d.vocab_size) and axis.tickvals[-1] == 2000
+    assert list(axis.ticktext)[-4:] == ["200", "500", "1,000", "2,000"]
