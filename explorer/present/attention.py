@@ -42,8 +42,9 @@ def token_centred_figure(weights: np.ndarray, query_label: str, key_labels: list
         found = types.labels(layer, head) if types is not None else []
         rows.append(f"H{head}" + "".join(f" · {k} {s:.2f}" for k, s in found))  # each type named as the grid names it
     keys = plotly_text([tick_text(label) for label in key_labels])
+    whole = np.array([plotly_text(list(key_labels))] * len(rows))  # hover names each key whole
     fig = go.Figure(go.Heatmap(z=weights, x=keys, y=rows, colorscale="Blues", zmin=0, zmax=1, colorbar=dict(title="weight"),
-                               hovertemplate="%{y}<br>key %{x}<br>weight %{z:.3f}<extra></extra>"))
+                               customdata=whole, hovertemplate="%{y}<br>key %{customdata}<br>weight %{z:.3f}<extra></extra>"))
     fig.update_layout(title=f"Layer {layer}: what {plotly_text([query_label])[0]} attends to, in every head",
                       xaxis_title="key token", height=max(330, 160 + 30 * len(rows)), **{**LAYOUT, "margin": dict(l=60, r=20, t=50, b=110)})
     fig.update_xaxes(type="category", tickangle=-60, tickfont_size=10)

@@ -85,7 +85,7 @@ def test_the_routes_graph_cuts_a_long_token_on_its_axis(main_model):
 
 
 def test_the_heat_maps_cut_a_long_token_on_their_axes_and_keep_each_position_apart(main_model):
-    """Logit lens (hover names the token read and the next whole), Attention heads' map and its one-token view:
+    """Logit lens and Attention heads' one-token view (hover names the tokens whole), Attention heads' map:
     the labels carry their position ('3:␣…'), so cut ones stay apart."""
     from explorer.present.attention import token_centred_figure
     from explorer.present.figures import token_attention_figure
@@ -102,6 +102,7 @@ def test_the_heat_maps_cut_a_long_token_on_their_axes_and_keep_each_position_apa
     assert grid.x[1] == grid.y[1] == tick_text(f"1:{LONG}") and len(set(grid.x)) == len(labels)
     centred = token_centred_figure(torch.ones(2, len(labels)).numpy(), labels[1], labels, 0).data[0]
     assert centred.x[2] == tick_text(f"2:{LONG}") and all(len(x) <= TICK_CHARS for x in centred.x)
+    assert centred.customdata[1][2] == f"2:{LONG}" and "key %{customdata}" in centred.hovertemplate
 
 
 def test_the_summed_probability_axis_reads_whole_numbers_on_its_log_scale(main_model):

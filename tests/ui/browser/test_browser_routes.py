@@ -118,7 +118,8 @@ def test_bad_input_says_what_is_allowed_in_the_status_line(page):
 def test_an_encoder_decoder_draws_cross_attention_from_the_source_row(page):
     """folio-to-modern: the teaching's example head is one it has (3 decoder layers of 8 heads), −1 traces the
     rewrite's last word (after it the model predicts <|endoftext|>: the status says so), the labels keep apart."""
-    assert "L5.H7" in page.inner_text("#routes-teaching")  # shakespeare-main: 6 layers of 8 heads
+    # shakespeare-main: 6 layers of 8 heads (written by the menu's change event: waited for, as this test may run first)
+    page.wait_for_selector("#routes-teaching >> text=L5.H7")
     pick(page, "routes-model", "folio-to-modern")
     page.wait_for_selector("#routes-teaching >> text=L2.H7")
     assert "L4.H7" not in page.inner_text("#routes-teaching")
