@@ -162,9 +162,10 @@ def browser():
     playwright.stop()
 
 
-@pytest.fixture(scope="module", params=WIDTHS, ids=lambda w: f"{w}px")
+@pytest.fixture(params=WIDTHS, ids=lambda w: f"{w}px")
 def page(request, browser, app_server):
-    """The app in a page at each width in turn (1366, then 800 px); a module may narrow it with one of its own."""
+    """The app in a fresh page at each width (1366, then 800 px), one per test: no test reads what another left on
+    the page (a tab open, a model picked, a result drawn). A module may narrow it with one of its own."""
     page = app_page(browser, app_server, request.param)
     yield page
     page.close()
@@ -172,7 +173,10 @@ def page(request, browser, app_server):
 
 @pytest.fixture(autouse=True)
 def screenshot_on_failure(request):
+    """A failed browser test's page, as it was, in artifacts/screenshots/failed-<test>.png. The page is taken at the
+    start, so that it is closed after this fixture ends (a page is a test's own)."""
+    page = request.getfixturevalue("page") if "page" in request.fixturenames else None
     failed_before = request.session.testsfailed
     yield
-    if request.session.testsfailed > failed_before and "page" in request.fixturenames:
-        request.getfixturevalue("page").screenshot(path=SHOTS / f"failed-{request.node.name}.png", full_page=True)
+    if page is not None and request.session.testsfailed > failed_before:
+        page.screenshot(path=SHOTS / f"failed-{request.node.name}.png", full_page=True)

@@ -15,9 +15,9 @@ from ui.tabs.generate import FOLIO_EXAMPLE
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def page(browser, app_server):
-    """One page at 1366 px for this module's tests, in turn (conftest's ``page`` opens one at each width)."""
+    """A fresh page at 1366 px for each of this module's tests (conftest's ``page`` opens one at each width)."""
     page = app_page(browser, app_server)
     yield page
     page.close()
@@ -260,6 +260,7 @@ def test_attention_grid_appears(page):
 def test_user_text_echoed_on_the_page_is_text_not_html(page):
     """A value typed into a menu comes back in the status line; it must not become an element."""
     attack = "<img src=x onerror=window.__pwned=1>"
+    open_tab(page, "Attention heads")
     page.fill("#att-head input", attack)
     page.keyboard.press("Enter")
     page.wait_for_selector("#att-status >> text=is not a whole number")
@@ -268,6 +269,7 @@ def test_user_text_echoed_on_the_page_is_text_not_html(page):
 
 
 def test_attention_of_folio_to_modern_shows_the_whole_rewrite(page):
+    open_tab(page, "Attention heads")
     pick(page, "att-model", "folio-to-modern")
     page.click("#att-button")
     page.wait_for_selector("#att-status >> text=folio-to-modern: 2 layers")
@@ -325,6 +327,7 @@ def test_forward_pass_tab_shows_the_shapes_without_an_inner_scroll_box_or_split_
 
 
 def test_forward_pass_of_folio_to_modern_names_the_decoder_tokens(page):
+    open_tab(page, "Inside the forward pass")
     pick(page, "trace-model", "folio-to-modern")
     page.click("#trace-button")
     page.wait_for_selector("#trace-summary >> text=The decoder read the model's own rewrite")

@@ -13,6 +13,8 @@ signed-in tab, and after the push, go to artifacts/screenshots/oauth-*.png.
 Signing in leaves the page (the Hub's consent page sends the browser back to a fresh one): a visitor who trains,
 then signs in, finds Train one yourself and the model again (ui.open_model keeps it), and pushes it."""
 
+import copy
+
 import pytest
 from huggingface_hub import metadata_load
 
@@ -90,19 +92,22 @@ def shoot(page, name: str):
 
 def test_on_the_space_a_push_without_signing_in_is_refused_and_never_uses_the_machines_token(browser, space):
     url, hub = space
+    repos, authors, requests = copy.deepcopy(hub.repos), copy.deepcopy(hub.authors), len(hub.requests)  # earlier tests'
     page = visitor(browser, url, hub, None, 1366)
     assert page.inner_text("#trained-login").strip() == "Sign in with Hugging Face"
     train(page)
     page.fill("#trained-repo input, #trained-repo textarea", "not-signed-in")
     page.click("#trained-push")
     page.wait_for_selector("#trained-status >> text=Sign in with Hugging Face first")
-    assert hub.repos == {} and hub.authors == {}
-    assert not [r for r in hub.requests if "whoami" in r or "/api/repos/create" in r]  # the Space's token unused
+    assert hub.repos == repos and hub.authors == authors  # nothing made, nothing written
+    made = hub.requests[requests:]
+    assert not [r for r in made if "whoami" in r or "/api/repos/create" in r]  # the Space's token unused
     page.context.close()
 
 
 def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_account(browser, space):
     url, hub = space
+    grants, repos, scopes = len(hub.grants), set(hub.repos), set(hub.scopes)  # what the module's other tests made
     pages = {"alice": visitor(browser, url, hub, "alice", 1366), "bob": visitor(browser, url, hub, "bob", 800)}
     for user, page in pages.items():
         train(page)  # then sign in, which leaves the page: back, the tab and the model trained are there again
@@ -111,7 +116,7 @@ def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_acco
         page.wait_for_selector(f"#trained-login >> text=Logout ({user})")
         page.wait_for_selector("#trained-status >> text=The model you trained is still here")
         assert page.get_by_role("tab", name="Train one yourself").get_attribute("aria-selected") == "true"
-    assert sorted(hub.grants) == [("alice", readme_scopes()), ("bob", readme_scopes())]
+    assert sorted(hub.grants[grants:]) == [("alice", readme_scopes()), ("bob", readme_scopes())]
     for user, page in pages.items():
         shoot(page, f"signed-in-{page.viewport_size['width']}")
     for user, page in pages.items():  # both pushes at once
@@ -126,8 +131,8 @@ def test_two_visitors_sign_in_as_themselves_and_each_push_goes_to_their_own_acco
         repo_id = f"{user}/my-transformer"
         assert hub.authors[repo_id] == [user], hub.authors
         assert {"config.json", "model.safetensors", "README.md", "loss_curve.png"} <= set(hub.repos[repo_id]["files"])
-    assert set(hub.repos) == {"alice/my-transformer", "bob/my-transformer"}  # nothing under the Space owner
-    assert len(hub.scopes) == 2 and MACHINE_TOKEN not in hub.scopes  # one OAuth token per visitor, nothing else
+    assert set(hub.repos) - repos == {"alice/my-transformer", "bob/my-transformer"}  # nothing under the Space owner
+    assert len(set(hub.scopes) - scopes) == 2 and MACHINE_TOKEN not in hub.scopes  # one OAuth token a visitor
     for page in pages.values():
         page.context.close()
 

@@ -24,9 +24,9 @@ def shipped_app(app_server):
         yield app_server
 
 
-@pytest.fixture(scope="module", params=[1366, 800], ids=lambda w: f"{w}px")
+@pytest.fixture(params=[1366, 800], ids=lambda w: f"{w}px")
 def page(request, browser, shipped_app):
-    """The app on the shipped checkpoints at each width, on the Activation patching tab."""
+    """The app on the shipped checkpoints at each width, on the Activation patching tab: a fresh page a test."""
     page = app_page(browser, shipped_app, request.param)
     open_tab(page, "Activation patching")
     page.wait_for_function("() => document.querySelector('#patching-model input').value.startsWith('shakespeare-main')")

@@ -51,8 +51,9 @@ def sized_app(app_server, sized_root):
         yield app_server
 
 
-@pytest.fixture(scope="module", params=[1366, 800], ids=lambda w: f"{w}px")
+@pytest.fixture(params=[1366, 800], ids=lambda w: f"{w}px")
 def page(request, browser, sized_app):
+    """The sized models' app at each width, on the Activation patching tab: a fresh page a test."""
     page = app_page(browser, sized_app, request.param)
     open_tab(page, "Activation patching")
     yield page
@@ -68,6 +69,11 @@ def patch_and_wait(page, model: str):
     page.click("#patching-button")
     page.wait_for_function("""(name) => { const text = document.querySelector('#patching-status').innerText;
                                           return text.includes(name) && text.includes('patched runs in'); }""", arg=model)
+
+
+def plotly_loaded(page):
+    """Wait for the page's Plotly: gr.Plot loads it as it draws its first plot, after the status has answered."""
+    page.wait_for_function("() => window.Plotly && window.Plotly.react")
 
 
 def tabs_still_switch(page):
@@ -103,6 +109,7 @@ def test_every_grid_figure_draws_from_1_to_24_layers_and_2_to_128_tokens(page, n
     draws it, as wide as the grids' column at this width: a plot area of a row per layer, no failure."""
     if not page.evaluate("() => !!window.Plotly"):  # gr.Plot loads plotly with the first plot it draws
         patch_and_wait(page, "one-layer")
+        plotly_loaded(page)
     result = sized_result(n_layers, n_tokens)
     for name in GRIDS:
         figure = json.loads(present.grid_figure(result, name, n_layers, 4).to_json())
@@ -143,7 +150,8 @@ def old_two_layer_figure() -> dict:
 def test_a_figure_plotly_cannot_draw_fails_alone(page):
     """Drawn through the page's Plotly as gr.Plot draws (its margin rules), the old figure throws; the throw is
     caught, a line says so, and the page goes on: the tabs switch, the next grids draw."""
-    patch_and_wait(page, "two-layers")  # the page's plotly is loaded (gr.Plot loads it with the first plot)
+    patch_and_wait(page, "two-layers")
+    plotly_loaded(page)
     outcome = page.evaluate(DRAW_AS_GRADIO, old_two_layer_figure())["failed"] or "drawn"
     assert outcome.startswith("This figure could not be drawn (Something went wrong with axis scaling)"), outcome
     tabs_still_switch(page)

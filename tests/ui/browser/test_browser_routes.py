@@ -20,8 +20,9 @@ def shipped_app(app_server):
         yield app_server
 
 
-@pytest.fixture(scope="module", params=[1366, 800], ids=lambda w: f"{w}px")
+@pytest.fixture(params=[1366, 800], ids=lambda w: f"{w}px")
 def page(request, browser, shipped_app):
+    """The app on the shipped checkpoints at each width, on How the prediction was made: a fresh page a test."""
     page = app_page(browser, shipped_app, request.param)
     open_tab(page, "How the prediction was made")
     page.wait_for_function("() => document.querySelector('#routes-model input').value.startsWith('shakespeare-main')")
