@@ -28,6 +28,7 @@ from transformers import GPT2LMHeadModel, GPTNeoXForCausalLM, LlamaForCausalLM, 
 
 from .configuration_scratch_transformer import ACTIVATIONS, ScratchTransformerConfig
 from .modeling_scratch_transformer import ScratchTransformerForCausalLM
+from .position_encodings import ROPE_SCALINGS
 from .torch_transformer import Transformer
 
 
@@ -162,12 +163,21 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     return ours.to(m.dtype)
 
 
-def _rope_settings(c, problems: list[str]) -> tuple[float, float]:
-    """(rope_theta, rotary_fraction) from transformers' ``rope_parameters``; a RoPE scaling type is refused."""
+def _rope_settings(c, problems: list[str]) -> dict:
+    """Our RoPE fields (rope_theta, rotary_fraction, rope_frequency_scaling) from transformers' ``rope_parameters``:
+    the default RoPE, or its frequencies slowed by a rule ours computes (``ROPE_SCALINGS``: Llama 3.1's, linear);
+    the rules that change with the text's length or scale the scores besides (dynamic, YaRN, LongRoPE) are refused."""
     rope = dict(getattr(c, "rope_parameters", None) or {})
-    if rope.get("rope_type", "default") != "default":
-        problems.append(f"rope_parameters rope_type {rope['rope_type']!r} (only the default, unscaled RoPE maps)")
-    return float(rope.get("rope_theta", 10000.0)), float(rope.get("partial_rotary_factor", 1.0))
+    kind, scaling = rope.get("rope_type", "default"), None
+    if kind in ROPE_SCALINGS:
+        scaling = {"rope_type": kind, **{key: rope.get(key) for key in ROPE_SCALINGS[kind]}}
+        if kind == "llama3" and scaling["original_max_position_embeddings"] is None:  # transformers' fallback
+            scaling["original_max_position_embeddings"] = c.max_position_embeddings
+    elif kind != "default":
+        problems.append(f"rope_parameters rope_type {kind!r} (ours computes the default RoPE and the "
+                        f"{', '.join(ROPE_SCALINGS)} scalings of its frequencies)")
+    return {"rope_theta": float(rope.get("rope_theta", 10000.0)),
+            "rotary_fraction": float(rope.get("partial_rotary_factor", 1.0)), "rope_frequency_scaling": scaling}
 
 
 def _activation(c, problems: list[str]) -> str:
@@ -209,7 +219,7 @@ def llama_config(c) -> ScratchTransformerConfig:
         problems.append(f"sliding_window {c.sliding_window} (ours attends to every earlier token)")
     if any(kind != "full_attention" for kind in getattr(c, "layer_types", None) or ()):
         problems.append(f"layer_types {sorted(set(c.layer_types))} (ours: full_attention in every layer)")
-    rope_theta, rotary_fraction = _rope_settings(c, problems)
+    rope = _rope_settings(c, problems)
     activation = _activation(c, problems)
     qkv_bias, attention_bias, feed_forward_bias = llama_biases(c.model_type, getattr(c, "attention_bias", False),
                                                                getattr(c, "mlp_bias", False))
@@ -217,8 +227,8 @@ def llama_config(c) -> ScratchTransformerConfig:
     return ScratchTransformerConfig(
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads,
         n_kv_heads=c.num_key_value_heads, n_layers=c.num_hidden_layers, d_ff=c.intermediate_size,
-        max_position_embeddings=c.max_position_embeddings, position_encoding="rope", rope_theta=rope_theta,
-        rotary_fraction=rotary_fraction, norm="rmsnorm", norm_first=True, final_layer_norm=True,
+        max_position_embeddings=c.max_position_embeddings, position_encoding="rope", **rope,
+        norm="rmsnorm", norm_first=True, final_layer_norm=True,
         activation=activation, feed_forward="gated", scale_embeddings=False, dropout=0.0, activation_dropout=0.0,
         attention_dropout=c.attention_dropout, bias=False, qkv_bias=qkv_bias, attention_bias=attention_bias,
         feed_forward_bias=feed_forward_bias, layer_norm_eps=c.rms_norm_eps,
@@ -267,13 +277,13 @@ def causal_lm_from_llama(m) -> ScratchTransformerForCausalLM:
 def gpt_neox_config(c) -> ScratchTransformerConfig:
     """Our config for a ``GPTNeoXConfig``; ValueError naming what our model cannot hold."""
     problems = []
-    rope_theta, rotary_fraction = _rope_settings(c, problems)
+    rope = _rope_settings(c, problems)
     activation = _activation(c, problems)
     _refuse("GPT-NeoX", problems)
     return ScratchTransformerConfig(
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads, n_layers=c.num_hidden_layers,
         d_ff=c.intermediate_size, max_position_embeddings=c.max_position_embeddings, position_encoding="rope",
-        rope_theta=rope_theta, rotary_fraction=rotary_fraction, norm="layernorm", norm_first=True,
+        **rope, norm="layernorm", norm_first=True,
         final_layer_norm=True, parallel_residual=c.use_parallel_residual, activation=activation,
         scale_embeddings=False, dropout=c.hidden_dropout, activation_dropout=0.0,
         attention_dropout=c.attention_dropout, bias=True, attention_bias=c.attention_bias, feed_forward_bias=True,

@@ -3,7 +3,8 @@
 - sinusoidal (the paper): PE(pos) added to the token embedding, fixed, defined at every position;
 - learned (GPT-2): a trained table P[pos] added to it, with no rows past its length;
 - RoPE (RoFormer; Llama, GPT-NeoX): q and k of every self-attention turned by an angle that grows with the position,
-  so a score depends on positions only through their offset; on a fraction of each head if asked (GPT-NeoX);
+  so a score depends on positions only through their offset; on a fraction of each head if asked (GPT-NeoX); its
+  frequencies slowed for a longer context if asked (Llama 3.1's rule, or linear position interpolation);
 - ALiBi: -slope_h * distance added to every score;
 - none: nothing (a causal mask alone still tells order apart).
 
@@ -14,6 +15,12 @@ import math
 
 import torch
 from torch import nn
+
+# RoPE's frequency scalings (``rope_frequencies``) and the numbers each reads, named as transformers' rope_parameters
+ROPE_SCALINGS = {
+    "linear": ("factor",),
+    "llama3": ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"),
+}
 
 
 def sinusoidal_encoding(position_ids: torch.Tensor, d_model: int) -> torch.Tensor:
@@ -51,11 +58,37 @@ class LearnedPositionalEncoding(nn.Embedding):
             ) from None
 
 
-def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """RoPE: pair i of a head at position m turns by m * theta_i, theta_i = theta^(-2i/d_head).
-    (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over heads. With a rotary fraction
-    ``d_head`` is the rotated width d_rotary (GPT-NeoX: a quarter of the head)."""
-    inv_freq = theta ** (-torch.arange(0, d_head, 2, device=position_ids.device, dtype=torch.float32) / d_head)
+def rope_frequencies(d_head: int, theta: float = 10000.0, scaling: dict | None = None,
+                     device: torch.device | None = None) -> torch.Tensor:
+    """theta_i = theta^(-2i/d_head), the angle pair i turns by per position, for i < d_head/2; ``scaling`` (the
+    config's ``rope_frequency_scaling``) slows pairs down so a context trained at one length reads a longer one:
+    - "linear" (position interpolation, Chen et al. 2023): theta_i / factor for every pair;
+    - "llama3" (Llama 3.1): by each pair's wavelength lambda_i = 2 pi / theta_i against the trained context L
+      (``original_max_position_embeddings``): pairs that turn many times within L (lambda_i < L / high_freq_factor)
+      keep theta_i; pairs slower than L / low_freq_factor get theta_i / factor; between, the mix
+      (1 - s) theta_i / factor + s theta_i with s = (L / lambda_i - low_freq_factor) / (high_freq_factor -
+      low_freq_factor), which runs from 0 to 1 across the band."""
+    inv_freq = theta ** (-torch.arange(0, d_head, 2, device=device, dtype=torch.float32) / d_head)
+    kind = (scaling or {}).get("rope_type")
+    if kind is None:
+        return inv_freq
+    if kind == "linear":
+        return inv_freq / scaling["factor"]
+    if kind == "llama3":
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        trained = scaling["original_max_position_embeddings"]
+        wavelength = 2 * math.pi / inv_freq
+        smooth = ((trained / wavelength - low) / (high - low)).clamp(0.0, 1.0)  # 1: fast pairs, 0: slow ones
+        return (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    raise ValueError(f"rope_frequency_scaling rope_type must be one of {', '.join(ROPE_SCALINGS)}, got {kind!r}")
+
+
+def rope_angles(position_ids: torch.Tensor, d_head: int, theta: float = 10000.0,
+                scaling: dict | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE: pair i of a head at position m turns by m * theta_i (``rope_frequencies``: theta^(-2i/d_head), slowed
+    by ``scaling`` where the model has one). (B, T) positions -> (cos, sin), each (B, 1, T, d_head/2), broadcast over
+    heads. With a rotary fraction ``d_head`` is the rotated width d_rotary (GPT-NeoX: a quarter of the head)."""
+    inv_freq = rope_frequencies(d_head, theta, scaling, position_ids.device)
     angles = position_ids.to(torch.float32)[:, None, :, None] * inv_freq
     return angles.cos(), angles.sin()
 

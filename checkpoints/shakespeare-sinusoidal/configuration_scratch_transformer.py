@@ -12,6 +12,8 @@ import math
 
 from transformers import PretrainedConfig
 
+from .position_encodings import ROPE_SCALINGS
+
 POSITION_ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "silu")
 NORMS = ("layernorm", "rmsnorm")
@@ -35,6 +37,10 @@ class ScratchTransformerConfig(PretrainedConfig):
             table, GPT-2), "rope" (q and k rotated in every self-attention), "alibi" (a distance
             penalty on every score) or "none".
         rope_theta: RoPE base; pair i of a head turns by pos * rope_theta^(-2i/d_rotary).
+        rope_frequency_scaling: None (RoPE's frequencies as rope_theta gives them), or how they are slowed to read a
+            context longer than the one trained at (``position_encodings.rope_frequencies``), as transformers'
+            rope_parameters write it: {"rope_type": "linear", "factor": f} or {"rope_type": "llama3", "factor": f,
+            "low_freq_factor": a, "high_freq_factor": b, "original_max_position_embeddings": L} (Llama 3.1, 3.2).
         rotary_fraction: the share of each head that RoPE turns: its first d_rotary = int(d_head * rotary_fraction)
             dimensions (an even number); the rest pass unrotated (GPT-NeoX / Pythia: 0.25). 1.0: the whole head.
         n_kv_heads: key/value heads (``num_key_value_heads``); each serves n_heads / n_kv_heads query heads
@@ -89,6 +95,7 @@ class ScratchTransformerConfig(PretrainedConfig):
         max_position_embeddings: int = 256,
         position_encoding: str = "sinusoidal",
         rope_theta: float = 10000.0,
+        rope_frequency_scaling: dict | None = None,
         rotary_fraction: float = 1.0,
         n_kv_heads: int | None = None,
         norm: str = "layernorm",
@@ -131,6 +138,7 @@ class ScratchTransformerConfig(PretrainedConfig):
             self.n_kv_heads = self.n_heads
         self.position_encoding = position_encoding
         self.rope_theta = rope_theta
+        self.rope_frequency_scaling = rope_frequency_scaling
         self.rotary_fraction = rotary_fraction
         self.norm = norm
         self.norm_first = norm_first
@@ -235,6 +243,7 @@ class ScratchTransformerConfig(PretrainedConfig):
                 f"rotary_fraction must leave RoPE an even, positive width int(d_head * rotary_fraction) (it turns "
                 f"pairs), got int({self.d_head} * {self.rotary_fraction}) = {self.d_rotary}"
             )
+        self._validate_rope_frequency_scaling()
         for name, allowed in (("norm", NORMS), ("feed_forward", FEED_FORWARDS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
@@ -261,6 +270,29 @@ class ScratchTransformerConfig(PretrainedConfig):
             raise ValueError("parallel_residual (x + Attn(LN(x)) + FFN(LN(x))) adds a feed-forward beside attention: "
                              f"it needs feed_forward one of {with_one}; got feed_forward='none' (attention-only "
                              "layers, x + Attn(LN(x)))")
+
+    def _validate_rope_frequency_scaling(self) -> None:
+        scaling = self.rope_frequency_scaling
+        if scaling is None:
+            return
+        kinds = "; ".join(f"{kind}: {', '.join(keys)}" for kind, keys in ROPE_SCALINGS.items())
+        if not isinstance(scaling, dict) or scaling.get("rope_type") not in ROPE_SCALINGS:
+            raise ValueError(f"rope_frequency_scaling must be None or a dict with rope_type and its numbers ({kinds}); "
+                             f"got {scaling!r}")
+        if self.position_encoding != "rope":
+            raise ValueError(f"rope_frequency_scaling applies to position_encoding 'rope' only (it slows RoPE's "
+                             f"frequencies); got it with {self.position_encoding!r}")
+        kind, needed = scaling["rope_type"], ROPE_SCALINGS[scaling["rope_type"]]
+        if set(scaling) != {"rope_type", *needed}:
+            raise ValueError(f"rope_frequency_scaling of rope_type {kind!r} holds exactly rope_type, {', '.join(needed)}; "
+                             f"got {', '.join(sorted(scaling))}")
+        for name in needed:
+            value = scaling[name]
+            if not _is_number(value) or not 0.0 < value < math.inf:
+                raise ValueError(f"rope_frequency_scaling {name} must be a finite positive number, got {value!r}")
+        if kind == "llama3" and not scaling["low_freq_factor"] < scaling["high_freq_factor"]:
+            raise ValueError("rope_frequency_scaling needs low_freq_factor < high_freq_factor (the band between "
+                             f"them is blended); got {scaling['low_freq_factor']} and {scaling['high_freq_factor']}")
 
 
 def _is_number(value) -> bool:

@@ -402,7 +402,7 @@ class TransformerStack(nn.Module):
         super().__init__()
         self.n_heads, self.d_head = config.n_heads, config.d_head
         self.position_encoding, self.rope_theta = config.position_encoding, config.rope_theta
-        self.d_rotary = config.d_rotary
+        self.rope_scaling, self.d_rotary = config.rope_frequency_scaling, config.d_rotary
         self.layers = nn.ModuleList(TransformerLayer(config, i, cross_attention, causal) for i in range(n_layers))
         self.norm = make_norm(config) if config.final_layer_norm else None
         self.site = None
@@ -422,7 +422,7 @@ class TransformerStack(nn.Module):
         batch, length = x.shape[:2]
         rotary = None
         if self.position_encoding == "rope":
-            cos, sin = rope_angles(position_ids, self.d_rotary, self.rope_theta)
+            cos, sin = rope_angles(position_ids, self.d_rotary, self.rope_theta, self.rope_scaling)
             rope = (self.site[0], None, "rope")
             rotary = rope_tables(note(rope, "cos", cos), note(rope, "sin", sin))
         position_bias = None

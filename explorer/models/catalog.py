@@ -246,7 +246,7 @@ def menu_choices(catalog: dict[str, CheckpointInfo], results: Results) -> list[t
 
 def config_summary(name: str, config: ScratchTransformerConfig) -> str:
     """A Markdown line with the architecture of a model, from its config: sizes, the norm and where it sits, the
-    feed-forward, key/value heads shared or not, the rotary share, the residual, the head."""
+    feed-forward, key/value heads shared or not, the rotary share and scaling, the residual, the head."""
     layers = (f"{config.n_encoder_layers} encoder + {config.n_layers} decoder layers" if config.is_encoder_decoder
               else f"{config.n_layers} layers")
     feed_forward = {"none": "attention only (no feed-forward)", "gated": f"gated feed-forward ({config.activation}), "
@@ -257,6 +257,9 @@ def config_summary(name: str, config: ScratchTransformerConfig) -> str:
     position = config.position_encoding
     if position == "rope" and config.rotary_fraction < 1:
         position += f" on {config.d_rotary} of {config.d_head} dims"
+    scaling = config.rope_frequency_scaling if position.startswith("rope") else None
+    if scaling:
+        position += f", frequencies slowed {scaling['factor']:g}× ({scaling['rope_type']})"
     norm = {"rmsnorm": "RMSNorm", "layernorm": "LayerNorm"}.get(config.norm, config.norm)
     residual = "parallel residual" if config.parallel_residual else ("pre" if config.norm_first else "post") + "-norm"
     head = "tied head" if config.tie_word_embeddings else "untied head"

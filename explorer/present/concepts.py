@@ -20,7 +20,8 @@ ENCODINGS = """**Position encodings.** Attention by itself ignores order, so pos
 - *learned*: a trained table P[pos], added once; it has no row past its last position;
 - *RoPE*: nothing is added; inside every self-attention layer each pair (q_2i, q_2i+1) of a query or key at
   position m is turned by the angle m·θ_i, θ_i = 10000^(−2i/d_k) (d_k: one head's width, see multi-head attention),
-  so q_m · k_n depends on n − m only;
+  so q_m · k_n depends on n − m only; a model made to read past the length it was trained at may turn its slow pairs
+  slower still (Llama 3.1 and 3.2: the model's own steps say how);
 - *ALiBi*: nothing is added; every self-attention score gets −slope_h · |i − j|, one slope per head
   (2^(−8h/H), h = 1..H, when H is a power of two; the paper's interleaving rule otherwise), so far tokens weigh
   less;

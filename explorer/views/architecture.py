@@ -41,6 +41,7 @@ class Architecture:
     d_rotary: int
     scaled_embeddings: bool
     encoder_decoder: bool
+    rope_scaling: tuple[tuple[str, object], ...] = ()  # the config's rope_frequency_scaling as items (hashable)
 
     # ------------------------------------------------------------------ the norm
     @property
@@ -186,8 +187,34 @@ class Architecture:
         pairs = f"{self.d_rotary // 2} pair" + ("s" if self.d_rotary > 2 else "")
         if self.partial_rotary:
             return (f"RoPE turns the first d_rotary = {self.d_rotary} of each head's d_head = {self.d_head} dimensions "
-                    f"({pairs}); the other {self.d_head - self.d_rotary} pass unrotated and carry no position")
-        return f"RoPE turns every dimension of each head: d_head = {self.d_head}, {pairs}"
+                    f"({pairs}); the other {self.d_head - self.d_rotary} pass unrotated and carry no position"
+                    + (f"; {self.rope_scaling_text()}" if self.rope_scaling else ""))
+        whole = f"RoPE turns every dimension of each head: d_head = {self.d_head}, {pairs}"
+        return whole + (f"; {self.rope_scaling_text()}" if self.rope_scaling else "")
+
+    def rope_frequency_formula(self) -> str:
+        """θ_i, the angle pair i turns by per position, as this model computes it, in one line
+        (``modeling.position_encodings.rope_frequencies``; ``rope_scaling_text`` tells the rule)."""
+        scaling = dict(self.rope_scaling)
+        if not scaling:
+            return "θ_i = θ^(−2i/d_rotary)"
+        if scaling["rope_type"] == "linear":
+            return f"θ_i = θ^(−2i/d_rotary) / {scaling['factor']:g}"
+        return "θ_i = θ^(−2i/d_rotary), slowed by Llama 3.1's rule"
+
+    def rope_scaling_text(self) -> str:
+        """How RoPE's frequencies are slowed to read a context longer than the one trained at; "" when they are not."""
+        scaling = dict(self.rope_scaling)
+        if not scaling:
+            return ""
+        factor = f"{scaling['factor']:g}"
+        if scaling["rope_type"] == "linear":
+            return f"every pair turns {factor}× slower than θ^(−2i/d_rotary) (linear position interpolation)"
+        trained = scaling["original_max_position_embeddings"]
+        slow, fast = trained / scaling["low_freq_factor"], trained / scaling["high_freq_factor"]
+        return (f"its frequencies are slowed as Llama 3.1's are, to read past the {trained:,.6g} tokens it was first "
+                f"trained at: a pair whose wavelength 2π/θ_i is over {slow:,.6g} tokens turns {factor}× slower, one "
+                f"under {fast:,.6g} as θ^(−2i/d_rotary) says, and those between by a blend of the two")
 
     def head_formula(self, h: str = "h") -> str:
         """The LM head."""
@@ -268,4 +295,5 @@ def describe(model) -> Architecture:
         d_model=c.d_model, d_ff=c.d_ff, n_heads=c.n_heads, n_kv_heads=c.n_kv_heads, d_head=c.d_head,
         biases=frozenset(biases), tied_head=tied, parallel_residual=c.parallel_residual,
         position_encoding=c.position_encoding, d_rotary=c.d_rotary if c.position_encoding == "rope" else 0,
-        scaled_embeddings=c.scale_embeddings, encoder_decoder=c.is_encoder_decoder)
+        scaled_embeddings=c.scale_embeddings, encoder_decoder=c.is_encoder_decoder,
+        rope_scaling=tuple((c.rope_frequency_scaling or {}).items()) if c.position_encoding == "rope" else ())

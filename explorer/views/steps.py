@@ -114,7 +114,8 @@ def recompute_attention(model, kind: str, layer: int, residual_in: torch.Tensor,
     q_rot = k_rot = position_bias = None
     positions = torch.arange(length)[None]
     if config.position_encoding == "rope" and not attention.is_cross:  # positions act in self-attention only
-        tables = rope_tables(*rope_angles(positions, config.d_rotary, config.rope_theta))
+        tables = rope_tables(*rope_angles(positions, config.d_rotary, config.rope_theta,
+                                                 config.rope_frequency_scaling))
         q_rot, k_rot = rotate(q, *tables), rotate(k, *tables)  # the first d_rotary dimensions of each head
     if config.position_encoding == "alibi" and not attention.is_cross:
         position_bias = alibi_bias(positions, positions, n_heads)
@@ -212,9 +213,9 @@ def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own
                          own.value[0, kv], f"W_V^{g} is rows {_span(v_rows)} of qkv_proj.weight."))
     if r.q_rotated is not None:
         rotated = "RoPE acts here, inside attention, in every layer; nothing was added to the embeddings."
-        if arch.partial_rotary:
+        if arch.partial_rotary or arch.rope_scaling:
             rotated += f" {arch.rotary_text()[0].upper()}{arch.rotary_text()[1:]}."
-        steps.append(one("Query after RoPE", f"R(t) q: pair i turned by t · θ_i, θ_i = θ^(−2i/d_rotary), i < {arch.d_rotary // 2}",
+        steps.append(one("Query after RoPE", f"R(t) q: pair i turned by t · θ_i, {arch.rope_frequency_formula()}, i < {arch.d_rotary // 2}",
                          r.q_rotated[0, h, t], own.query_rotated[0, h, t], rotated))
         steps.append(per_key("Keys after RoPE", "R(j) k_j", r.k_rotated[0, kv], own.key_rotated[0, kv],
                              "R(t)q · R(j)k = q · R(j − t)k: the score depends on the offset j − t, not on t itself."))

@@ -28,6 +28,14 @@ REFERENCES = {
     "qwen2": lambda: Qwen2ForCausalLM(Qwen2Config(num_attention_heads=4, num_key_value_heads=2, **SIZES)),
     "mistral": lambda: MistralForCausalLM(MistralConfig(num_attention_heads=4, num_key_value_heads=2,
                                                         sliding_window=None, **SIZES)),
+    # Llama 3.1's frequency rule over a trained context of 32 positions, head width 16: pair 0 (wavelength 6.3 <
+    # 32 / 4) turns as it was, pair 1 (19.9) is blended, pairs 2 to 7 (62.8 and more > 32 / 1) turn 8 times slower
+    "llama3-rope": lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 32}, **SIZES)),
+    # position interpolation: every pair turns 4 times slower
+    "llama-linear-rope": lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, rope_parameters={
+        "rope_type": "linear", "rope_theta": 500.0, "factor": 4.0}, **SIZES)),
     # Pythia's block: parallel residual, a quarter of each head rotated, biases, untied head
     "neox-parallel": lambda: GPTNeoXForCausalLM(GPTNeoXConfig(num_attention_heads=4, **SIZES)),
     # sequential residual, half the head rotated, no attention bias
@@ -140,8 +148,8 @@ def test_from_transformers_knows_every_family():
                                               **SIZES)),
      "sliding_window 16"),
     (lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, rope_parameters={
-        "rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}, **SIZES)),
-     "rope_type 'linear'"),
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0, "original_max_position_embeddings": 32}, **SIZES)),
+     "rope_type 'yarn'"),
     (lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, head_dim=8, **SIZES)),
      "head_dim 8 != hidden_size / num_attention_heads = 16"),
     (lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, hidden_act="gelu_pytorch_tanh", **SIZES)),

@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from transformers import LlamaConfig
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import rotate_half
 
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, record
@@ -14,6 +16,7 @@ from modeling.modeling_scratch_transformer import (
     rope_angles,
     sinusoidal_encoding,
 )
+from modeling.position_encodings import rope_frequencies
 
 
 def reference_sinusoidal(n_positions: int, d: int) -> torch.Tensor:
@@ -96,6 +99,49 @@ def test_rope_equals_the_complex_product_of_adjacent_pairs(dtype, rtol, atol):
     # the other convention, pairs (i, i + Dh/2) as transformers' rotate_half, gives other numbers
     halves = x * torch.cat((cos, cos), -1) + rotate_half(x) * torch.cat((sin, sin), -1)
     assert (ours.float() - halves.float()).abs().max() > 0.5
+
+
+LLAMA_3_1 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+             "original_max_position_embeddings": 8192}
+
+
+def reference_llama3_frequency(i: int, d: int, theta: float, factor: float, low: float, high: float, trained: int) -> float:
+    """Llama 3.1's rule for one pair, in float64, read from Meta's reference (apply_scaling): wavelengths shorter
+    than trained / high keep their frequency, longer than trained / low divide it by factor, between blend."""
+    frequency = theta ** (-2 * i / d)
+    wavelength = 2 * math.pi / frequency
+    if wavelength < trained / high:
+        return frequency
+    if wavelength > trained / low:
+        return frequency / factor
+    smooth = (trained / wavelength - low) / (high - low)
+    return (1 - smooth) * frequency / factor + smooth * frequency
+
+
+def test_llama3_frequencies_follow_the_rule_pair_by_pair_in_all_three_bands():
+    d, theta = 128, 500000.0  # Llama 3.1 8B's head and base
+    ours = rope_frequencies(d, theta, LLAMA_3_1).double()
+    keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+    reference = torch.tensor([reference_llama3_frequency(i, d, theta, *(LLAMA_3_1[k] for k in keys)) for i in range(d // 2)],
+                             dtype=torch.float64)
+    torch.testing.assert_close(ours, reference, rtol=2e-6, atol=0)
+    plain = rope_frequencies(d, theta).double()
+    ratio = plain / ours  # 1 for the fast pairs, 8 for the slow, between for the blended band
+    assert ratio[0] == 1 and ratio[-1] == pytest.approx(8.0)
+    assert ((ratio > 1.01) & (ratio < 7.99)).sum() >= 3  # the blended band holds pairs here (Llama 3.1: 6 of 64)
+    torch.testing.assert_close(rope_frequencies(d, theta, {"rope_type": "linear", "factor": 4.0}), plain.float() / 4)
+
+
+@pytest.mark.parametrize("scaling", [LLAMA_3_1, {**LLAMA_3_1, "factor": 32.0, "original_max_position_embeddings": 64},
+                                     {"rope_type": "linear", "factor": 2.5}], ids=["llama3.1", "llama3.2-short", "linear"])
+@pytest.mark.parametrize("partial", [1.0, 0.25])
+def test_scaled_frequencies_equal_transformers(scaling, partial):
+    config = LlamaConfig(hidden_size=512, num_attention_heads=4, max_position_embeddings=131072,
+                         rope_parameters={**scaling, "rope_theta": 500000.0, "partial_rotary_factor": partial})
+    theirs, attention_factor = ROPE_INIT_FUNCTIONS[scaling["rope_type"]](config, "cpu")
+    assert attention_factor == 1.0  # nothing scales the scores: frequencies alone change
+    ours = rope_frequencies(int(128 * partial), 500000.0, scaling)
+    torch.testing.assert_close(ours, theirs, rtol=2e-6, atol=0)
 
 
 def test_rope_model_rotates_q_and_k_as_the_complex_product_and_issues_no_complex_op():

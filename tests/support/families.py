@@ -1,5 +1,5 @@
 """One model of every family the app explains, each with a tokenizer, built once per session: ours as shipped, the
-paper's post-norm encoder-decoder, GPT-2, Llama with grouped-query attention, Qwen2 (q/k/v biases), Mistral with ONE
+paper's post-norm encoder-decoder, GPT-2, Llama with grouped-query attention and Llama 3.2's slowed RoPE, Qwen2 (q/k/v biases), Mistral with ONE
 key/value head, GPT-NeoX (parallel residual, a quarter of each head rotated) and an attention-only model. The
 transformers families are transformers' own tiny random models converted by ``modeling.convert.from_transformers``."""
 

@@ -17,8 +17,12 @@ from modeling import ScratchTransformerForCausalLM
 # modeling.convert.CONVERTERS holds. A family added there without an entry here fails test_every_family_opens.
 TINY = {
     "gpt2": dict(n_embd=32, n_layer=2, n_head=4, n_positions=64),
+    # Llama 3.2's RoPE: frequencies slowed by Llama 3.1's rule, here over a trained context of 32 positions, so
+    # each band holds a pair of the 4 (d_head 8): pair 0 turns as it was, pair 1 blended, pairs 2 and 3 32x slower
     "llama": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False),
+                  num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False,
+                  rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 32.0, "low_freq_factor": 0.5,
+                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 32}),
     "qwen2": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False),
     "mistral": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,

@@ -244,7 +244,7 @@ def test_encoding_family_maps_each_encoding_and_finds_the_shared_training_contex
 
 
 
-def test_the_architecture_line_names_the_norm_feed_forward_shared_heads_rotary_share_residual_and_head():
+def test_the_architecture_line_names_the_norm_feed_forward_shared_heads_rotary_share_and_scaling_residual_and_head():
     llama_like = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_kv_heads=2, n_layers=2, d_ff=64,
                                           norm="rmsnorm", feed_forward="gated", activation="silu",
                                           tie_word_embeddings=False, position_encoding="rope")
@@ -255,4 +255,9 @@ def test_the_architecture_line_names_the_norm_feed_forward_shared_heads_rotary_s
                                          rotary_fraction=0.25, parallel_residual=True, activation="gelu")
     line = catalog.config_summary("n", neox_like)
     assert "rope on 2 of 8 dims" in line and "parallel residual" in line and "feed-forward (gelu)" in line
-    assert "LayerNorm" in line and "key/value" not in line
+    assert "LayerNorm" in line and "key/value" not in line and "slowed" not in line
+    llama_3_2 = ScratchTransformerConfig(vocab_size=50, d_model=32, n_heads=4, n_layers=2, position_encoding="rope",
+                                         rope_frequency_scaling={"rope_type": "llama3", "factor": 32.0,
+                                                                 "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                                                 "original_max_position_embeddings": 8192})
+    assert "position encoding **rope, frequencies slowed 32× (llama3)**" in catalog.config_summary("l3", llama_3_2)

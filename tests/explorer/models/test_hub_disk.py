@@ -34,6 +34,9 @@ def hub(start_fake_hub, tmp_path_factory):
 
     server.add_repo("bad/yarn", with_config(neox, rope_parameters={"rope_type": "yarn", "factor": 2.0,
                                                                   "rope_theta": 10000.0, "partial_rotary_factor": 0.25}))
+    server.add_repo("bad/llama3-band", with_config(neox, rope_parameters={
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0,
+        "original_max_position_embeddings": 32, "rope_theta": 10000.0, "partial_rotary_factor": 0.25}))
     server.add_repo("bad/nan-epsilon", with_config(gpt2, layer_norm_epsilon=float("nan")))
     server.add_repo("bad/misfit", with_config(gpt2, n_embd=2 * json.loads(gpt2["config.json"])["n_embd"]))
     return server
@@ -50,7 +53,8 @@ def snapshot_bytes(repo_id: str) -> int:
 
 
 @pytest.mark.parametrize("repo, words", [
-    ("bad/yarn", ["rope_type 'yarn'", "only the default, unscaled RoPE maps"]),
+    ("bad/yarn", ["rope_type 'yarn'", "ours computes the default RoPE and the linear, llama3 scalings"]),
+    ("bad/llama3-band", ["needs low_freq_factor < high_freq_factor", "got 4.0 and 1.0"]),
     ("bad/nan-epsilon", ["layer_norm_eps must be a finite positive number, got nan"]),
 ])
 def test_what_the_config_shows_cannot_convert_is_refused_before_the_weights(hub, repo, words):

@@ -118,7 +118,13 @@ def test_the_rotary_share_and_the_head_are_said_as_they_are():
     neox, llama, gpt2 = (describe(family(n)[0]) for n in ("gpt_neox", "llama", "gpt2"))
     assert neox.partial_rotary and "the first d_rotary = 2 of each head's d_head = 8 dimensions (1 pair)" in neox.rotary_text()
     assert "the other 6 pass unrotated" in neox.rotary_text()
-    assert not llama.partial_rotary and llama.rotary_text() == "RoPE turns every dimension of each head: d_head = 8, 4 pairs"
+    assert not llama.partial_rotary and llama.rotary_text() == (
+        "RoPE turns every dimension of each head: d_head = 8, 4 pairs; its frequencies are slowed as Llama 3.1's are, "
+        "to read past the 32 tokens it was first trained at: a pair whose wavelength 2π/θ_i is over 64 tokens turns "
+        "32× slower, one under 8 as θ^(−2i/d_rotary) says, and those between by a blend of the two")
+    qwen2 = describe(family("qwen2")[0])  # the default RoPE: nothing slowed, nothing said of it
+    assert qwen2.rotary_text() == "RoPE turns every dimension of each head: d_head = 8, 4 pairs"
+    assert qwen2.rope_frequency_formula() == "θ_i = θ^(−2i/d_rotary)" and qwen2.rope_scaling_text() == ""
     assert gpt2.rotary_text() == ""
     assert "untied" in llama.head_formula() and "tied" in gpt2.head_formula() and "untied" not in gpt2.head_formula()
     assert gpt2.embedding_formula() == "E[x_t]" and describe(family("ours")[0]).embedding_formula() == "E[x_t] · √d_model"
@@ -136,4 +142,5 @@ def test_the_summary_names_what_the_model_has_and_nothing_it_lacks(name):
     assert ("b_Q" in text) == arch.has_bias("q") and ("b_O" in text) == arch.has_bias("o")
     assert ("untied" in text) == (not arch.tied_head)
     assert ("unrotated" in text) == arch.partial_rotary
+    assert ("slower" in text) == bool(arch.rope_scaling)
     assert ("Encoder-decoder" in text) == arch.encoder_decoder

@@ -11,6 +11,7 @@ from explorer.generation.tokens import forward_inputs
 from explorer.views.steps import MASKED_BELOW, attention_steps, recompute_attention
 from modeling import record
 from modeling.modeling_scratch_transformer import alibi_slopes
+from support.families import family
 from support.tiny_models import random_ids, tiny_causal_lm, tiny_seq2seq
 from support.shipped import inputs_of, shipped
 
@@ -79,6 +80,19 @@ def test_every_step_shown_matches_the_models_own_number(name, kind):
         assert ("Query after RoPE" in titles) == rope
         added = model.config.position_encoding in ("sinusoidal", "learned") and layer == 0 and kind != "cross"
         assert any(t.startswith("Position encoding") for t in titles) == added
+
+
+def test_a_llama_with_llama_3_2s_slowed_rope_is_recomputed_and_told_as_it_turns():
+    """RoPE's frequencies slowed by Llama 3.1's rule (three of the head's four pairs turn up to 32 times slower):
+    every layer recomputed, every step equal to the model's own number, and the rule named where RoPE acts."""
+    model, tokenizer = family("llama")
+    assert model.config.rope_frequency_scaling["rope_type"] == "llama3"
+    check_every_layer(model, inputs_of(model, tokenizer, TEXT))
+    view = attention_steps(model, tokenizer, TEXT, "self", 1, 3, -1)
+    assert view.max_difference <= 1e-5, [(s.title, s.model_difference) for s in view.steps]
+    rotated = next(s for s in view.steps if s.title == "Query after RoPE")
+    assert rotated.model_difference is not None and "θ_i = θ^(−2i/d_rotary), slowed by Llama 3.1's rule" in rotated.formula
+    assert "over 64 tokens turns 32× slower, one under 8 as θ^(−2i/d_rotary) says" in rotated.note
 
 
 def test_the_scores_table_is_the_models_row_with_masked_keys_at_zero():
