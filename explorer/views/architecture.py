@@ -213,8 +213,8 @@ class Architecture:
         trained = scaling["original_max_position_embeddings"]
         slow, fast = trained / scaling["low_freq_factor"], trained / scaling["high_freq_factor"]
         return (f"its frequencies are slowed as Llama 3.1's are, to read past the {trained:,.6g} tokens it was first "
-                f"trained at: a pair whose wavelength 2π/θ_i is over {slow:,.6g} tokens turns {factor}× slower, one "
-                f"under {fast:,.6g} as θ^(−2i/d_rotary) says, and those between by a blend of the two")
+                f"trained at: a pair whose wavelength 2π/θ_i is over {slow:,.6g} tokens turns {factor}× slower; one "
+                f"under {fast:,.6g} tokens turns as θ^(−2i/d_rotary) says; those between, by a blend of the two")
 
     def head_formula(self, h: str = "h") -> str:
         """The LM head."""

@@ -121,7 +121,7 @@ def test_the_rotary_share_and_the_head_are_said_as_they_are():
     assert not llama.partial_rotary and llama.rotary_text() == (
         "RoPE turns every dimension of each head: d_head = 8, 4 pairs; its frequencies are slowed as Llama 3.1's are, "
         "to read past the 32 tokens it was first trained at: a pair whose wavelength 2π/θ_i is over 64 tokens turns "
-        "32× slower, one under 8 as θ^(−2i/d_rotary) says, and those between by a blend of the two")
+        "32× slower; one under 8 tokens turns as θ^(−2i/d_rotary) says; those between, by a blend of the two")
     qwen2 = describe(family("qwen2")[0])  # the default RoPE: nothing slowed, nothing said of it
     assert qwen2.rotary_text() == "RoPE turns every dimension of each head: d_head = 8, 4 pairs"
     assert qwen2.rope_frequency_formula() == "θ_i = θ^(−2i/d_rotary)" and qwen2.rope_scaling_text() == ""

@@ -92,7 +92,7 @@ def test_a_llama_with_llama_3_2s_slowed_rope_is_recomputed_and_told_as_it_turns(
     assert view.max_difference <= 1e-5, [(s.title, s.model_difference) for s in view.steps]
     rotated = next(s for s in view.steps if s.title == "Query after RoPE")
     assert rotated.model_difference is not None and "θ_i = θ^(−2i/d_rotary), slowed by Llama 3.1's rule" in rotated.formula
-    assert "over 64 tokens turns 32× slower, one under 8 as θ^(−2i/d_rotary) says" in rotated.note
+    assert "over 64 tokens turns 32× slower; one under 8 tokens turns as θ^(−2i/d_rotary) says" in rotated.note
 
 
 def test_the_scores_table_is_the_models_row_with_masked_keys_at_zero():
