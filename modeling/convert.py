@@ -101,8 +101,9 @@ def _refuse(family: str, problems: list[str]) -> None:
 def gpt2_config(c) -> ScratchTransformerConfig:
     """Our config for a ``GPT2Config``; ValueError naming what our model cannot hold."""
     problems = []
-    if getattr(c, "scale_attn_by_inverse_layer_idx", False) or getattr(c, "reorder_and_upcast_attn", False):
-        problems.append("scale_attn_by_inverse_layer_idx / reorder_and_upcast_attn")
+    # reorder_and_upcast_attn only computes q k^T / sqrt(d_k) in float32 in another order: the same scores, held
+    if getattr(c, "scale_attn_by_inverse_layer_idx", False):
+        problems.append("scale_attn_by_inverse_layer_idx (scores divided by the layer's number; ours: 1/sqrt(d_k) alone)")
     if not getattr(c, "scale_attn_weights", True):
         problems.append("scale_attn_weights False (we always scale by 1/sqrt(d_k))")
     if c.activation_function not in ("gelu_new", "gelu", "relu"):
@@ -127,7 +128,7 @@ def gpt2_config(c) -> ScratchTransformerConfig:
         bos_token_id=c.bos_token_id,
         eos_token_id=c.eos_token_id,
         pad_token_id=getattr(c, "pad_token_id", None),
-        tie_word_embeddings=True,
+        tie_word_embeddings=c.tie_word_embeddings,
     )
 
 
@@ -135,7 +136,8 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     """Build a ``ScratchTransformerForCausalLM`` holding the weights of a ``GPT2LMHeadModel``.
 
     GPT-2 is our decoder-only model with: learned positions, unscaled embeddings, pre-norm with a
-    final LayerNorm, gelu_new, biases everywhere, tied LM head, no dropout inside the MLP.
+    final LayerNorm, gelu_new, biases everywhere, an LM head tied unless ``tie_word_embeddings`` is False, no dropout
+    inside the MLP.
     """
     if not isinstance(m, GPT2LMHeadModel):
         raise ValueError(f"m must be a transformers GPT2LMHeadModel, got {type(m).__name__}")
@@ -146,7 +148,7 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
         "model.decoder.embed.position.weight": src["transformer.wpe.weight"],
         "model.decoder.stack.norm.weight": src["transformer.ln_f.weight"],
         "model.decoder.stack.norm.bias": src["transformer.ln_f.bias"],
-        "lm_head.weight": src["transformer.wte.weight"],
+        "lm_head.weight": m.get_output_embeddings().weight,  # wte itself unless tie_word_embeddings is False
     }
     for i in range(c.n_layer):
         s, t = f"transformer.h.{i}", f"model.decoder.stack.layers.{i}"

@@ -54,16 +54,23 @@ def test_torch_api_masks_bool_and_float_agree():
     assert torch.equal(float_mask, nn.Transformer.generate_square_subsequent_mask(4))
 
 
-def _tiny_gpt2():
+def _tiny_gpt2(**config):
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=120, n_embd=48, n_head=4, n_layer=3, n_positions=64,
-                        bos_token_id=0, eos_token_id=0, pad_token_id=0)
+                        bos_token_id=0, eos_token_id=0, pad_token_id=0, **config)
     return GPT2LMHeadModel(config).eval()
 
 
-def test_causal_lm_from_gpt2_logits_and_greedy_match():
-    gpt2 = _tiny_gpt2()
+@pytest.mark.parametrize("config", [{}, {"tie_word_embeddings": False},
+                                    {"reorder_and_upcast_attn": True, "attn_implementation": "eager"}],
+                         ids=["tied", "untied", "reordered-upcast"])
+def test_causal_lm_from_gpt2_logits_and_greedy_match(config):
+    gpt2 = _tiny_gpt2(**config)
+    if not gpt2.config.tie_word_embeddings:  # an untied head of its own numbers (its init copies nothing)
+        assert gpt2.lm_head.weight.data_ptr() != gpt2.transformer.wte.weight.data_ptr()
     ours = causal_lm_from_gpt2(gpt2).eval()
+    tied = ours.lm_head.weight.data_ptr() == ours.model.decoder.embed.token.weight.data_ptr()
+    assert tied == gpt2.config.tie_word_embeddings
     ids = torch.randint(1, 120, (2, 12))
     with torch.no_grad():
         ref, out = gpt2(ids, output_hidden_states=True), ours(ids, output_hidden_states=True)
