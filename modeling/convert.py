@@ -106,8 +106,7 @@ def gpt2_config(c) -> ScratchTransformerConfig:
         problems.append("scale_attn_by_inverse_layer_idx (scores divided by the layer's number; ours: 1/sqrt(d_k) alone)")
     if not getattr(c, "scale_attn_weights", True):
         problems.append("scale_attn_weights False (we always scale by 1/sqrt(d_k))")
-    if c.activation_function not in ("gelu_new", "gelu", "relu"):
-        problems.append(f"activation_function {c.activation_function!r} (ours: gelu_new, gelu, relu)")
+    activation = _activation(c.activation_function, problems, "activation_function")
     _refuse("GPT-2", problems)
     return ScratchTransformerConfig(
         vocab_size=c.vocab_size,
@@ -119,7 +118,7 @@ def gpt2_config(c) -> ScratchTransformerConfig:
         position_encoding="learned",
         norm_first=True,
         final_layer_norm=True,
-        activation=c.activation_function,
+        activation=activation,
         scale_embeddings=False,
         dropout=c.resid_pdrop,
         activation_dropout=0.0,  # GPT-2's MLP has no dropout inside
@@ -182,10 +181,16 @@ def _rope_settings(c, problems: list[str]) -> dict:
             "rotary_fraction": float(rope.get("partial_rotary_factor", 1.0)), "rope_frequency_scaling": scaling}
 
 
-def _activation(c, problems: list[str]) -> str:
-    if c.hidden_act not in ACTIVATIONS:
-        problems.append(f"hidden_act {c.hidden_act!r} (ours: {', '.join(ACTIVATIONS)})")
-    return c.hidden_act
+# transformers' names (ACT2FN) for functions ours computes under another name
+ACTIVATION_ALIASES = {"gelu_pytorch_tanh": "gelu_new", "swish": "silu"}  # F.gelu(x, approximate="tanh"); x sigmoid(x)
+
+
+def _activation(name: str, problems: list[str], field: str = "hidden_act") -> str:
+    """Our name for the reference's activation ``name`` (the config's ``field``); a function ours lacks is a problem."""
+    ours = ACTIVATION_ALIASES.get(name, name)
+    if ours not in ACTIVATIONS:
+        problems.append(f"{field} {name!r} (ours: {', '.join(ACTIVATIONS)}, {', '.join(ACTIVATION_ALIASES)})")
+    return ours
 
 
 def _half_to_pairs(weight: torch.Tensor, n_heads: int, d_rotary: int) -> torch.Tensor:
@@ -222,7 +227,7 @@ def llama_config(c) -> ScratchTransformerConfig:
     if any(kind != "full_attention" for kind in getattr(c, "layer_types", None) or ()):
         problems.append(f"layer_types {sorted(set(c.layer_types))} (ours: full_attention in every layer)")
     rope = _rope_settings(c, problems)
-    activation = _activation(c, problems)
+    activation = _activation(c.hidden_act, problems)
     qkv_bias, attention_bias, feed_forward_bias = llama_biases(c.model_type, getattr(c, "attention_bias", False),
                                                                getattr(c, "mlp_bias", False))
     _refuse(family, problems)
@@ -280,7 +285,7 @@ def gpt_neox_config(c) -> ScratchTransformerConfig:
     """Our config for a ``GPTNeoXConfig``; ValueError naming what our model cannot hold."""
     problems = []
     rope = _rope_settings(c, problems)
-    activation = _activation(c, problems)
+    activation = _activation(c.hidden_act, problems)
     _refuse("GPT-NeoX", problems)
     return ScratchTransformerConfig(
         vocab_size=c.vocab_size, d_model=c.hidden_size, n_heads=c.num_attention_heads, n_layers=c.num_hidden_layers,

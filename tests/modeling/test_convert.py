@@ -33,6 +33,9 @@ REFERENCES = {
     "llama3-rope": lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, num_key_value_heads=2, rope_parameters={
         "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 32}, **SIZES)),
+    # PyTorch's tanh-approximated GELU under transformers' other name (Gemma's), gated: ours is gelu_new
+    "llama-gelu-tanh": lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, hidden_act="gelu_pytorch_tanh",
+                                                            **SIZES)),
     # position interpolation: every pair turns 4 times slower
     "llama-linear-rope": lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, rope_parameters={
         "rope_type": "linear", "rope_theta": 500.0, "factor": 4.0}, **SIZES)),
@@ -152,8 +155,8 @@ def test_from_transformers_knows_every_family():
      "rope_type 'yarn'"),
     (lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, head_dim=8, **SIZES)),
      "head_dim 8 != hidden_size / num_attention_heads = 16"),
-    (lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, hidden_act="gelu_pytorch_tanh", **SIZES)),
-     "hidden_act 'gelu_pytorch_tanh'"),
+    (lambda: LlamaForCausalLM(LlamaConfig(num_attention_heads=4, hidden_act="quick_gelu", **SIZES)),
+     "hidden_act 'quick_gelu'"),
     (lambda: GPTNeoXForCausalLM(GPTNeoXConfig(num_attention_heads=4, rope_parameters={
         "rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0, "partial_rotary_factor": 0.25}, **SIZES)),
      "rope_type 'dynamic'"),

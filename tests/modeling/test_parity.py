@@ -62,8 +62,9 @@ def _tiny_gpt2(**config):
 
 
 @pytest.mark.parametrize("config", [{}, {"tie_word_embeddings": False},
-                                    {"reorder_and_upcast_attn": True, "attn_implementation": "eager"}],
-                         ids=["tied", "untied", "reordered-upcast"])
+                                    {"reorder_and_upcast_attn": True, "attn_implementation": "eager"},
+                                    {"activation_function": "gelu_pytorch_tanh"}, {"activation_function": "silu"}],
+                         ids=["tied", "untied", "reordered-upcast", "gelu-pytorch-tanh", "silu"])
 def test_causal_lm_from_gpt2_logits_and_greedy_match(config):
     gpt2 = _tiny_gpt2(**config)
     if not gpt2.config.tie_word_embeddings:  # an untied head of its own numbers (its init copies nothing)
