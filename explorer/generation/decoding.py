@@ -233,8 +233,17 @@ def generation_kwargs(model, settings: DecodingSettings, stop: threading.Event |
         use_cache=True,  # whatever the checkpoint's config says (training may have saved use_cache=false)
         repetition_penalty=None, logits_processor=request_processors(settings),
         stopping_criteria=StoppingCriteriaList([StopFlag(stop or threading.Event())]),
-        pad_token_id=config.pad_token_id if config.pad_token_id is not None else config.eos_token_id,
+        pad_token_id=padding_id(config),
     )
+
+
+def padding_id(config) -> int | None:
+    """The id ``generate`` writes after a row has ended: the pad token, else the end-of-text token, the first where a
+    model has several (Llama 3's chat models end on any of three; generate takes one id here)."""
+    if config.pad_token_id is not None:
+        return config.pad_token_id
+    eos = config.eos_token_id
+    return eos[0] if isinstance(eos, list) and eos else None if isinstance(eos, list) else eos
 
 
 @dataclass

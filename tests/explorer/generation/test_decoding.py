@@ -283,3 +283,26 @@ def test_a_sentencepiece_continuation_keeps_the_space_after_its_prompt():
     states, _, _ = _consume(streaming.stream_generation(model, tokenizer, "Shall I", settings, threading.Event()))
     assert whole.startswith("Shall I ") and states[-1].text == whole
     assert "Shall I" + decoding.generate_text(model, tokenizer, "Shall I", settings)[0] == whole
+
+
+def test_a_model_that_ends_on_any_of_several_tokens_and_has_no_pad_token_generates_and_stops_at_each():
+    """Llama 3's chat models: eos_token_id a list, no pad token. generate pads with the first end-of-text token, and
+    a row ends on whichever comes (here the second, the fifth token greedy writes); streamed the same."""
+    from support.families import family
+
+    model, tokenizer = family("llama")
+    prompt = tokenizer("Shall I compare thee", return_tensors="pt").input_ids
+    settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 12, 0)
+    saved = model.generation_config.eos_token_id, model.generation_config.pad_token_id
+    try:
+        model.generation_config.eos_token_id, model.generation_config.pad_token_id = None, None
+        free = decoding.generate_ids(model, prompt, settings)[0, prompt.shape[1]:].tolist()
+        fifth = free[4]
+        unused = next(i for i in range(model.config.vocab_size) if i not in free)
+        model.generation_config.eos_token_id = [unused, fifth]
+        ended = decoding.generate_ids(model, prompt, settings)[0, prompt.shape[1]:].tolist()
+        assert ended == free[:free.index(fifth) + 1] and decoding.padding_id(model.generation_config) == unused
+        states = list(streaming.stream_generation(model, tokenizer, "Shall I compare thee", settings, threading.Event()))
+        assert states[-1].stats.n_tokens == len(ended)
+    finally:
+        model.generation_config.eos_token_id, model.generation_config.pad_token_id = saved
