@@ -33,7 +33,11 @@ def test_loads_by_repo_id_from_an_offline_hub_cache(tmp_path):
 
 
 def test_remote_code_loads_where_our_package_cannot_be_imported(tmp_path):
-    causal, seq2seq = tiny_causal_lm("rope"), tiny_seq2seq("learned")
+    """The causal model's RoPE is slowed by Llama 3.1's rule: the config's module reads its rules from the checkpoint's
+    position_encodings.py, which it imports."""
+    llama_3_1 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                 "original_max_position_embeddings": 4}
+    causal, seq2seq = tiny_causal_lm("rope", rope_frequency_scaling=llama_3_1), tiny_seq2seq("learned")
     causal.save_pretrained(tmp_path / "causal")
     seq2seq.save_pretrained(tmp_path / "seq2seq")
     ids = random_ids(1, 8)
@@ -55,10 +59,10 @@ def test_remote_code_loads_where_our_package_cannot_be_imported(tmp_path):
             a = causal(ids).logits[0, -1].tolist()
             b = seq2seq(ids, decoder_input_ids=ids[:, :4]).logits[0, -1].tolist()
         print(json.dumps({{"importable": importable, "causal": a, "seq2seq": b,
-                          "module": type(causal).__module__}}))
+                          "module": type(causal).__module__, "scaling": causal.config.rope_frequency_scaling}}))
     """
     out = run_isolated(code, tmp_path, {"HF_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"})
     assert out["importable"] is False  # the code really came from the checkpoint folder
-    assert out["module"].startswith("transformers_modules.")
+    assert out["module"].startswith("transformers_modules.") and out["scaling"] == llama_3_1
     assert (torch.tensor(out["causal"]) - expected_causal).abs().max().item() <= 1e-6
     assert (torch.tensor(out["seq2seq"]) - expected_seq2seq).abs().max().item() <= 1e-6
