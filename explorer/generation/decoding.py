@@ -243,7 +243,9 @@ def padding_id(config) -> int | None:
     if config.pad_token_id is not None:
         return config.pad_token_id
     eos = config.eos_token_id
-    return eos[0] if isinstance(eos, list) and eos else None if isinstance(eos, list) else eos
+    if isinstance(eos, list):
+        return eos[0] if eos else None
+    return eos
 
 
 @dataclass
