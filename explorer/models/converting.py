@@ -12,18 +12,21 @@ from modeling import ScratchTransformerForCausalLM
 from modeling import convert
 
 from explorer.models import catalog
-from explorer.models.plans import Plan, config_object, model_class
-from explorer.models.tokenizer_file import check_tokenizer_file
+from explorer.models.plans import VOCAB_AND_MERGES_CLASSES, Plan, config_object, model_class
+from explorer.models.tokenizer_file import check_tokenizer_file, read_vocab_and_merges
 from explorer.core.inputs import InputProblem, echo, error_text
 
 PARITY_IDS = (torch.arange(1, 33) * 7919)  # a fixed input (taken modulo the vocabulary) for the parity figure
 
 
-def load_tokenizer(folder: Path, where: str = "The model"):
+def load_tokenizer(folder: Path, where: str = "The model", model_type: str | None = None):
     """The folder's tokenizer (tokenizer.json and its config: data, no code), once ``check_tokenizer_file`` finds that
-    reading a text with it takes bounded time; a tokenizer.json the tokenizers library cannot read is refused by name."""
+    reading a text with it takes bounded time; a tokenizer.json the tokenizers library cannot read is refused by name.
+    Without tokenizer.json, a family that saved vocab.json and merges.txt (GPT-2) is read from those."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+    if model_type in VOCAB_AND_MERGES_CLASSES and not (folder / "tokenizer.json").exists():
+        return read_vocab_and_merges(folder, model_type, where)
     check_tokenizer_file(folder / "tokenizer.json", where)
     try:
         return AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
@@ -33,7 +36,7 @@ def load_tokenizer(folder: Path, where: str = "The model"):
         return PreTrainedTokenizerFast(tokenizer_file=str(folder / "tokenizer.json"))
     except Exception as error:  # noqa: BLE001 - malformed JSON, or JSON that is not a tokenizer
         raise InputProblem(f"{where}'s tokenizer.json is not a tokenizer the tokenizers library can read "
-                           f"({echo(error_text(error), 200)}): give the tokenizer.json save_pretrained wrote.") from None
+                           f"({error_text(error)}): give the tokenizer.json save_pretrained wrote.") from None
 
 
 def require_fits(tokenizer, vocab_size: int, where: str = "The model"):
@@ -61,7 +64,7 @@ def load_folder(folder: Path, plan_: Plan, where: str):
     The tokenizer is read first and must fit the weights (``require_fits``). ``from_pretrained`` runs behind
     ``catalog.LOAD_LOCK``; the class is named, never looked up from the repo."""
     config = config_object(plan_.config)
-    tokenizer = require_fits(load_tokenizer(folder, where), config.vocab_size, where)
+    tokenizer = require_fits(load_tokenizer(folder, where, plan_.model_type), config.vocab_size, where)
     cls = model_class(config)
     try:
         with catalog.LOAD_LOCK:

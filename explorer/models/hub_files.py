@@ -28,8 +28,8 @@ from huggingface_hub.utils import validate_repo_id
 
 from explorer.core import visitor
 from explorer.core.inputs import InputProblem, echo, error_text
-from explorer.models.plans import Plan, file_cap, plan
-from explorer.models.tokenizer_file import check_tokenizer_file
+from explorer.models.plans import VOCAB_AND_MERGES, Plan, file_cap, plan
+from explorer.models.tokenizer_file import check_tokenizer_file, read_vocab_and_merges
 
 HTTP_TIMEOUT = 10  # seconds one Hub call may take to answer (model_info, each file's HEAD)
 SHARE_TOKEN_ENV = "SCRATCH_HUB_SHARE_TOKEN"  # "1": visitors' public downloads may carry the machine's token
@@ -300,6 +300,8 @@ def fetch(job, repo_id: str, revision: str | None, claim) -> tuple[Path, str, Pl
         path = _download(job, name, sizes.get(name), common)
         if name == "tokenizer.json":  # before the weights: a tokenizer refused when loaded costs no weights' download
             check_tokenizer_file(path, where)
+        if name == VOCAB_AND_MERGES[-1]:  # likewise: the last of the tokenizer's files (plans.tokenizer_files)
+            read_vocab_and_merges(path.parent, plan_.model_type, where)
         if name.endswith(".index.json"):  # a sharded checkpoint: its shards must be the ones listed
             shards = set(json.loads(path.read_text()).get("weight_map", {}).values())
             if not shards <= set(plan_.files):

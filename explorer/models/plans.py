@@ -24,7 +24,12 @@ from explorer.core.settings import HUB_DISK, HUB_MAX_BYTES, HUB_MAX_PARAMETERS, 
 OURS = ScratchTransformerConfig.model_type
 FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mistral", "gpt_neox": "GPT-NeoX (Pythia)",
             OURS: f"ours ({OURS})"}
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# A GPT-2 saved before tokenizer.json existed (DialoGPT, many fine-tunes) holds its byte-level BPE as two files:
+# model_type -> transformers' own class that reads them (GPT-2's split is built into it, no pattern is read)
+VOCAB_AND_MERGES = ("vocab.json", "merges.txt")
+VOCAB_AND_MERGES_CLASSES = {"gpt2": "GPT2Tokenizer"}
+TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json")
+TOKENIZER_FILES = ("tokenizer.json", *VOCAB_AND_MERGES, *TOKENIZER_SETTINGS)  # every file a tokenizer is read from
 OPTIONAL_FILES = ("generation_config.json",)
 WEIGHTS = {"safetensors": ("model.safetensors", "model.safetensors.index.json"),
            "pickle": ("pytorch_model.bin", "pytorch_model.bin.index.json")}
@@ -32,7 +37,7 @@ WEIGHTS = {"safetensors": ("model.safetensors", "model.safetensors.index.json"),
 # tokenizer.json: Llama 3's is 9 MB, Gemma's 34 MB; a tokenizer's memory is a few times its file's size
 FILE_CAPS = {"config.json": 1_000_000, "generation_config.json": 1_000_000, "special_tokens_map.json": 1_000_000,
              "tokenizer_config.json": 5_000_000, "tokenizer.json": 40_000_000, "model.safetensors.index.json": 5_000_000,
-             "pytorch_model.bin.index.json": 5_000_000}
+             "pytorch_model.bin.index.json": 5_000_000, "vocab.json": 20_000_000, "merges.txt": 20_000_000}
 
 
 def limits() -> dict[str, int]:
@@ -204,16 +209,40 @@ def _ours(raw: dict) -> int:
         0 if c.tie_word_embeddings else v * d)
 
 
+def tokenizer_files(model_type: str, sizes: dict) -> list[str] | None:
+    """The tokenizer's files to read from a listing: tokenizer_config.json and special_tokens_map.json where present,
+    then tokenizer.json, else (a family whose class reads them) vocab.json and merges.txt, last, so the tokenizer can
+    be read as soon as its last file comes. None: neither is there."""
+    if "tokenizer.json" in sizes:
+        read = ["tokenizer.json"]
+    elif model_type in VOCAB_AND_MERGES_CLASSES and all(name in sizes for name in VOCAB_AND_MERGES):
+        read = list(VOCAB_AND_MERGES)
+    else:
+        return None
+    return [name for name in TOKENIZER_SETTINGS if name in sizes] + read
+
+
+def missing_tokenizer(model_type: str, sizes: dict) -> str:
+    """What a listing without a tokenizer we read lacks, said so the owner knows which file to add."""
+    wanted = "tokenizer.json" + (" (or vocab.json and merges.txt)" if model_type in VOCAB_AND_MERGES_CLASSES else "")
+    if "tokenizer.model" in sizes:
+        wanted += (" (its tokenizer.model, a SentencePiece file, is not read here: AutoTokenizer.from_pretrained "
+                   "converts it and save_pretrained writes tokenizer.json beside it)")
+    return wanted
+
+
 def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
     """The files to read from a listing (name -> bytes), refused with the reason when something is missing or too
-    large, or when the config shows it cannot be converted: config, tokenizer.json, safetensors weights (else pickled
-    ones)."""
+    large, or when the config shows it cannot be converted: config, the tokenizer's files (``tokenizer_files``),
+    safetensors weights (else pickled ones)."""
+    unread = VOCAB_AND_MERGES if "tokenizer.json" in sizes else ()
     too_large = [f"{name} is {sizes[name]:,} bytes (at most {file_cap(name):,})" for name in sorted(sizes)
-                 if name in FILE_CAPS and (sizes[name] or 0) > file_cap(name)]  # weights: their total, below
+                 if name in FILE_CAPS and name not in unread and (sizes[name] or 0) > file_cap(name)]  # weights: below
     if too_large:
         raise InputProblem(f"{where} cannot be opened: its {'; its '.join(too_large)}.")
     raw = read_config(config_bytes, where)
-    missing = [name for name in ("tokenizer.json",) if name not in sizes]
+    tokenizer = tokenizer_files(raw["model_type"], sizes)
+    missing = [] if tokenizer else [missing_tokenizer(raw["model_type"], sizes)]
     formats = [kind for kind, names in WEIGHTS.items() if any(name in sizes for name in names)]
     if not formats:
         missing.append("weights (model.safetensors, or pytorch_model.bin)")
@@ -233,6 +262,6 @@ def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
         raise InputProblem(f"{where}'s weights are {megabytes(weight_bytes)}; this app opens at most "
                            f"{HUB_MAX_BYTES.shown()} (set {HUB_MAX_BYTES.env} to change it).")
     check_convertible(raw, where)  # after the numbers, which count_parameters refuses naming config.json
-    files = ["config.json"] + [n for n in TOKENIZER_FILES + OPTIONAL_FILES if n in sizes] + weight_files
+    files = ["config.json"] + tokenizer + [n for n in OPTIONAL_FILES if n in sizes] + weight_files
     return Plan(raw, files, weights_format, weight_bytes, n_parameters)
 

@@ -1,4 +1,5 @@
-"""What a stranger's tokenizer.json may make the machine do, checked before the tokenizers library reads it.
+"""What a stranger's tokenizer.json may make the machine do, checked before the tokenizers library reads it; and a
+GPT-2's tokenizer saved as vocab.json and merges.txt, read by transformers' own class (``read_vocab_and_merges``).
 
 A tokenizer.json is data, but parts of it decide how long one text takes to read, and a visitor chooses both the
 file and the text:
@@ -22,7 +23,8 @@ ALBERT's) with pieces "a", "aa", ... up to thousands of characters weighs every 
 import json
 from pathlib import Path
 
-from explorer.core.inputs import InputProblem, echo
+from explorer.core.inputs import InputProblem, echo, error_text
+from explorer.models.plans import VOCAB_AND_MERGES_CLASSES
 
 # The split patterns published in the tokenizer.json of the families the app opens, character for character:
 KNOWN_PATTERNS = {
@@ -61,6 +63,21 @@ def check_tokenizer_file(path: Path, where: str = "The model") -> None:
         if growth > MAX_GROWTH:
             raise InputProblem(f"{where}'s tokenizer.json ({part}) makes a text {growth:,.0f} times longer (its Replace rules "
                                f"multiplied); this app reads tokenizers that make it at most {MAX_GROWTH} times longer.")
+
+
+def read_vocab_and_merges(folder: Path, model_type: str, where: str = "The model"):
+    """The tokenizer of a folder holding vocab.json and merges.txt in place of tokenizer.json: transformers' own class
+    for the family (``VOCAB_AND_MERGES_CLASSES``, never a class the repo names), which builds the byte-level BPE with
+    the tokenizers library and GPT-2's split built in: no pattern of the stranger's runs. Its settings come from
+    tokenizer_config.json and special_tokens_map.json where present; files it cannot read are refused by name."""
+    import transformers
+
+    try:
+        return getattr(transformers, VOCAB_AND_MERGES_CLASSES[model_type]).from_pretrained(folder, trust_remote_code=False)
+    except Exception as error:  # noqa: BLE001 - not JSON, a merge of tokens the vocabulary lacks, ids that are not numbers
+        raise InputProblem(f"{where}'s vocab.json and merges.txt are not a byte-level BPE the tokenizers library can "
+                           f"read ({error_text(error)}): give the files save_pretrained wrote, or its "
+                           "tokenizer.json.") from None
 
 
 def _growth(rule, where: str) -> float:
