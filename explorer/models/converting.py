@@ -70,7 +70,8 @@ def load_folder(folder: Path, plan_: Plan, where: str):
         with catalog.LOAD_LOCK:
             loaded, info = cls.from_pretrained(folder, config=config, dtype=torch.float32, weights_only=True,
                                                use_safetensors=plan_.weights_format == "safetensors",
-                                               trust_remote_code=False, output_loading_info=True)
+                                               trust_remote_code=False, output_loading_info=True,
+                                               generation_config=ids_only_decoding(config))
     except Exception as error:  # noqa: BLE001 - a damaged file, or a pickle holding more than tensors
         if "weights_only" in str(error) or "Unpickl" in type(error).__name__:
             raise InputProblem(f"{where} cannot be opened: its pickled weights hold more than tensors (code, or objects "
@@ -92,3 +93,14 @@ def load_folder(folder: Path, plan_: Plan, where: str):
             parity = (ours(ids).logits - loaded(ids).logits).abs().max().item()
         del loaded
     return ours.requires_grad_(False), parity, tokenizer
+
+
+def ids_only_decoding(config):
+    """The generation config a loaded model gets: its config's ids alone (bos, eos, pad:
+    ``GenerationConfig.from_model_config``), never the folder's generation_config.json (the plans do not fetch one,
+    but a folder may hold one). The app decodes with the visitor's settings alone, so a stranger's file (a watermark,
+    suppressed tokens, a minimum length, 64 sequences, a beam search that fetches code) never changes what greedy
+    means nor fails the loading."""
+    from transformers import GenerationConfig
+
+    return GenerationConfig.from_model_config(config)

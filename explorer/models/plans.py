@@ -30,12 +30,11 @@ VOCAB_AND_MERGES = ("vocab.json", "merges.txt")
 VOCAB_AND_MERGES_CLASSES = {"gpt2": "GPT2Tokenizer"}
 TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json")
 TOKENIZER_FILES = ("tokenizer.json", *VOCAB_AND_MERGES, *TOKENIZER_SETTINGS)  # every file a tokenizer is read from
-OPTIONAL_FILES = ("generation_config.json",)
 WEIGHTS = {"safetensors": ("model.safetensors", "model.safetensors.index.json"),
            "pickle": ("pytorch_model.bin", "pytorch_model.bin.index.json")}
 # the most bytes each small file may have (a Hub listing or an upload alike); a weight file's cap is the weights' limit.
 # tokenizer.json: Llama 3's is 9 MB, Gemma's 34 MB; a tokenizer's memory is a few times its file's size
-FILE_CAPS = {"config.json": 1_000_000, "generation_config.json": 1_000_000, "special_tokens_map.json": 1_000_000,
+FILE_CAPS = {"config.json": 1_000_000, "special_tokens_map.json": 1_000_000,
              "tokenizer_config.json": 5_000_000, "tokenizer.json": 40_000_000, "model.safetensors.index.json": 5_000_000,
              "pytorch_model.bin.index.json": 5_000_000, "vocab.json": 20_000_000, "merges.txt": 20_000_000}
 
@@ -262,6 +261,6 @@ def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
         raise InputProblem(f"{where}'s weights are {megabytes(weight_bytes)}; this app opens at most "
                            f"{HUB_MAX_BYTES.shown()} (set {HUB_MAX_BYTES.env} to change it).")
     check_convertible(raw, where)  # after the numbers, which count_parameters refuses naming config.json
-    files = ["config.json"] + tokenizer + [n for n in OPTIONAL_FILES if n in sizes] + weight_files
+    files = ["config.json"] + tokenizer + weight_files  # never generation_config.json: converting.ids_only_decoding
     return Plan(raw, files, weights_format, weight_bytes, n_parameters)
 

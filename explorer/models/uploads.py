@@ -20,7 +20,7 @@ from pathlib import Path
 from explorer.core import visitor
 from explorer.core.inputs import InputProblem
 from explorer.core.settings import UPLOAD_DISK, UPLOAD_DISK_SESSION, megabytes
-from explorer.models.plans import FILE_CAPS, OPTIONAL_FILES, TOKENIZER_FILES, WEIGHTS, file_cap, limits
+from explorer.models.plans import FILE_CAPS, TOKENIZER_FILES, WEIGHTS, file_cap, limits
 
 ROOT = Path(tempfile.mkdtemp(prefix="opened-models-"))  # the unpacked uploads of this process, removed at its exit
 atexit.register(shutil.rmtree, ROOT, ignore_errors=True)
@@ -71,7 +71,7 @@ def _needed(members: list) -> list:
     names = {base(m) for m in shallow}
     use = "safetensors" if any(n.endswith(".safetensors") or n == WEIGHTS["safetensors"][1] for n in names) else "pickle"
     shard_ext = ".safetensors" if use == "safetensors" else ".bin"
-    wanted = {"config.json", *TOKENIZER_FILES, *OPTIONAL_FILES, *WEIGHTS[use]}
+    wanted = {"config.json", *TOKENIZER_FILES, *WEIGHTS[use]}
     chosen = {}
     for m in shallow:
         name = base(m)

@@ -15,14 +15,16 @@ from support import hub_repos
 
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory):
-    """A zip of a tiny GPT-2's save_pretrained folder, with an unused pickle of zeros beside its safetensors."""
+    """A zip of a tiny GPT-2's save_pretrained folder, with an unused pickle of zeros beside its safetensors; the
+    bytes needed: all but the pickle and generation_config.json (never read: converting.ids_only_decoding)."""
     tmp = tmp_path_factory.mktemp("uploads-disk")
     files = hub_repos.files_of(hub_repos.save_transformers_repo(tmp / "gpt2", "gpt2"))
     path = tmp / "model.zip"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in {**files, "pytorch_model.bin": bytes(1_000_000), "notes/README.md": b"hi"}.items():
             z.writestr(name, data)
-    return path, sum(len(data) for name, data in files.items())
+    assert "generation_config.json" in files
+    return path, sum(len(data) for name, data in files.items() if name != "generation_config.json")
 
 
 def test_an_upload_holds_only_what_the_model_needs_in_its_sessions_folder(archive):
@@ -30,7 +32,8 @@ def test_an_upload_holds_only_what_the_model_needs_in_its_sessions_folder(archiv
     with visiting(Visitor("disk-a")):
         folder, title = uploads.unpack_upload(path)
         assert folder.parent == uploads.session_folder() and folder.parent.parent == uploads.ROOT
-    assert "pytorch_model.bin" not in {p.name for p in folder.iterdir()} and uploads.disk_used(folder) == needed
+    assert not {"pytorch_model.bin", "generation_config.json"} & {p.name for p in folder.iterdir()}
+    assert uploads.disk_used(folder) == needed
 
 
 def test_a_sessions_disk_and_all_sessions_disk_are_bounded(archive, monkeypatch):
