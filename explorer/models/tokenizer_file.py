@@ -24,7 +24,7 @@ import json
 from pathlib import Path
 
 from explorer.core.inputs import InputProblem, echo, error_text
-from explorer.models.plans import VOCAB_AND_MERGES_CLASSES
+from explorer.models.plans import VOCAB_AND_MERGES, VOCAB_AND_MERGES_CLASSES
 
 # The split patterns published in the tokenizer.json of the families the app opens, character for character:
 KNOWN_PATTERNS = {
@@ -69,11 +69,15 @@ def read_vocab_and_merges(folder: Path, model_type: str, where: str = "The model
     """The tokenizer of a folder holding vocab.json and merges.txt in place of tokenizer.json: transformers' own class
     for the family (``VOCAB_AND_MERGES_CLASSES``, never a class the repo names), which builds the byte-level BPE with
     the tokenizers library and GPT-2's split built in: no pattern of the stranger's runs. Its settings come from
-    tokenizer_config.json and special_tokens_map.json where present; files it cannot read are refused by name."""
+    tokenizer_config.json and special_tokens_map.json where present, but never the files: the class reads the paths
+    its tokenizer_config names ("vocab", "merges") over its own files, so they are named here, the folder's own; files
+    it cannot read are refused by name."""
     import transformers
 
+    own = dict(vocab=str(Path(folder) / VOCAB_AND_MERGES[0]), merges=str(Path(folder) / VOCAB_AND_MERGES[1]))
     try:
-        return getattr(transformers, VOCAB_AND_MERGES_CLASSES[model_type]).from_pretrained(folder, trust_remote_code=False)
+        return getattr(transformers, VOCAB_AND_MERGES_CLASSES[model_type]).from_pretrained(folder, trust_remote_code=False,
+                                                                                          **own)
     except Exception as error:  # noqa: BLE001 - not JSON, a merge of tokens the vocabulary lacks, ids that are not numbers
         raise InputProblem(f"{where}'s vocab.json and merges.txt are not a byte-level BPE the tokenizers library can "
                            f"read ({error_text(error)}): give the files save_pretrained wrote, or its "

@@ -146,3 +146,30 @@ def test_the_plan_reads_tokenizer_json_first_and_caps_only_the_files_it_reads():
         "config.json", "tokenizer_config.json", "vocab.json", "merges.txt", "model.safetensors"]
     with pytest.raises(InputProblem, match=r"lacks tokenizer.json \(or vocab.json and merges.txt\): it cannot"):
         plans.plan("r", {k: v for k, v in small.items() if k != "merges.txt"}, CONFIG)
+
+
+@pytest.mark.parametrize("saved_as", ["vocab and merges", "tokenizer.json"])
+def test_a_tokenizer_config_naming_files_elsewhere_on_the_machine_is_not_followed(saved, tmp_path, saved_as):
+    """A stranger's tokenizer_config.json may name paths ("vocab", "merges", their *_file forms, "tokenizer_file"):
+    another tokenizer on the server's disk. The folder's own files are read all the same."""
+    from explorer.models.converting import load_tokenizer
+
+    _, reference = saved
+    elsewhere = ByteLevelBPETokenizer()
+    elsewhere.train_from_iterator(["zzzz yyyy xxxx " * 50], vocab_size=300, min_frequency=1, show_progress=False)
+    (tmp_path / "elsewhere").mkdir()
+    elsewhere.save_model(str(tmp_path / "elsewhere"))
+    elsewhere.save(str(tmp_path / "elsewhere" / "tokenizer.json"))
+    paths = {key: str(tmp_path / "elsewhere" / name) for key, name in (
+        ("vocab", "vocab.json"), ("merges", "merges.txt"), ("vocab_file", "vocab.json"), ("merges_file", "merges.txt"),
+        ("tokenizer_file", "tokenizer.json"))}
+    folder = tmp_path / "stranger"
+    folder.mkdir()
+    if saved_as == "tokenizer.json":
+        reference.save_pretrained(folder)
+    else:
+        gpt2_bpe().save_model(str(folder))
+    (folder / "tokenizer_config.json").write_text(json.dumps(dict(OLD_TOKENIZER_CONFIG, **paths)))
+    tokenizer = load_tokenizer(folder, "The upload", "gpt2")
+    for text in TEXTS + ("zzzz yyyy xxxx",):
+        assert tokenizer(text).input_ids == reference(text).input_ids, text
