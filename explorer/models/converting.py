@@ -17,6 +17,9 @@ from explorer.models.tokenizer_file import check_tokenizer_file, read_vocab_and_
 from explorer.core.inputs import InputProblem, echo, error_text
 
 PARITY_IDS = (torch.arange(1, 33) * 7919)  # a fixed input (taken modulo the vocabulary) for the parity figure
+# The attention every loaded model runs, named at loading, never taken from the config: a repo's "kernels-community/..."
+# would fetch and run code from the Hub wherever the kernels package is installed, and flex_attention fails on the CPU.
+ATTENTION = "sdpa"
 
 
 def load_tokenizer(folder: Path, where: str = "The model", model_type: str | None = None):
@@ -62,7 +65,8 @@ def load_folder(folder: Path, plan_: Plan, where: str):
     """(our model in eval mode, the parity or None, tokenizer) from a folder holding ``plan_``'s files.
 
     The tokenizer is read first and must fit the weights (``require_fits``). ``from_pretrained`` runs behind
-    ``catalog.LOAD_LOCK``; the class is named, never looked up from the repo."""
+    ``catalog.LOAD_LOCK``; the class is named, never looked up from the repo, and so are the attention (``ATTENTION``)
+    and the generation config (``ids_only_decoding``)."""
     config = config_object(plan_.config)
     tokenizer = require_fits(load_tokenizer(folder, where, plan_.model_type), config.vocab_size, where)
     cls = model_class(config)
@@ -71,7 +75,7 @@ def load_folder(folder: Path, plan_: Plan, where: str):
             loaded, info = cls.from_pretrained(folder, config=config, dtype=torch.float32, weights_only=True,
                                                use_safetensors=plan_.weights_format == "safetensors",
                                                trust_remote_code=False, output_loading_info=True,
-                                               generation_config=ids_only_decoding(config))
+                                               generation_config=ids_only_decoding(config), attn_implementation=ATTENTION)
     except Exception as error:  # noqa: BLE001 - a damaged file, or a pickle holding more than tensors
         if "weights_only" in str(error) or "Unpickl" in type(error).__name__:
             raise InputProblem(f"{where} cannot be opened: its pickled weights hold more than tensors (code, or objects "

@@ -86,7 +86,8 @@ class Plan:
 
 
 def read_config(data: bytes, where: str) -> dict:
-    """config.json as a dict without ``auto_map`` (a repo's pointer to its own code, which we never run)."""
+    """config.json as a dict without ``auto_map`` (a repo's pointer to its own code, which we never run); a quantized
+    model (``quantization_config``) is refused: the quantizers need packages and kernels the app does not run."""
     try:
         raw = json.loads(data)
     except ValueError as error:
@@ -100,6 +101,12 @@ def read_config(data: bytes, where: str) -> dict:
                            f"we can open are {families_line()}.")
     if raw.get("is_encoder_decoder"):
         raise InputProblem(f"{where} holds an encoder-decoder; models opened here are language models (decoder-only).")
+    quantized = raw.get("quantization_config")
+    if quantized is not None:
+        method = quantized.get("quant_method", "unnamed") if isinstance(quantized, dict) else quantized
+        raise InputProblem(f"{where} holds a quantized model (quantization_config: {echo(str(method), 40)}); this app "
+                           "opens weights stored as plain numbers (float32, float16 or bfloat16), which its views "
+                           "read as they are: open the unquantized repo it was made from.")
     return raw
 
 
