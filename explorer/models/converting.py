@@ -4,6 +4,7 @@ with ``weights_only=True``; then converted (``modeling.convert.from_transformers
 ``parity = max |logits_ours - logits_transformers|`` on ``PARITY_IDS``.
 """
 
+import zipfile
 from pathlib import Path
 
 import torch
@@ -61,6 +62,19 @@ def require_fits(tokenizer, vocab_size: int, where: str = "The model"):
     return tokenizer
 
 
+def require_stored_records(path: Path, where: str) -> None:
+    """A pickled checkpoint as torch.save writes it: a zip whose records are stored, not compressed. transformers maps
+    it from disk, which a compressed record cannot be (it failed as "Trying to resize storage that is not
+    resizable"); read whole, a few MB of compressed zeros would become gigabytes, past every bound the file's size set."""
+    if not zipfile.is_zipfile(path):
+        return  # the legacy format, or not a zip at all: the loader says what it is
+    with zipfile.ZipFile(path) as archive:
+        if any(record.compress_type != zipfile.ZIP_STORED for record in archive.infolist()):
+            raise InputProblem(f"{where}'s {path.name} holds compressed records (it was zipped again after torch.save); "
+                               "this app reads the file torch.save writes, mapped from disk: save the weights again with "
+                               "torch.save, or as safetensors.")
+
+
 def load_folder(folder: Path, plan_: Plan, where: str):
     """(our model in eval mode, the parity or None, tokenizer) from a folder holding ``plan_``'s files.
 
@@ -69,6 +83,9 @@ def load_folder(folder: Path, plan_: Plan, where: str):
     and the generation config (``ids_only_decoding``)."""
     config = config_object(plan_.config)
     tokenizer = require_fits(load_tokenizer(folder, where, plan_.model_type), config.vocab_size, where)
+    for name in plan_.files:
+        if name.endswith(".bin"):
+            require_stored_records(folder / name, where)
     cls = model_class(config)
     try:
         with catalog.LOAD_LOCK:
