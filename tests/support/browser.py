@@ -37,11 +37,24 @@ def open_page(browser, url, width: int = WIDTHS[0]):
     return page
 
 
+# The page-load events done: the catalog refreshing every menu, then each menu's change writing its note. A first
+# pick made while they still answer (seen under load, a few times in a hundred pages) left that menu's change events
+# firing again every few seconds, so its note never settled: a visitor's first step waits until no output shows
+# progress for half a second, as a person waits for the spinners to go.
+LOAD_SETTLED = """() => {
+    const busy = document.querySelectorAll('.pending, .generating, .progress-text, .eta-bar').length > 0;
+    if (busy) { window.__calmSince = null; return false; }
+    window.__calmSince = window.__calmSince || performance.now();
+    return performance.now() - window.__calmSince > 500;
+}"""
+
+
 def app_page(browser, url, width: int = WIDTHS[0]):
-    """``open_page``, once the app's model menus are filled."""
+    """``open_page``, once the app's model menus are filled and the page-load events have answered."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = open_page(browser, url, width)
     page.wait_for_selector("#catalog-status >> text=model(s) ready")
+    page.wait_for_function(LOAD_SETTLED, polling=100)
     return page
 
 
