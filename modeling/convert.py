@@ -92,6 +92,16 @@ def transformer_from_torch(m: nn.Transformer) -> Transformer:
     return ours.to(next(m.parameters()).dtype)
 
 
+def _head_as_loaded(config: ScratchTransformerConfig, m) -> ScratchTransformerConfig:
+    """``config`` with the LM head tied as the loaded ``m`` holds it, whatever its config's ``tie_word_embeddings``
+    says: where a config says tied but the checkpoint stores a head unlike the embedding, transformers keeps that head
+    (it warns and does not tie), so the flag alone would give ours the embedding, or the head, for both."""
+    head, embedding = m.get_output_embeddings().weight, m.get_input_embeddings().weight
+    config.tie_word_embeddings = head is embedding or (head.data_ptr() == embedding.data_ptr()
+                                                       and head.shape == embedding.shape)
+    return config
+
+
 def _refuse(family: str, problems: list[str]) -> None:
     """Raise ValueError naming every setting of the reference that our model cannot hold exactly."""
     if problems:
@@ -140,7 +150,7 @@ def causal_lm_from_gpt2(m) -> ScratchTransformerForCausalLM:
     """
     if not isinstance(m, GPT2LMHeadModel):
         raise ValueError(f"m must be a transformers GPT2LMHeadModel, got {type(m).__name__}")
-    c, config = m.config, gpt2_config(m.config)
+    c, config = m.config, _head_as_loaded(gpt2_config(m.config), m)
     src = m.state_dict()
     out = {
         "model.decoder.embed.token.weight": src["transformer.wte.weight"],
@@ -256,7 +266,7 @@ def causal_lm_from_llama(m) -> ScratchTransformerForCausalLM:
     if not isinstance(m, (LlamaForCausalLM, Qwen2ForCausalLM, MistralForCausalLM)):
         raise ValueError(f"m must be a transformers LlamaForCausalLM, Qwen2ForCausalLM or MistralForCausalLM, "
                          f"got {type(m).__name__}")
-    c, config = m.config, llama_config(m.config)
+    c, config = m.config, _head_as_loaded(llama_config(m.config), m)
     ours = ScratchTransformerForCausalLM(config)
     d_rotary = config.d_rotary
     src = m.state_dict()
@@ -310,7 +320,7 @@ def causal_lm_from_gpt_neox(m) -> ScratchTransformerForCausalLM:
     """
     if not isinstance(m, GPTNeoXForCausalLM):
         raise ValueError(f"m must be a transformers GPTNeoXForCausalLM, got {type(m).__name__}")
-    c, config = m.config, gpt_neox_config(m.config)
+    c, config = m.config, _head_as_loaded(gpt_neox_config(m.config), m)
     ours = ScratchTransformerForCausalLM(config)
     heads, d_head, d_rotary = config.n_heads, config.d_head, config.d_rotary
     src = m.state_dict()

@@ -13,7 +13,7 @@ from modeling import ScratchTransformerForCausalLM
 from modeling import convert
 
 from explorer.models import catalog
-from explorer.models.plans import VOCAB_AND_MERGES_CLASSES, Plan, config_object, model_class
+from explorer.models.plans import VOCAB_AND_MERGES_CLASSES, Plan, config_object, model_class, require_parameters
 from explorer.models.tokenizer_file import check_tokenizer_file, read_vocab_and_merges
 from explorer.core.inputs import InputProblem, echo, error_text
 
@@ -102,6 +102,7 @@ def load_folder(folder: Path, plan_: Plan, where: str):
     if wrong:
         raise InputProblem(f"{where}'s weights do not fit its config: {echo(str(wrong), 300)}.")
     loaded.eval()
+    require_parameters(loaded.num_parameters(), where)
     if isinstance(loaded, ScratchTransformerForCausalLM):
         ours, parity = loaded, None
     else:

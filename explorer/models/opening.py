@@ -67,7 +67,8 @@ def start_open(repo_id, revision=None) -> Opening:
                     registry.shrink(registry.load_peak_bytes(plan_.n_parameters, folder))
                     model, parity, tokenizer = load_folder(folder, plan_, name)
                     registry.hold(key, model, tokenizer, folder)
-        return Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, commit,
+        n_parameters = model.num_parameters() if known is None else known.n_parameters  # as loaded, not as the config says
+        return Opened(name, "hub", family_name(plan_.model_type), plan_.model_type, n_parameters, commit,
                       parity if known is None else known.parity, folder, plan_, key, repo_id, revision,
                       time.perf_counter() - start)
 
@@ -106,7 +107,7 @@ def open_folder(folder: Path, title: str, source: str) -> Opened:
         registry.shrink(registry.load_peak_bytes(plan_.n_parameters, folder))
         model, parity, tokenizer = load_folder(folder, plan_, where)
         registry.hold(key, model, tokenizer, folder)
-    opened_ = Opened(name, source, family_name(plan_.model_type), plan_.model_type, plan_.n_parameters, None, parity,
+    opened_ = Opened(name, source, family_name(plan_.model_type), plan_.model_type, model.num_parameters(), None, parity,
                      folder, plan_, key, seconds=time.perf_counter() - start)
     return registry.add(opened_, current().session)
 

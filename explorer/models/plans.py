@@ -148,6 +148,15 @@ def count_parameters(raw: dict) -> int:
         raise InputProblem(f"Its config.json does not describe a model we can build ({error_text(error)}).") from None
 
 
+def require_parameters(n_parameters: int, where: str) -> int:
+    """``n_parameters``, refused above the limit: counted from the config before anything downloads, and again as
+    loaded (a config that says its head is tied to the embedding while the weights hold one apart counts one fewer)."""
+    if n_parameters > HUB_MAX_PARAMETERS.value():
+        raise InputProblem(f"{where} has {n_parameters / 1e6:,.1f}M parameters; this app opens models of at most "
+                           f"{HUB_MAX_PARAMETERS.shown()} (set {HUB_MAX_PARAMETERS.env} to change it).")
+    return n_parameters
+
+
 def _numbers(raw: dict, names: str) -> list:
     """The config's values of ``names`` (space-separated), each its class's default where the config has none;
     sizes (not flags) must be positive integers."""
@@ -260,10 +269,7 @@ def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
     weight_files = [single] if single in sizes else [index] + sorted(
         n for n in sizes if n.startswith(stem + "-") and n.endswith(single.rsplit(".", 1)[1]))
     weight_bytes = sum(sizes[n] or 0 for n in weight_files)
-    n_parameters = count_parameters(raw)
-    if n_parameters > HUB_MAX_PARAMETERS.value():
-        raise InputProblem(f"{where} has {n_parameters / 1e6:,.1f}M parameters; this app opens models of at most "
-                           f"{HUB_MAX_PARAMETERS.shown()} (set {HUB_MAX_PARAMETERS.env} to change it).")
+    n_parameters = require_parameters(count_parameters(raw), where)
     if weight_bytes > HUB_MAX_BYTES.value():
         raise InputProblem(f"{where}'s weights are {megabytes(weight_bytes)}; this app opens at most "
                            f"{HUB_MAX_BYTES.shown()} (set {HUB_MAX_BYTES.env} to change it).")

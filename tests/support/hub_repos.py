@@ -64,6 +64,19 @@ def save_transformers_repo(folder: Path, model_type: str, seed: int = 0, safe: b
     return folder
 
 
+def save_untied_said_tied(folder: Path, family: str) -> Path:
+    """A repo of ``family`` saved with an LM head of its own, its config.json's ``tie_word_embeddings`` then set: the
+    weights hold two matrices while the flag says one (transformers keeps the stored head). With the tokenizer."""
+    tok = tokenizer()
+    model = transformers_model(family, tok, vocab_size=len(tok), pad_token_id=tok.pad_token_id,
+                               **{**TINY[family], "tie_word_embeddings": False})
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    raw = json.loads((Path(folder) / "config.json").read_text())
+    (Path(folder) / "config.json").write_text(json.dumps({**raw, "tie_word_embeddings": True}))
+    return Path(folder)
+
+
 def save_ours(folder: Path) -> Path:
     """One of ours (scratch_transformer, RoPE), saved with its model code and auto_map, as push_to_hub saves it."""
     tok = tokenizer()
