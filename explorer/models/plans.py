@@ -27,6 +27,7 @@ FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mis
 # A GPT-2 saved before tokenizer.json existed (DialoGPT, many fine-tunes) holds its byte-level BPE as two files:
 # model_type -> transformers' own class that reads them (GPT-2's split is built into it, no pattern is read)
 VOCAB_AND_MERGES = ("vocab.json", "merges.txt")
+PADDING_ROW_FAMILIES = ("llama", "qwen2", "mistral")  # transformers builds their embedding with padding_idx=pad_token_id
 VOCAB_AND_MERGES_CLASSES = {"gpt2": "GPT2Tokenizer"}
 TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json")
 TOKENIZER_FILES = ("tokenizer.json", *VOCAB_AND_MERGES, *TOKENIZER_SETTINGS)  # every file a tokenizer is read from
@@ -137,6 +138,18 @@ def check_convertible(raw: dict, where: str) -> None:
         convert.our_config(config_object(raw))
     except Exception as error:  # noqa: BLE001 - transformers' config classes raise their own kinds too
         raise InputProblem(f"{where} cannot be converted to our Transformer: {echo(str(error), 300)}.") from None
+
+
+def check_padding_row(raw: dict, where: str) -> None:
+    """Refuse a ``pad_token_id`` that is no row of the embedding in a family whose transformers class builds its
+    embedding with ``padding_idx=pad_token_id`` (``PADDING_ROW_FAMILIES``; torch asserts it lies in -V..V-1), before
+    the weights are fetched: loading would fail on it after the download."""
+    pad, vocab = raw.get("pad_token_id"), raw.get("vocab_size")
+    if raw["model_type"] in PADDING_ROW_FAMILIES and isinstance(pad, int) and isinstance(vocab, int) and not (
+            -vocab <= pad < vocab):
+        raise InputProblem(f"{where}'s config.json has pad_token_id {echo(pad, 30)}, but its vocab_size is {vocab:,} "
+                           f"(ids 0 to {vocab - 1:,}): a {family_name(raw['model_type'])} model's embedding is built with "
+                           "pad_token_id as its padding row. Set it to an id below vocab_size, or to null.")
 
 
 def count_parameters(raw: dict) -> int:
@@ -274,6 +287,7 @@ def plan(where: str, sizes: dict[str, int | None], config_bytes: bytes) -> Plan:
         raise InputProblem(f"{where}'s weights are {megabytes(weight_bytes)}; this app opens at most "
                            f"{HUB_MAX_BYTES.shown()} (set {HUB_MAX_BYTES.env} to change it).")
     check_convertible(raw, where)  # after the numbers, which count_parameters refuses naming config.json
+    check_padding_row(raw, where)
     files = ["config.json"] + tokenizer + weight_files  # never generation_config.json: converting.ids_only_decoding
     return Plan(raw, files, weights_format, weight_bytes, n_parameters)
 

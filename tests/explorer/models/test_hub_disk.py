@@ -66,7 +66,8 @@ def test_what_the_config_shows_cannot_convert_is_refused_before_the_weights(hub,
 
 
 def test_a_refused_open_leaves_nothing_in_the_cache(hub):
-    with pytest.raises(InputProblem, match="cannot be opened: the weights do not load"):
+    with pytest.raises(InputProblem, match="weights do not fit its config.json: `transformer.h.0.attn.c_attn.bias` is "
+                                           "stored as 96 where the config makes it 192"):
         opening.open_repo("bad/misfit")
     assert hub.downloads("bad/misfit", "model.safetensors") == 1
     assert cached("bad/misfit") == []
