@@ -103,6 +103,10 @@ def load_folder(folder: Path, plan_: Plan, where: str):
     loaded.eval()
     require_parameters(loaded.num_parameters(), where)
     require_finite(loaded, where)
+    positions = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None) or 32
+    ids = (PARITY_IDS % config.vocab_size)[None, : min(len(PARITY_IDS), positions)]
+    with torch.inference_mode():
+        theirs = finite_logits(loaded, ids, where)
     if isinstance(loaded, ScratchTransformerForCausalLM):
         ours, parity = loaded, None
     else:
@@ -110,9 +114,8 @@ def load_folder(folder: Path, plan_: Plan, where: str):
             ours = convert.from_transformers(loaded).eval()
         except ValueError as error:
             raise InputProblem(f"{where} cannot be converted to our Transformer: {error}.") from None
-        ids = (PARITY_IDS % config.vocab_size)[None, : min(len(PARITY_IDS), ours.config.max_position_embeddings or 32)]
         with torch.inference_mode():
-            parity = (ours(ids).logits - loaded(ids).logits).abs().max().item()
+            parity = (ours(ids).logits - theirs).abs().max().item()
         del loaded
     return ours.requires_grad_(False), parity, tokenizer
 
@@ -150,6 +153,18 @@ def require_finite(model, where: str) -> None:
         raise InputProblem(f"{where}'s weights hold numbers that are not finite (NaN or infinity): "
                            f"{_listed(bad, 'holds some')}. Every logit they reach would be NaN; this app opens weights "
                            "of finite numbers.")
+
+
+def finite_logits(model, ids: torch.Tensor, where: str) -> torch.Tensor:
+    """The model's logits for ``ids`` (the parity input), refused where any is NaN or infinite: finite weights can
+    still overflow float32 on the way (a product past 3.4e38), and every view would then read NaN."""
+    logits = model(ids).logits
+    if not bool(torch.isfinite(logits).all()):
+        whose = "" if isinstance(model, ScratchTransformerForCausalLM) else ", in transformers' own model too"
+        raise InputProblem(f"{where}'s logits are not finite (NaN or infinity) on a plain text of {ids.shape[1]} "
+                           f"tokens{whose}: its weights overflow float32 on the way. This app opens models whose "
+                           "outputs are numbers.")
+    return logits
 
 
 def ids_only_decoding(config):

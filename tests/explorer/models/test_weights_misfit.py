@@ -14,7 +14,7 @@ from safetensors.torch import load_file, save_file
 from explorer.core.inputs import InputProblem
 from explorer.core.visitor import Visitor, visiting
 from explorer.models import opening
-from support.hub_repos import files_of, save_transformers_repo
+from support.hub_repos import save_ours, save_transformers_repo
 
 FAMILIES = ("gpt2", "llama")
 
@@ -97,3 +97,19 @@ def test_a_pad_id_within_the_vocabulary_or_counted_from_its_end_opens(saved, tmp
         with visiting(Visitor("visitor-misfit")):
             assert opening.open_folder(changed(saved["llama"], tmp_path / f"pad{pad}", pad_token_id=pad), "pad",
                                        "upload").parity <= 1e-4
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_finite_weights_whose_logits_overflow_are_refused_saying_so(saved, family, tmp_path):
+    """Every weight times 1e18: each is finite, their products pass float32's 3.4e38 (it opened, parity NaN, shown as
+    "a conversion error, report it")."""
+    folder = changed(saved[family], tmp_path / "x", lambda t: {k: v * 1e18 for k, v in t.items()})
+    assert refusal(folder) == ("Your upload's logits are not finite (NaN or infinity) on a plain text of 32 tokens, in "
+                               "transformers' own model too: its weights overflow float32 on the way. This app opens "
+                               "models whose outputs are numbers.")
+
+
+def test_one_of_ours_whose_logits_overflow_is_refused_alike(tmp_path):
+    folder = changed(save_ours(tmp_path / "ours"), tmp_path / "x", lambda t: {k: v * 1e18 for k, v in t.items()})
+    assert refusal(folder).startswith("Your upload's logits are not finite (NaN or infinity) on a plain text of 32 "
+                                      "tokens: its weights overflow float32 on the way.")
