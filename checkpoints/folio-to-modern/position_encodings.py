@@ -69,7 +69,9 @@ def rope_frequencies(d_head: int, theta: float = 10000.0, scaling: dict | None =
       keep theta_i; pairs slower than L / low_freq_factor get theta_i / factor; between, the mix
       (1 - s) theta_i / factor + s theta_i with s = (L / lambda_i - low_freq_factor) / (high_freq_factor -
       low_freq_factor), which runs from 0 to 1 across the band."""
-    inv_freq = theta ** (-torch.arange(0, d_head, 2, device=device, dtype=torch.float32) / d_head)
+    # 1 / theta^(2i/d), rounded as transformers' RoPE rounds it: theta^(-2i/d) differs in the last bit for a third of
+    # the pairs, and times a position in the thousands that bit moves the logits by 1e-3
+    inv_freq = 1.0 / theta ** (torch.arange(0, d_head, 2, device=device, dtype=torch.float32) / d_head)
     kind = (scaling or {}).get("rope_type")
     if kind is None:
         return inv_freq

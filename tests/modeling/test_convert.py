@@ -172,3 +172,19 @@ def test_converters_refuse_other_classes():
     with pytest.raises(ValueError, match="must be a transformers LlamaForCausalLM, Qwen2ForCausalLM or "
                                          "MistralForCausalLM, got GPTNeoXForCausalLM"):
         causal_lm_from_llama(reference("neox-parallel"))
+
+
+def test_a_long_text_gives_the_references_logits():
+    """2,048 tokens at Llama 3's RoPE base: a frequency rounded one bit apart from transformers' (theta^(-2i/d) for
+    1 / theta^(2i/d)) turns by a few 1e-4 of a radian more at the far positions; logits must stay within 1e-4."""
+    torch.manual_seed(0)
+    reference_ = LlamaForCausalLM(LlamaConfig(
+        vocab_size=VOCAB, hidden_size=256, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+        max_position_embeddings=2048, rope_parameters={"rope_type": "default", "rope_theta": 500000.0})).eval()
+    with torch.no_grad():
+        for parameter in reference_.parameters():
+            parameter.normal_(0.0, 0.5 if parameter.dim() == 1 else 0.2)
+    ours = from_transformers(reference_).eval()
+    with torch.inference_mode():
+        gap = (ours(ids(1, 2048)).logits - reference_(ids(1, 2048)).logits).abs().max().item()
+    assert gap <= 1e-4

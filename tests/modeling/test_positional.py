@@ -4,9 +4,9 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig
-from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-from transformers.models.llama.modeling_llama import rotate_half
+from transformers import GPTNeoXConfig, LlamaConfig
+from transformers.models.gpt_neox.modeling_gpt_neox import GPTNeoXRotaryEmbedding
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding, rotate_half
 
 from modeling import ScratchTransformerConfig, ScratchTransformerForCausalLM, record
 from modeling.modeling_scratch_transformer import (
@@ -132,16 +132,24 @@ def test_llama3_frequencies_follow_the_rule_pair_by_pair_in_all_three_bands():
     torch.testing.assert_close(rope_frequencies(d, theta, {"rope_type": "linear", "factor": 4.0}), plain.float() / 4)
 
 
-@pytest.mark.parametrize("scaling", [LLAMA_3_1, {**LLAMA_3_1, "factor": 32.0, "original_max_position_embeddings": 64},
-                                     {"rope_type": "linear", "factor": 2.5}], ids=["llama3.1", "llama3.2-short", "linear"])
+@pytest.mark.parametrize("scaling", [None, LLAMA_3_1, {**LLAMA_3_1, "factor": 32.0, "original_max_position_embeddings": 64},
+                                     {"rope_type": "linear", "factor": 2.5}],
+                         ids=["default", "llama3.1", "llama3.2-short", "linear"])
 @pytest.mark.parametrize("partial", [1.0, 0.25])
-def test_scaled_frequencies_equal_transformers(scaling, partial):
+@pytest.mark.parametrize("theta", [10000.0, 500000.0])
+def test_frequencies_equal_transformers_bit_for_bit(scaling, partial, theta):
+    """Equal, not close: a frequency one bit off, times a position in the thousands, moved the logits by 1e-3."""
     config = LlamaConfig(hidden_size=512, num_attention_heads=4, max_position_embeddings=131072,
-                         rope_parameters={**scaling, "rope_theta": 500000.0, "partial_rotary_factor": partial})
-    theirs, attention_factor = ROPE_INIT_FUNCTIONS[scaling["rope_type"]](config, "cpu")
-    assert attention_factor == 1.0  # nothing scales the scores: frequencies alone change
-    ours = rope_frequencies(int(128 * partial), 500000.0, scaling)
-    torch.testing.assert_close(ours, theirs, rtol=2e-6, atol=0)
+                         rope_parameters={**(scaling or {"rope_type": "default"}), "rope_theta": theta,
+                                          "partial_rotary_factor": partial})
+    # the frequencies attention turns by: Llama's, or (a default RoPE over part of the head) Pythia's, whose default
+    # reads partial_rotary_factor where Llama's turns the whole head
+    rotary = GPTNeoXRotaryEmbedding(GPTNeoXConfig(**config.to_dict())) if scaling is None and partial < 1 else (
+        LlamaRotaryEmbedding(config))
+    theirs = rotary.inv_freq
+    assert rotary.attention_scaling == 1.0  # nothing scales the scores: frequencies alone change
+    ours = rope_frequencies(int(128 * partial), theta, scaling)
+    assert torch.equal(ours, theirs)
 
 
 def test_rope_model_rotates_q_and_k_as_the_complex_product_and_issues_no_complex_op():
