@@ -13,7 +13,8 @@ from modeling import ScratchTransformerForCausalLM
 from modeling import convert
 
 from explorer.models import catalog
-from explorer.models.plans import VOCAB_AND_MERGES_CLASSES, Plan, config_object, model_class, require_parameters
+from explorer.models.plans import (VOCAB_AND_MERGES_CLASSES, Plan, check_shard_index, config_object, model_class,
+                                   require_parameters)
 from explorer.models.tokenizer_file import check_tokenizer_file, read_vocab_and_merges
 from explorer.core.inputs import InputProblem, echo, error_text
 
@@ -86,6 +87,8 @@ def load_folder(folder: Path, plan_: Plan, where: str):
     for name in plan_.files:
         if name.endswith(".bin"):
             require_stored_records(folder / name, where)
+        if name.endswith(".index.json"):  # read here whatever the source: a folder's index is a stranger's too
+            check_shard_index((folder / name).read_bytes(), name, plan_.files, where)
     cls = model_class(config)
     try:
         with catalog.LOAD_LOCK:

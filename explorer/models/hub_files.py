@@ -13,7 +13,6 @@ fall-back to ``HF_TOKEN``). The operator may lend the machine's token to visitor
 """
 
 import ipaddress
-import json
 import os
 import re
 from pathlib import Path
@@ -28,7 +27,7 @@ from huggingface_hub.utils import validate_repo_id
 
 from explorer.core import visitor
 from explorer.core.inputs import InputProblem, echo, error_text
-from explorer.models.plans import VOCAB_AND_MERGES, Plan, file_cap, plan
+from explorer.models.plans import VOCAB_AND_MERGES, Plan, check_shard_index, file_cap, plan
 from explorer.models.tokenizer_file import check_tokenizer_file, read_vocab_and_merges
 
 HTTP_TIMEOUT = 10  # seconds one Hub call may take to answer (model_info, each file's HEAD)
@@ -303,9 +302,7 @@ def fetch(job, repo_id: str, revision: str | None, claim) -> tuple[Path, str, Pl
         if name == VOCAB_AND_MERGES[-1]:  # likewise: the last of the tokenizer's files (plans.tokenizer_files)
             read_vocab_and_merges(path.parent, plan_.model_type, where)
         if name.endswith(".index.json"):  # a sharded checkpoint: its shards must be the ones listed
-            shards = set(json.loads(path.read_text()).get("weight_map", {}).values())
-            if not shards <= set(plan_.files):
-                raise InputProblem(f"{where}'s {name} names shards the repo lacks: {echo(sorted(shards - set(plan_.files)))}.")
+            check_shard_index(path.read_bytes(), name, plan_.files, where)
     _remember_ref(repo_id, revision or "main", info.sha)
     return config_path.parent, info.sha, plan_
 

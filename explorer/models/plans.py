@@ -237,6 +237,22 @@ def _ours(raw: dict) -> int:
         0 if c.tie_word_embeddings else v * d)
 
 
+def check_shard_index(data: bytes, name: str, files: list[str], where: str) -> None:
+    """A sharded checkpoint's index (``name``) must name its shards by the plan's own file names (``files``, which lie
+    in one folder): transformers joins each name it holds to the folder, so a path (``/...``, ``../...``) would have it
+    read weights from anywhere on the server (an operator's cached model, another visitor's upload)."""
+    try:
+        weight_map = json.loads(data).get("weight_map")
+    except (ValueError, AttributeError):
+        weight_map = None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise InputProblem(f"{where}'s {name} is not an index of shards (a JSON object with a weight_map).")
+    shards = {str(shard) for shard in weight_map.values()}
+    if not shards <= set(files):
+        raise InputProblem(f"{where}'s {name} names shards it lacks: {echo(', '.join(sorted(shards - set(files))), 120)} "
+                           "(an index names files beside it, by name).")
+
+
 def tokenizer_files(model_type: str, sizes: dict) -> list[str] | None:
     """The tokenizer's files to read from a listing: tokenizer_config.json and special_tokens_map.json where present,
     then tokenizer.json, else (a family whose class reads them) vocab.json and merges.txt, last, so the tokenizer can

@@ -21,6 +21,7 @@ from modeling import ScratchTransformerForCausalLM
 
 from explorer.models import catalog
 from explorer.models.hub_files import check_repo_id, endpoint, for_operator, hub_error_message, on_space
+from explorer.models.plans import check_shard_index
 from explorer.models.uploads import unpack_zip
 from explorer.core.inputs import InputProblem, echo
 
@@ -159,6 +160,9 @@ def push_trained(archive, job, token: str | None, repo_name: str | None = None, 
         unpacked = unpack_zip(Path(str(archive)), Path(tmp) / "unpacked")
         if not (unpacked / "config.json").exists():
             raise InputProblem("The trained model's zip holds no config.json: train the model again.")
+        files = [path.name for path in unpacked.iterdir()]
+        for index in unpacked.glob("*.index.json"):  # the zip is the client's to send: its index names no path
+            check_shard_index(index.read_bytes(), index.name, files, "The trained model's zip")
         with catalog.LOAD_LOCK:
             model = ScratchTransformerForCausalLM.from_pretrained(unpacked, trust_remote_code=False)
         folder = Path(tmp) / "repo"

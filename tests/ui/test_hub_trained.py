@@ -201,3 +201,31 @@ def test_an_oauth_token_with_the_readmes_scopes_pushes_and_without_them_is_told_
     with pytest.raises(InputProblem, match="cannot create repos"):
         push_trained(archive, job, narrow, "signed-in-without-scopes")
     assert "bob/signed-in-without-scopes" not in hub.repos
+
+
+def test_a_pushed_zip_whose_index_names_weights_elsewhere_is_refused_before_any_repo(hub, trained, tmp_path):
+    """The push endpoint takes any zip a client sends: one whose shard index maps every tensor to a model file elsewhere
+    on the server (by absolute path) pushed that file's weights to the visitor's own repo."""
+    import zipfile
+
+    from safetensors.torch import load_file
+
+    from explorer.models.push import InputProblem, push_trained
+    from explorer.models.uploads import unpack_zip
+
+    archive, job, model = trained
+    elsewhere = tmp_path / "elsewhere"
+    model.save_pretrained(elsewhere)  # a model of the same shapes, standing for one the server holds
+    unpacked = unpack_zip(Path(archive), tmp_path / "unpacked")
+    (unpacked / "model.safetensors").unlink()
+    target = str(elsewhere / "model.safetensors")
+    index = {"metadata": {}, "weight_map": {name: target for name in load_file(target)}}
+    (unpacked / "model.safetensors.index.json").write_text(json.dumps(index))
+    spoof = tmp_path / "spoof.zip"
+    with zipfile.ZipFile(spoof, "w") as z:
+        for path in unpacked.iterdir():
+            z.write(path, path.name)
+    with pytest.raises(InputProblem, match=f"The trained model's zip's model.safetensors.index.json names shards it "
+                                           f"lacks: `{re.escape(target)}`"):
+        push_trained(str(spoof), job, "hf_token_alice", "spoofed")
+    assert "alice/spoofed" not in hub.repos
