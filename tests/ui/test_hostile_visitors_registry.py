@@ -257,3 +257,18 @@ def test_keep_trained_called_by_name_never_pushes_another_visitors_model_out(tmp
     assert trained_model.kept_model(key) == (str(archive), {"steps_done": 3})
     kept_by = [kept[3] for kept in trained_model._kept.values()]
     assert kept_by.count("hostile") <= trained_model.KEPT_PER_SESSION and len(kept_by) <= trained_model.KEPT_MOST
+
+
+@pytest.mark.parametrize("api_name, rest", [("open_upload", []), ("open_trained", []), ("push_to_hub", [{}, "x"])])
+def test_a_file_endpoint_reads_no_file_of_the_server_the_visitor_did_not_upload(app_server, upload, api_name, rest):
+    """A client names a file by its path: one on the server's disk that no visitor uploaded (here a model's zip beside
+    the tests, and /etc/hostname) is refused by gradio before any code of ours reads it; the same zip sent as an upload
+    opens."""
+    from support.app_client import call_raw
+
+    for path in (str(upload), "/etc/hostname"):
+        event, payload = call_raw(app_server, api_name, [{"path": path, "meta": {"_type": "gradio.FileData"}}, *rest])
+        assert event == "error" and "because it was not uploaded by a user" in payload["error"]
+    if api_name == "open_upload":
+        opened = visitor(app_server).predict(handle_file(str(upload)), api_name="/open_upload")
+        assert "Opened" in str(opened)
