@@ -21,7 +21,8 @@ from modeling import ScratchTransformerForCausalLM
 
 from explorer.models import catalog
 from explorer.models.hub_files import check_repo_id, endpoint, for_operator, hub_error_message, on_space
-from explorer.models.plans import check_shard_index
+from explorer.models.plans import (OURS, check_shard_index, count_parameters, family_name, read_config,
+                                   require_parameters)
 from explorer.models.uploads import unpack_zip
 from explorer.core.inputs import InputProblem, echo
 
@@ -138,6 +139,24 @@ def _claim(api: HfApi, repo_id: str, private: bool) -> None:
                            "created. Give another name.")
 
 
+def check_trained(unpacked: Path) -> None:
+    """A trained model's unpacked zip checked before anything is built from it, as Open a model checks a folder: the
+    zip is the client's to send (the endpoint takes any file a visitor uploaded), so it must hold one of ours whose
+    config counts within the parameter limit (a config of 10^6 layers would fill the memory as it was built), and
+    a shard index naming files beside it, by name (a path would read weights from elsewhere on the server)."""
+    where = "The trained model's zip"
+    if not (unpacked / "config.json").exists():
+        raise InputProblem(f"{where} holds no config.json: train the model again.")
+    raw = read_config((unpacked / "config.json").read_bytes(), where)
+    if raw["model_type"] != OURS:
+        raise InputProblem(f"{where} holds a {family_name(raw['model_type'])} model; Push sends the models Train one "
+                           f"yourself trains ({OURS}).")
+    require_parameters(count_parameters(raw), where)
+    files = [path.name for path in unpacked.iterdir()]
+    for index in unpacked.glob("*.index.json"):
+        check_shard_index(index.read_bytes(), index.name, files, where)
+
+
 def push_trained(archive, job, token: str | None, repo_name: str | None = None, private: bool = False) -> dict:
     """Push the zip of a trained model (and its job JSON: settings, losses) to ``<the token's user>/<repo_name>``;
     returns {"repo_id", "url", "commit"}."""
@@ -158,11 +177,7 @@ def push_trained(archive, job, token: str | None, repo_name: str | None = None, 
     repo_id = f"{user}/{name}"
     with tempfile.TemporaryDirectory(prefix="push-") as tmp:
         unpacked = unpack_zip(Path(str(archive)), Path(tmp) / "unpacked")
-        if not (unpacked / "config.json").exists():
-            raise InputProblem("The trained model's zip holds no config.json: train the model again.")
-        files = [path.name for path in unpacked.iterdir()]
-        for index in unpacked.glob("*.index.json"):  # the zip is the client's to send: its index names no path
-            check_shard_index(index.read_bytes(), index.name, files, "The trained model's zip")
+        check_trained(unpacked)
         with catalog.LOAD_LOCK:
             model = ScratchTransformerForCausalLM.from_pretrained(unpacked, trust_remote_code=False)
         folder = Path(tmp) / "repo"

@@ -229,3 +229,33 @@ def test_a_pushed_zip_whose_index_names_weights_elsewhere_is_refused_before_any_
                                            f"lacks: `{re.escape(target)}`"):
         push_trained(str(spoof), job, "hf_token_alice", "spoofed")
     assert "alice/spoofed" not in hub.repos
+
+
+def test_a_pushed_zip_is_checked_as_open_a_model_checks_one_before_anything_is_built(hub, trained, tmp_path,
+                                                                                      monkeypatch):
+    """A zip over the parameter limit (a config of 10^6 layers filled the memory as it was built; here the limit is
+    set below the trained model's count) or of another family is refused by name, and no repo is made."""
+    import zipfile
+
+    from explorer.models.push import InputProblem, push_trained
+    from explorer.models.uploads import unpack_zip
+    from support.hub_repos import save_transformers_repo
+
+    archive, job, model = trained
+    monkeypatch.setenv("SCRATCH_HUB_MAX_PARAMETERS", str(model.num_parameters() - 1))
+    with pytest.raises(InputProblem, match=r"The trained model's zip has [\d.]+M parameters; this app opens models of "
+                                           r"at most"):
+        push_trained(archive, job, "hf_token_alice", "over-the-limit")
+    monkeypatch.delenv("SCRATCH_HUB_MAX_PARAMETERS")
+    gpt2 = tmp_path / "gpt2.zip"
+    with zipfile.ZipFile(gpt2, "w") as z:
+        for path in unpack_zip(Path(archive), tmp_path / "unpacked").iterdir():
+            if path.name != "config.json" and not path.name.endswith(".safetensors"):
+                z.write(path, path.name)
+        for path in save_transformers_repo(tmp_path / "gpt2", "gpt2").iterdir():
+            if path.name in ("config.json", "model.safetensors"):
+                z.write(path, path.name)
+    with pytest.raises(InputProblem, match="The trained model's zip holds a GPT-2 model; Push sends the models Train "
+                                           "one yourself trains"):
+        push_trained(str(gpt2), job, "hf_token_alice", "another-family")
+    assert "alice/over-the-limit" not in hub.repos and "alice/another-family" not in hub.repos
