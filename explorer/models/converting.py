@@ -136,7 +136,7 @@ def misfit(info: dict, where: str) -> None:
     mismatched = sorted(info.get("mismatched_keys") or (), key=lambda entry: entry[0])
     said = []
     if mismatched:
-        name, stored, wanted = mismatched[0]
+        _, stored, wanted = mismatched[0]
         said.append(_listed([entry[0] for entry in mismatched],
                             f"is stored as {' × '.join(map(str, stored))} where the config makes it "
                             f"{' × '.join(map(str, wanted))}"))

@@ -27,10 +27,10 @@ FAMILIES = {"gpt2": "GPT-2", "llama": "Llama", "qwen2": "Qwen2", "mistral": "Mis
 # A GPT-2 saved before tokenizer.json existed (DialoGPT, many fine-tunes) holds its byte-level BPE as two files:
 # model_type -> transformers' own class that reads them (GPT-2's split is built into it, no pattern is read)
 VOCAB_AND_MERGES = ("vocab.json", "merges.txt")
-PADDING_ROW_FAMILIES = ("llama", "qwen2", "mistral")  # transformers builds their embedding with padding_idx=pad_token_id
 VOCAB_AND_MERGES_CLASSES = {"gpt2": "GPT2Tokenizer"}
 TOKENIZER_SETTINGS = ("tokenizer_config.json", "special_tokens_map.json")
 TOKENIZER_FILES = ("tokenizer.json", *VOCAB_AND_MERGES, *TOKENIZER_SETTINGS)  # every file a tokenizer is read from
+PADDING_ROW_FAMILIES = ("llama", "qwen2", "mistral")  # transformers builds their embedding with padding_idx=pad_token_id
 WEIGHTS = {"safetensors": ("model.safetensors", "model.safetensors.index.json"),
            "pickle": ("pytorch_model.bin", "pytorch_model.bin.index.json")}
 # the most bytes each small file may have (a Hub listing or an upload alike); a weight file's cap is the weights' limit.
