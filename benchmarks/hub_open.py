@@ -78,8 +78,8 @@ def main() -> None:
         start = time.perf_counter()
         opened = opening.open_repo(REPO_ID)
         figures["first_open_s"] = time.perf_counter() - start
-        figures["parameters"], figures["parity"] = opened.n_parameters, opened.parity
-        print(f"first open (download {opened.plan.weight_bytes / 1e6:.0f} MB, convert, parity {opened.parity:.1e}): "
+        figures["parameters"], figures["parity"] = opened.n_parameters, opened.parity.gap
+        print(f"first open (download {opened.plan.weight_bytes / 1e6:.0f} MB, convert, parity {opened.parity.gap:.1e}): "
               f"{figures['first_open_s']:.2f} s; {opened.n_parameters / 1e6:.1f}M parameters")
         for mode in ("cache", "offline"):
             seconds = []

@@ -19,7 +19,8 @@ NO_JSON = None  # the JSON of what was opened, after a failure: nothing
 def opened_line(opened: held.Opened) -> str:
     """The status line after an open: what was opened, its parity with transformers' own class, whose menus list it."""
     parity = ("loaded with our own classes, no conversion" if opened.parity is None else
-              f"parity with transformers' own {opened.family} class: max |logit difference| {opened.parity:.1e} on a fixed input")
+              f"parity with transformers' own {opened.family} class: max |logit difference| {opened.parity.gap:.1e} on a "
+              f"fixed input, whose logits reach {opened.parity.logit_size:.2g}")
     where = "this browser tab's menus only: no one else sees it"
     return status(f"Opened **{echo(opened.name, 90)}**: {opened.family}, {opened.n_parameters:,} parameters"
                   + (f", commit `{opened.commit[:12]}`" if opened.commit else "") + f", in {opened.seconds:.1f} s.",

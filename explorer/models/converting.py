@@ -1,7 +1,8 @@
 """A planned folder read as our Transformer: ``from_pretrained`` of the class the config's ``model_type`` names (never
 one the repo names), behind ``catalog.LOAD_LOCK`` (transformers' loading is not thread-safe), pickled weights only
 with ``weights_only=True``; then converted (``modeling.convert.from_transformers``) and its parity measured:
-``parity = max |logits_ours - logits_transformers|`` on ``PARITY_IDS``.
+``gap = max |logits_ours - logits_transformers|`` on ``PARITY_IDS``, beside the logits' size
+(``explorer.core.parity.Parity``).
 """
 
 import zipfile
@@ -17,6 +18,7 @@ from explorer.models.plans import (VOCAB_AND_MERGES_CLASSES, Plan, check_shard_i
                                    require_parameters)
 from explorer.models.tokenizer_file import check_tokenizer_file, read_vocab_and_merges
 from explorer.core.inputs import InputProblem, echo, error_text
+from explorer.core.parity import Parity
 
 PARITY_IDS = (torch.arange(1, 33) * 7919)  # a fixed input (taken modulo the vocabulary) for the parity figure
 # The attention every loaded model runs, named at loading, never taken from the config: a repo's "kernels-community/..."
@@ -118,7 +120,7 @@ def load_folder(folder: Path, plan_: Plan, where: str):
         except ValueError as error:
             raise InputProblem(f"{where} cannot be converted to our Transformer: {error}.") from None
         with torch.inference_mode():
-            parity = (ours(ids).logits - theirs).abs().max().item()
+            parity = Parity((ours(ids).logits - theirs).abs().max().item(), theirs.abs().max().item())
         del loaded
     return ours.requires_grad_(False), parity, tokenizer
 

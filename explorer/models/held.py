@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-from explorer.core.parity import parity_words
+from explorer.core.parity import Parity
 from explorer.models.plans import Plan, TOKENIZER_FILES
 
 # A loaded tokenizer's memory per byte of its files, measured here (transformers 5.23, PreTrainedTokenizerFast, RSS
@@ -27,7 +27,7 @@ class Opened:
     model_type: str
     n_parameters: int
     commit: str | None
-    parity: float | None
+    parity: Parity | None  # None: one of ours, loaded with our own classes
     folder: Path = field(repr=False)
     plan: Plan = field(repr=False)
     key: tuple = ()  # where its weights come from, whoever opened it: ("hub", repo, commit) or ("folder", path)
@@ -39,13 +39,15 @@ class Opened:
     def label(self) -> str:
         where = {"hub": "the Hub", "upload": "your upload", "trained": "trained by you"}[self.source]
         commit = f" · commit {self.commit[:7]}" if self.commit else ""
-        parity = "" if self.parity is None else f" · {parity_words(self.parity)}"
+        parity = "" if self.parity is None else f" · {self.parity.words()}"
         source = f"from {where}" if self.source == "hub" else where
         return f"{self.name} · {self.family} · {_size(self.n_parameters)} · {source}{commit}{parity}"
 
     def to_json(self) -> dict:
         return {"name": self.name, "family": self.family, "model_type": self.model_type,
-                "parameters": self.n_parameters, "commit": self.commit, "parity": self.parity, "source": self.source,
+                "parameters": self.n_parameters, "commit": self.commit,
+                "parity": None if self.parity is None else self.parity.gap,
+                "logit_size": None if self.parity is None else self.parity.logit_size, "source": self.source,
                 "repo_id": self.repo_id, "revision": self.revision, "seconds": round(self.seconds, 2)}
 
 

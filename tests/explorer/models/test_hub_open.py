@@ -19,6 +19,7 @@ from support.fake_hub import HangingHub
 from modeling.convert import CONVERTERS
 
 from explorer.models import held, hub_files, opening, plans
+from explorer.models.converting import PARITY_IDS
 
 TOLERANCE = 1e-4
 # the repo with two revisions is GPT-NeoX (as Pythia's training checkpoints) once modeling.convert holds it; GPT-2 until
@@ -70,8 +71,12 @@ def test_a_hub_model_opens_as_our_transformer_with_commit_and_parity(hub, repos,
     assert opened.to_json() | {"seconds": 0} == {
         "name": repo, "family": plans.family_name(model_type), "model_type": model_type,
         "parameters": sum(p.numel() for p in theirs.parameters()), "commit": hub.repos[repo]["sha"],
-        "parity": opened.parity, "source": "hub", "repo_id": repo, "revision": None, "seconds": 0}
-    assert opened.parity is not None and opened.parity <= TOLERANCE
+        "parity": opened.parity.gap, "logit_size": opened.parity.logit_size, "source": "hub", "repo_id": repo,
+        "revision": None, "seconds": 0}
+    assert opened.parity.gap <= TOLERANCE
+    with torch.inference_mode():  # the size is of transformers' own logits on the parity input
+        size = theirs(PARITY_IDS[None] % theirs.config.vocab_size).logits.abs().max().item()
+    assert opened.parity.logit_size == pytest.approx(size, rel=1e-6)
     from explorer.models import registry
 
     info, model, _ = registry.resolve(repo)
@@ -178,14 +183,14 @@ def test_a_refused_tokenizer_costs_no_download_of_the_weights(hub):
 def test_no_code_from_a_repo_runs(hub):
     """The repo's config names its own classes (auto_map) and its .py writes a file on import: neither is used."""
     opened = opening.open_repo("bad/remote-code")
-    assert opened.family == "GPT-2" and opened.parity <= TOLERANCE
+    assert opened.family == "GPT-2" and opened.parity.gap <= TOLERANCE
     assert not Path(hub_repos.MARKER).exists()
     assert not [r for r in hub.requests if "evil.py" in r]
 
 
 def test_pickled_weights_are_read_with_weights_only(hub):
     opened = opening.open_repo("bad/pickle-only")
-    assert opened.parity <= TOLERANCE and hub.downloads("bad/pickle-only", "pytorch_model.bin") == 1
+    assert opened.parity.gap <= TOLERANCE and hub.downloads("bad/pickle-only", "pytorch_model.bin") == 1
     with pytest.raises(Exception, match="weights_only=True"):
         opening.open_repo("bad/evil-pickle")
     assert not Path(hub_repos.MARKER).exists()
@@ -289,7 +294,7 @@ def test_hub_loads_wait_for_the_one_load_lock(hub, repos):
             time.sleep(0.05)
         time.sleep(0.5)
         assert "converting" in job.phase and not job.finished.is_set()
-    assert job.outcome().parity <= TOLERANCE
+    assert job.outcome().parity.gap <= TOLERANCE
 
 
 def test_loads_beside_a_checkpoint_load_are_whole(hub, repos, tmp_path):
@@ -313,7 +318,7 @@ def test_loads_beside_a_checkpoint_load_are_whole(hub, repos, tmp_path):
             t.start()
         for t in threads:
             t.join(60)
-        assert results["hub"].parity <= TOLERANCE
+        assert results["hub"].parity.gap <= TOLERANCE
         for name in (f"tiny/beside-{attempt}",):
             model = registry.resolve(name)[1]
             assert model.lm_head.weight is model.model.decoder.embed.token.weight
@@ -361,7 +366,7 @@ def test_an_upload_opens_for_its_session_only(hub, repos, tmp_path):
     archive = zipped(repos["tiny/gpt2"], tmp_path / "my model.zip", extra={"../escape.txt": b"x", "evil.py": b"x"})
     with visiting(Visitor("visitor-1")):
         opened = opening.open_upload(archive)
-    assert opened.name.startswith("yours/my-model-") and opened.parity <= TOLERANCE and opened.source == "upload"
+    assert opened.name.startswith("yours/my-model-") and opened.parity.gap <= TOLERANCE and opened.source == "upload"
     assert opened.name in [n for _, n in registry.choices("visitor-1")]
     assert opened.name not in [n for _, n in registry.choices("visitor-2")]
     assert opened.name not in [n for _, n in registry.choices(None)]

@@ -43,7 +43,7 @@ def test_a_sentencepiece_repo_opens_and_every_view_reads_transformers_numbers(re
     from explorer.views.lens import logit_lens
 
     opened = opening.open_repo(f"tiny/sp-{family}")
-    assert opened.model_type == family and opened.parity is not None and opened.parity <= TOLERANCE
+    assert opened.model_type == family and opened.parity is not None and opened.parity.gap <= TOLERANCE
     _, model, tokenizer = registry.resolve(f"tiny/sp-{family}")
     run = recorded_pass(model, tokenizer, TEXT)
     ids = run.read.inputs["input_ids"]

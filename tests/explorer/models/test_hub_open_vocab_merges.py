@@ -68,7 +68,7 @@ def hub(start_fake_hub, saved, tmp_path_factory):
 def test_it_opens_and_reads_every_text_to_the_ids_its_tokenizer_json_would(hub, saved):
     folder, reference = saved
     opened = opening.open_repo("old/gpt2")
-    assert opened.model_type == "gpt2" and opened.parity is not None and opened.parity <= TOLERANCE
+    assert opened.model_type == "gpt2" and opened.parity is not None and opened.parity.gap <= TOLERANCE
     _, model, tokenizer = registry.resolve("old/gpt2")
     assert type(tokenizer).__name__ == "GPT2Tokenizer" and tokenizer.eos_token == END
     for text in TEXTS:
@@ -125,7 +125,7 @@ def test_an_upload_with_vocab_and_merges_opens(hub, saved, tmp_path):
     with visiting(Visitor("visitor-vocab-merges")):
         opened = opening.open_upload(archive)
         _, _, tokenizer = registry.resolve(opened.name)
-    assert opened.parity <= TOLERANCE and tokenizer(TEXTS[1]).input_ids == reference(TEXTS[1]).input_ids
+    assert opened.parity.gap <= TOLERANCE and tokenizer(TEXTS[1]).input_ids == reference(TEXTS[1]).input_ids
 
 
 CONFIG = json.dumps({"model_type": "gpt2", "n_embd": 32, "n_layer": 2, "n_head": 4, "vocab_size": 384, "bos_token_id": 0,
