@@ -187,8 +187,13 @@ def _rope_settings(c, problems: list[str]) -> dict:
     elif kind != "default":
         problems.append(f"rope_parameters rope_type {kind!r} (ours computes the default RoPE and the "
                         f"{', '.join(ROPE_SCALINGS)} scalings of its frequencies)")
-    return {"rope_theta": float(rope.get("rope_theta", 10000.0)),
-            "rotary_fraction": float(rope.get("partial_rotary_factor", 1.0)), "rope_frequency_scaling": scaling}
+    return {"rope_theta": _as_float(rope.get("rope_theta", 10000.0)),
+            "rotary_fraction": _as_float(rope.get("partial_rotary_factor", 1.0)), "rope_frequency_scaling": scaling}
+
+
+def _as_float(value):
+    """A number as a float; anything else as it is, for our config's check to refuse by the field's name."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else value
 
 
 # transformers' names (ACT2FN) for functions ours computes under another name

@@ -135,8 +135,14 @@ def check_convertible(raw: dict, where: str) -> None:
     if raw["model_type"] == OURS:
         return
     try:
-        convert.our_config(config_object(raw))
-    except Exception as error:  # noqa: BLE001 - transformers' config classes raise their own kinds too
+        config = config_object(raw)
+    except Exception as error:  # noqa: BLE001 - transformers' config classes check their fields as they are built
+        said = " ".join(str(error).split())  # a validator's failure comes on two lines: its name, then its cause
+        raise InputProblem(f"{where}'s config.json is not one transformers' {_config_class(raw['model_type']).__name__} "
+                           f"accepts: {echo(said, 300)}.") from None
+    try:
+        convert.our_config(config)
+    except Exception as error:  # noqa: BLE001 - transformers' config properties raise their own kinds too
         raise InputProblem(f"{where} cannot be converted to our Transformer: {echo(str(error), 300)}.") from None
 
 

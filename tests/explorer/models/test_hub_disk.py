@@ -38,6 +38,11 @@ def hub(start_fake_hub, tmp_path_factory):
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0, "high_freq_factor": 1.0,
         "original_max_position_embeddings": 32, "rope_theta": 10000.0, "partial_rotary_factor": 0.25}))
     server.add_repo("bad/nan-epsilon", with_config(gpt2, layer_norm_epsilon=float("nan")))
+    server.add_repo("bad/text-theta", with_config(neox, rope_parameters={"rope_type": "default", "rope_theta": "ten",
+                                                                        "partial_rotary_factor": 0.25}))
+    llama = hub_repos.files_of(hub_repos.save_transformers_repo(tmp / "llama", "llama"))
+    rope = json.loads(llama["config.json"])["rope_parameters"]
+    server.add_repo("bad/text-band", with_config(llama, rope_parameters=dict(rope, low_freq_factor="one")))
     server.add_repo("bad/misfit", with_config(gpt2, n_embd=2 * json.loads(gpt2["config.json"])["n_embd"]))
     return server
 
@@ -56,6 +61,7 @@ def snapshot_bytes(repo_id: str) -> int:
     ("bad/yarn", ["rope_type 'yarn'", "ours computes the default RoPE and the linear, llama3 scalings"]),
     ("bad/llama3-band", ["needs low_freq_factor < high_freq_factor", "got 4.0 and 1.0"]),
     ("bad/nan-epsilon", ["layer_norm_eps must be a finite positive number, got nan"]),
+    ("bad/text-theta", ["rope_theta must be a finite positive number, got 'ten'"]),
 ])
 def test_what_the_config_shows_cannot_convert_is_refused_before_the_weights(hub, repo, words):
     with pytest.raises(InputProblem, match="cannot be converted to our Transformer") as refused:
@@ -63,6 +69,16 @@ def test_what_the_config_shows_cannot_convert_is_refused_before_the_weights(hub,
     assert all(word in str(refused.value) for word in words)
     assert hub.downloads(repo, "config.json") == 1 and hub.downloads(repo, "model.safetensors") == 0
     assert cached(repo) == []  # its config.json went too
+
+
+def test_a_config_transformers_refuses_is_refused_in_its_words_before_the_weights(hub):
+    """transformers' LlamaConfig checks rope_parameters as it is built: its refusal, on one line, not as a conversion."""
+    with pytest.raises(InputProblem) as refused:
+        opening.open_repo("bad/text-band")
+    assert str(refused.value) == ("bad/text-band's config.json is not one transformers' LlamaConfig accepts: `Class "
+                                  "validation error for validator 'validate_rope': TypeError: '<=' not supported "
+                                  "between instances of 'float' and 'str'`.")
+    assert hub.downloads("bad/text-band", "model.safetensors") == 0 and cached("bad/text-band") == []
 
 
 def test_a_refused_open_leaves_nothing_in_the_cache(hub):
