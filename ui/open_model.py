@@ -18,13 +18,12 @@ NO_JSON = None  # the JSON of what was opened, after a failure: nothing
 
 def opened_line(opened: held.Opened) -> str:
     """The status line after an open: what was opened, its parity with transformers' own class, whose menus list it."""
-    parity = ("loaded with our own classes, no conversion" if opened.parity is None else
-              f"parity with transformers' own {opened.family} class: max |logit difference| {opened.parity.gap:.1e} on a "
-              f"fixed input, whose logits reach {opened.parity.logit_size:.2g}")
+    parity = ("Loaded with our own classes, no conversion" if opened.parity is None else
+              f"Parity with transformers' own {opened.family} class on a fixed input: {opened.parity.words()}")
     where = "this browser tab's menus only: no one else sees it"
     return status(f"Opened **{echo(opened.name, 90)}**: {opened.family}, {opened.n_parameters:,} parameters"
                   + (f", commit `{opened.commit[:12]}`" if opened.commit else "") + f", in {opened.seconds:.1f} s.",
-                  parity.capitalize() + ".", f"It is now in the model menu of every tab ({where}), and picked there.")
+                  parity + ".", f"It is now in the model menu of every tab ({where}), and picked there.")
 
 
 @guarded(result=NO_JSON)

@@ -34,8 +34,10 @@ def test_open_model_returns_its_json_and_joins_every_menu(client, hub):
     result, line = client.predict(GPT2, "", api_name="/open_model")
     assert set(result) >= {"name", "family", "parameters", "commit", "parity"}
     assert (result["name"], result["family"], result["commit"]) == (GPT2, "GPT-2", hub.repos[GPT2]["sha"])
-    assert result["parity"] <= 1e-4 and result["parameters"] > 0
-    assert "Opened" in line and "Parity" in line
+    assert result["parity"] <= 1e-4 and result["parameters"] > 0 and result["logit_size"] > 0
+    assert "Opened" in line  # the family as it is spelled ('gpt-2' once), the judgment as the menu says it
+    assert (f"Parity with transformers' own GPT-2 class on a fixed input: logits as transformers' (largest gap "
+            f"{result['parity']:.1e} on logits up to {result['logit_size']:.2g}: float rounding).") in line
     choices, _, note = menus.menus_now(client.session_hash)  # the menus of the visitor who opened it
     assert GPT2 in [name for _, name in choices] and GPT2 in note
     decoders, _ = menus.decoder_only(choices, None)
