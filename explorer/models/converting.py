@@ -120,7 +120,7 @@ def load_folder(folder: Path, plan_: Plan, where: str):
         except ValueError as error:
             raise InputProblem(f"{where} cannot be converted to our Transformer: {error}.") from None
         with torch.inference_mode():
-            parity = Parity((ours(ids).logits - theirs).abs().max().item(), theirs.abs().max().item())
+            parity = Parity.between(ours(ids).logits, theirs)
         del loaded
     return ours.requires_grad_(False), parity, tokenizer
 

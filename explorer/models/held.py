@@ -47,7 +47,7 @@ class Opened:
         return {"name": self.name, "family": self.family, "model_type": self.model_type,
                 "parameters": self.n_parameters, "commit": self.commit,
                 "parity": None if self.parity is None else self.parity.gap,
-                "logit_size": None if self.parity is None else self.parity.logit_size, "source": self.source,
+                "logit_size": None if self.parity is None else self.parity.size, "source": self.source,
                 "repo_id": self.repo_id, "revision": self.revision, "seconds": round(self.seconds, 2)}
 
 

@@ -14,8 +14,8 @@ FITTING_COLUMNS = 10  # a table's columns of three-decimal numbers that an 800 p
 STEPS = f"""### Attention, step by step
 - **What you see:** one head of one layer computing the output for one query token, with the real numbers of
   the model. Every line was recomputed here from the layer's input and weights and compared with the number
-  the model itself computed in the same forward pass: "matches" gives the largest difference (float32;
-  anything below 1e-5 is rounding).
+  the model itself computed in the same forward pass: "matches" gives the largest difference (float32 keeps about
+  7 digits, so a difference up to 1e-4 of the numbers' size, or 1e-4 for numbers below 1, is rounding).
 - **How to read it:** vectors of d_model numbers are shown one head's width (d_k) per row; tables list one row
   per token, the query's own row highlighted. Masked keys show "masked" and get weight exactly 0. Click a token to follow it.
 
@@ -82,10 +82,10 @@ def steps_html(steps: list[Step], full: bool = False, architecture: Architecture
     for i, step in enumerate(steps, start=1):
         shape = html.escape(shape_text(step))
         match = ""
-        if step.model_difference is not None:
-            ok = step.model_difference <= 1e-5
+        if step.model_parity is not None:
+            ok = step.model_parity.rounding
             match = (f'<span class="match {"ok" if ok else "bad"}">{"✓ matches" if ok else "✗ differs from"} the model\'s own '
-                     f"number (max difference {step.model_difference:.1e})</span>")
+                     f"number (max difference {step.model_parity.gap:.1e})</span>")
         note = f'<div class="note">{html.escape(step.note)}</div>' if step.note else ""
         parts.append(f'<div class="teach-step"><h4>{i}. {html.escape(step.title)}</h4>'
                      f'<span class="formula">{html.escape(step.formula)}</span><span class="shape">{shape}</span>{match}'

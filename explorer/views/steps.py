@@ -1,8 +1,8 @@
 """Attention, step by step, with the real numbers.
 
 A ``Step`` is one line of the computation: its formula, its values (a vector or a matrix whose rows are
-tokens) and, where the model computed the same quantity in its own forward pass, the largest difference
-between the two. ``attend`` is the formula every step-by-step view uses:
+tokens) and, where the model computed the same quantity in its own forward pass, the parity of the two (the largest
+difference, judged against the size of the numbers: ``explorer.core.parity``). ``attend`` is the formula every step-by-step view uses:
 
     scores  = q k^T / sqrt(d_head)       (queries x keys)
     weights = softmax(scores + bias)     (bias: 0 where a key may be seen, very negative where it is masked,
@@ -18,6 +18,7 @@ import torch
 
 from explorer.generation.decoding import DecodingSettings
 from explorer.core.inputs import pick
+from explorer.core.parity import Parity, worst
 from explorer.views.architecture import Architecture, describe
 from explorer.views.forward_pass import ATTENTION_KINDS, AttentionKind, attention_kind, recorded_pass
 from explorer.generation.tokens import FORWARD_MAX_TOKENS
@@ -35,7 +36,7 @@ class Step:
     rows: list[str] | None = None
     columns: list[str] | None = None
     note: str = ""
-    model_difference: float | None = None  # max |recomputed - the model's own|, where the model has it
+    model_parity: Parity | None = None  # recomputed against the model's own number, where the model has it
     highlight: int | None = None  # a row to highlight (the query's own key, the head being followed)
     tensor_shape: tuple[int, ...] | None = None  # the quantity's own shape, where ``values`` arranges it for display
     layout: str = ""  # how ``values`` arranges it: "shown in rows of 32", "one column per quantity"
@@ -145,15 +146,11 @@ class StepsView:
     layer: int
     head: int
     query: int
-    max_difference: float  # the largest model_difference of any step
+    parity: Parity  # the step farthest from the model's own numbers (relative to their size)
     notices: list[str]
     architecture: Architecture  # what the model is: the "This model" lines above the steps
     rewrite: str = ""  # encoder-decoder: the model's own rewrite its decoder read, as text
     decoded_with: str = ""  # encoder-decoder: how that rewrite was decoded
-
-
-def _difference(mine: torch.Tensor, theirs: torch.Tensor) -> float:
-    return float((mine.float() - theirs.float()).abs().max())
 
 
 def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
@@ -173,8 +170,8 @@ def attention_steps(model, tokenizer, text: str, kind: str, layer, head, query,
     own, own_out = attention.record(recording, layer), attention.residual_out(recording, layer)
     embeddings = recording.stack(attention.stack).embeddings
     steps = _steps(model, attention, layer, head, t, r, own, own_out, embeddings, queries, keys)
-    worst = max((s.model_difference for s in steps if s.model_difference is not None), default=0.0)
-    return StepsView(steps, queries, keys, attention.name, layer, head, t, worst, list(run.read.notices), describe(model),
+    parity = worst(s.model_parity for s in steps if s.model_parity is not None)
+    return StepsView(steps, queries, keys, attention.name, layer, head, t, parity, list(run.read.notices), describe(model),
                      run.read.rewrite, run.read.decoded_with)
 
 
@@ -187,15 +184,15 @@ def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own
 
     def vector(title, formula, x, theirs=None, note="", highlight=None, rows=None):  # a d_model vector, shown d_head per row
         return Step(title, formula, x.reshape(d // d_head, d_head).numpy(), rows or chunks, wrap["columns"], note,
-                    None if theirs is None else _difference(x, theirs), highlight, tuple(x.shape), f"shown in rows of {d_head}")
+                    None if theirs is None else Parity.between(x, theirs), highlight, tuple(x.shape), f"shown in rows of {d_head}")
 
     def one(title, formula, x, theirs, note=""):  # a d_head vector of one head, shown as one row
-        return Step(title, formula, x.numpy()[None], [query_name], wrap["columns"], note, _difference(x, theirs),
+        return Step(title, formula, x.numpy()[None], [query_name], wrap["columns"], note, Parity.between(x, theirs),
                     tensor_shape=tuple(x.shape))
 
     def per_key(title, formula, x, theirs=None, note=""):  # (keys, d_head)
         return Step(title, formula, x.numpy(), keys, wrap["columns"], note,
-                    None if theirs is None else _difference(x, theirs), None if attention.is_cross else t)
+                    None if theirs is None else Parity.between(x, theirs), None if attention.is_cross else t)
 
     steps = _stream_in(arch, config, attention, layer, t, r, own, embeddings, query_name, vector)
     kv = arch.kv_head_of(h)  # the key/value head this query head reads (grouped-query attention)
@@ -224,7 +221,7 @@ def _steps(model, attention: AttentionKind, layer, h, t, r: Recomputed, own, own
     table = torch.stack([r.scores[0, h, t], bias, r.scores[0, h, t] + bias, r.weights[0, h, t]], dim=1)
     steps.append(Step("Scores, mask and softmax", "s_j = q · k_j / √d_k;   w = softmax(s + bias)", table.numpy(), keys,
                       ["q·k/√d_k", "bias", "s + bias", "weight w"], _bias_note(config, attention, h),
-                      _scores_difference(table, own.scores[0, h, t], own_bias, own.weights[0, h, t]),
+                      _scores_parity(table, own.scores[0, h, t], own_bias, own.weights[0, h, t]),
                       None if attention.is_cross else t, tuple(r.scores[0, h, t].shape),
                       "one column per quantity, one row per key"))
     steps.append(one(f"Output of head {h}", "o = Σ_j w_j v_j", r.heads[0, h, t], own.heads[0, h, t],
@@ -294,14 +291,15 @@ def _span(rows: range) -> str:
     return f"{rows.start}–{rows.stop - 1}"
 
 
-def _scores_difference(table: torch.Tensor, own_scores, own_bias, own_weights) -> float:
-    """Largest difference to the model's own scores (with bias), bias and weights. The model adds the bias
+def _scores_parity(table: torch.Tensor, own_scores, own_bias, own_weights) -> Parity:
+    """The worst parity with the model's own scores (with bias), bias and weights. The model adds the bias
     before it keeps anything, so its q.k of a masked key is not known: a masked key must be masked in both."""
     visible = table[:, 1] > MASKED_BELOW
     if not torch.equal(visible, own_bias > MASKED_BELOW):
-        return float("inf")
-    return max(_difference(table[visible, 0], (own_scores - own_bias)[visible]), _difference(table[visible, 1], own_bias[visible]),
-               _difference(table[visible, 2], own_scores[visible]), _difference(table[:, 3], own_weights))
+        return Parity(float("inf"), 0.0)
+    return worst([Parity.between(table[visible, 0], (own_scores - own_bias)[visible]),
+                  Parity.between(table[visible, 1], own_bias[visible]),
+                  Parity.between(table[visible, 2], own_scores[visible]), Parity.between(table[:, 3], own_weights)])
 
 
 def _bias_note(config, attention: AttentionKind, head: int) -> str:

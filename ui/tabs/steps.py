@@ -5,6 +5,7 @@ import gradio as gr
 
 from explorer.views import attention, steps
 from explorer.core import inputs
+from explorer.core.parity import Parity
 from explorer.present import clickable_html, concepts, steps as present
 from explorer.views.worked_example import worked_example as compute_worked_example
 
@@ -30,10 +31,18 @@ def attention_steps(text, model_name, kind, layer, head, query, full_precision, 
     return (clickable_html.token_strip_html(view.query_tokens, view.query),
             present.steps_html(view.steps, full=full_precision is True, architecture=view.architecture),
             status(f"**{info.name}**, {attention.ATTENTION_KINDS[view.kind].label}, layer {view.layer}, head {view.head}, query "
-                   f"token {inputs.echo(view.query_tokens[view.query])}: {len(view.steps)} steps; every number the model "
-                   f"also computed matches it within {view.max_difference:.1e}. Click a token to follow another query.",
+                   f"token {inputs.echo(view.query_tokens[view.query])}: {len(view.steps)} steps; {_agreement(view.parity)}. "
+                   "Click a token to follow another query.",
                    decoder_read(view.rewrite, view.decoded_with) if info.is_encoder_decoder else "",
                    *notices, *view.notices))
+
+
+def _agreement(parity: Parity) -> str:
+    """How the recomputed numbers stand against the model's own, all steps together."""
+    said = f"within {parity.gap:.1e} (on numbers up to {parity.size:.2g}"
+    if parity.rounding:
+        return f"every number the model also computed matches it {said}: float32 rounding)"
+    return f"a number the model also computed is not matched {said}: more than rounding, report it)"
 
 
 def tab(choices, value, decoding: DecodingControls) -> TabParts:

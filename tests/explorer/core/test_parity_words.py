@@ -16,5 +16,5 @@ def test_the_gap_is_judged_as_a_fraction_of_the_logits_size():
     transformers' by 2.8e-4 (5.5e-6 of them), which the absolute bound of 1e-4 called a conversion error."""
     assert Parity(2.8e-4, 51.0).rounding and Parity(2.8e-4, 51.0).relative == 2.8e-4 / 51.0
     assert Parity(1e30, 1e37).rounding  # finite but absurd logits: the same digits, far from 1
-    assert not Parity(0.9, 51.0).rounding  # a head stored apart and tied anyway: a tenth of the logits' size wrong
+    assert not Parity(0.9, 51.0).rounding  # a head stored apart and tied anyway: 2% of the logits' size wrong
     assert not Parity(1.5e-4, 0.2).rounding  # logits below 1 are held to the gap itself: 1e-4

@@ -140,7 +140,7 @@ def test_every_view_runs_on_an_attention_only_model_opened_in_the_app(tmp_path):
         forward = trace.forward_trace(model, tokenizer, text, greedy)
         assert forward.steps and not [s for s in forward.steps if "feed-forward" in s.step]
         assert "attention only" in catalog.config_summary(opened.name, model.config)
-        assert steps.attention_steps(model, tokenizer, text, "self", 1, 2, 9).max_difference <= 1e-5
+        assert steps.attention_steps(model, tokenizer, text, "self", 1, 2, 9).parity.gap <= 1e-5
         ids = tokenizer(text, return_tensors="pt").input_ids
         with torch.no_grad():
             logits = model(ids).logits[0].float()

@@ -71,12 +71,12 @@ def test_a_hub_model_opens_as_our_transformer_with_commit_and_parity(hub, repos,
     assert opened.to_json() | {"seconds": 0} == {
         "name": repo, "family": plans.family_name(model_type), "model_type": model_type,
         "parameters": sum(p.numel() for p in theirs.parameters()), "commit": hub.repos[repo]["sha"],
-        "parity": opened.parity.gap, "logit_size": opened.parity.logit_size, "source": "hub", "repo_id": repo,
+        "parity": opened.parity.gap, "logit_size": opened.parity.size, "source": "hub", "repo_id": repo,
         "revision": None, "seconds": 0}
     assert opened.parity.gap <= TOLERANCE
     with torch.inference_mode():  # the size is of transformers' own logits on the parity input
         size = theirs(PARITY_IDS[None] % theirs.config.vocab_size).logits.abs().max().item()
-    assert opened.parity.logit_size == pytest.approx(size, rel=1e-6)
+    assert opened.parity.size == pytest.approx(size, rel=1e-6)
     from explorer.models import registry
 
     info, model, _ = registry.resolve(repo)

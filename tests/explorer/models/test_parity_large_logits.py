@@ -37,6 +37,6 @@ def test_large_logits_open_as_float_rounding(large_logits):
     with visiting(Visitor("visitor-large-logits")):
         opened = opening.open_folder(large_logits, "large", "upload")
     parity = opened.parity
-    assert parity.logit_size > 100
+    assert parity.size > 100
     assert parity.relative <= PARITY_TOLERANCE / 10  # measured 2.5e-6
     assert parity.rounding and "float rounding" in opened.label and "conversion error" not in opened.label

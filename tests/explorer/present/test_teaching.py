@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from explorer.core.parity import Parity
 from explorer.present import concepts, encodings
 from explorer.views.ablation import HeadRanking
 from explorer.views.heads import HeadTypes
@@ -33,14 +34,17 @@ SHIPPED = sorted(config.parent.name for config in SHIPPED_ROOT.glob("*/config.js
 
 def test_steps_show_values_rounded_or_in_full_and_escape_labels():
     values = np.array([[0.123456789, -2.5], [np.finfo(np.float32).min, 0.00001234]], dtype=np.float32)
-    step = Step("Scores", "s = q·k", values, [HOSTILE, "b"], ["x", "y"], "a <note>", 3e-7, highlight=1)
+    step = Step("Scores", "s = q·k", values, [HOSTILE, "b"], ["x", "y"], "a <note>", Parity(3e-7, 2.5), highlight=1)
     rounded, full = steps_html([step]), steps_html([step], full=True)
     assert "<td>0.123</td>" in rounded and "<td>-2.500</td>" in rounded and "<td>1.2e-5</td>" in rounded
     assert "<td>0.12345679</td>" in full and "<td>0.00001234</td>" in full  # float32's every digit
     assert rounded.count(">masked<") == 1 and "<img" not in rounded and "&lt;img src=x" in rounded
     assert "a &lt;note&gt;" in rounded and "✓ matches the model's own number (max difference 3.0e-07)" in rounded
     assert "<tr class=hl><th>b</th>" in rounded
-    assert "✗ differs" in steps_html([Step("t", "f", values, model_difference=2e-5)])
+    assert "✗ differs" in steps_html([Step("t", "f", values, model_parity=Parity(2e-3, 2.5))])
+    # float32 rounding grows with the numbers: a trained GPT-2's layer-0 attention, 2.8e-5 on numbers up to 11.5
+    assert "✓ matches the model's own number (max difference 2.8e-05)" in steps_html(
+        [Step("t", "f", values, model_parity=Parity(2.8e-5, 11.5))])
     assert number(float(np.finfo(np.float32).min), full=True) == "masked"
 
 
