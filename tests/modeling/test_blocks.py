@@ -172,7 +172,7 @@ def test_the_views_read_a_llama_and_a_neox_block(style):
     text = "To be, or not to be: that is the question."
     for head in range(4):
         view = steps.attention_steps(model, tokenizer, text, "self", 1, head, 7)
-        assert view.max_difference <= 1e-5 and len(view.steps) >= 10
+        assert view.parity.gap <= 1e-5 and len(view.steps) >= 10
     ids = tokenizer(text, return_tensors="pt").input_ids
     with torch.no_grad():
         expected = model(ids).logits[0].float()
