@@ -5,17 +5,19 @@ import html
 
 import numpy as np
 
+from explorer.core.parity import PARITY_TOLERANCE
 from explorer.views.architecture import Architecture
 from explorer.views.steps import MASKED_BELOW, Step
 from explorer.present.concepts import ADD_NORM, ATTENTION, EMBEDDING, MASKS
 
+ROUNDING = f"{PARITY_TOLERANCE:.0e}".replace("e-0", "e-")  # '1e-4'
 FITTING_COLUMNS = 10  # a table's columns of three-decimal numbers that an 800 px page shows whole (11 at most, measured)
 
 STEPS = f"""### Attention, step by step
 - **What you see:** one head of one layer computing the output for one query token, with the real numbers of
   the model. Every line was recomputed here from the layer's input and weights and compared with the number
   the model itself computed in the same forward pass: "matches" gives the largest difference (float32 keeps about
-  7 digits, so a difference up to 1e-4 of the numbers' size, or 1e-4 for numbers below 1, is rounding).
+  7 digits, so a difference up to {ROUNDING} of the numbers' size, or {ROUNDING} for numbers below 1, is rounding).
 - **How to read it:** vectors of d_model numbers are shown one head's width (d_k) per row; tables list one row
   per token, the query's own row highlighted. Masked keys show "masked" and get weight exactly 0. Click a token to follow it.
 
