@@ -2,7 +2,8 @@
 
 A ``Step`` is one line of the computation: its formula, its values (a vector or a matrix whose rows are
 tokens) and, where the model computed the same quantity in its own forward pass, the parity of the two (the largest
-difference, judged against the size of the numbers: ``explorer.core.parity``). ``attend`` is the formula every step-by-step view uses:
+difference, judged against the size of the numbers: ``explorer.core.parity``). ``attend`` is the formula every
+step-by-step view uses:
 
     scores  = q k^T / sqrt(d_head)       (queries x keys)
     weights = softmax(scores + bias)     (bias: 0 where a key may be seen, very negative where it is masked,
