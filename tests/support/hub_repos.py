@@ -45,6 +45,18 @@ def transformers_model(model_type: str, tok, seed: int = 0, **sizes):
     return AutoModelForCausalLM.from_config(config).eval()
 
 
+def scaled_gpt2(scale: float, seed: int = 1, **sizes):
+    """(a random GPT2LMHeadModel of ``sizes`` whose weight matrices are ``scale`` times their initial size, the tests'
+    tokenizer): a trained model's numbers are larger than a fresh one's, and float32 rounding grows with them."""
+    tok = tokenizer()
+    model = transformers_model("gpt2", tok, seed, vocab_size=len(tok), **sizes)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.dim() == 2:
+                parameter.mul_(scale)
+    return model, tok
+
+
 def tiny_transformers_model(model_type: str, seed: int = 0):
     """A random transformers causal LM of ``model_type``'s ``TINY`` size, its vocabulary the test tokenizer's."""
     tok = tokenizer()

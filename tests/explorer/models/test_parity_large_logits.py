@@ -17,13 +17,8 @@ from support import hub_repos
 
 @pytest.fixture(scope="module")
 def large_logits(tmp_path_factory):
-    tok = hub_repos.tokenizer()
-    model = hub_repos.transformers_model("gpt2", tok, seed=1, vocab_size=len(tok), n_embd=256, n_layer=2, n_head=4,
-                                         n_positions=64)
+    model, tok = hub_repos.scaled_gpt2(7, n_embd=256, n_layer=2, n_head=4, n_positions=64)
     with torch.no_grad():
-        for parameter in model.parameters():
-            if parameter.dim() == 2:
-                parameter.mul_(7)
         model.transformer.h[0].mlp.c_proj.bias[3] = 3000.0
         model.transformer.wte.weight.add_(-2.5)
         model.transformer.ln_f.weight.mul_(30)

@@ -183,13 +183,7 @@ def test_large_numbers_match_to_their_own_rounding():
     from modeling import convert
     from support import hub_repos
 
-    tok = hub_repos.tokenizer()
-    theirs = hub_repos.transformers_model("gpt2", tok, seed=1, vocab_size=len(tok), n_embd=256, n_layer=1, n_head=4,
-                                          n_positions=128)
-    with torch.no_grad():
-        for parameter in theirs.parameters():
-            if parameter.dim() == 2:
-                parameter.mul_(20)
+    theirs, tok = hub_repos.scaled_gpt2(20, n_embd=256, n_layer=1, n_head=4, n_positions=128)
     view = attention_steps(convert.from_transformers(theirs).eval(), tok, TEXT, "self", 0, 0, -1)
     assert view.parity.size > 10 and view.parity.relative <= 2e-5, view.parity  # measured 2.0e-6
     body = steps_html(view.steps)
