@@ -52,10 +52,12 @@ class Architecture:
     def norm_of(self, x: str = "x") -> str:
         return f"{self.norm}({x})"
 
-    def norm_formula(self, x: str = "x") -> str:
+    def norm_formula(self, x: str = "x", named: str | None = None) -> str:
+        """The norm of ``x`` written out, its left side ``named`` (say Norm_1(x), one of a parallel layer's two)."""
+        named = named or self.norm_of(x)
         if self.centres:
-            return f"{self.norm_of(x)} = ({x} − mean) / √(var + ε) · γ" + (" + β" if self.norm_bias else "")
-        return f"{self.norm_of(x)} = {x} / √(mean({x}²) + ε) · γ"
+            return f"{named} = ({x} − mean) / √(var + ε) · γ" + (" + β" if self.norm_bias else "")
+        return f"{named} = {x} / √(mean({x}²) + ε) · γ"
 
     def norm_effect(self) -> str:
         """What the norm does to a row, in words."""
@@ -169,7 +171,10 @@ class Architecture:
         return "post-norm, as in the paper: each sublayer's output is added to the stream, then the sum is normalised"
 
     def sublayer_input(self, x: str = "x") -> str:
-        """What a self-attention sublayer reads."""
+        """What a self-attention sublayer reads: Norm(x) (pre-norm), Norm_1(x) (a parallel residual, whose
+        feed-forward reads Norm_2(x) of the same x), or x itself (post-norm)."""
+        if self.parallel_residual:
+            return f"{self.norm}_1({x})"
         return self.norm_of(x) if self.pre_norm else x
 
     # ------------------------------------------------------------------ embeddings, positions, head

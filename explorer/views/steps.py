@@ -260,8 +260,12 @@ def _stream_in(arch: Architecture, config, attention: AttentionKind, layer, t, r
         else:
             stats = (f"x_t has mean {float(x.mean()):.4g}, root mean square {float(x.pow(2).mean().sqrt()):.4g}; "
                      f"the output's mean is {float(y.mean()):.4g}")
-        steps.append(vector(f"{arch.norm}, then the sublayer (pre-norm)", arch.norm_formula("x_t"), y, own.input[0, t],
-                            note=f"{stats}: {arch.norm_effect()}, before attention reads it."))
+        which = (f"{arch.norm}_1, then attention (parallel residual)" if arch.parallel_residual
+                 else f"{arch.norm}, then the sublayer (pre-norm)")
+        parallel = (f" The feed-forward reads {arch.norm}_2(x_t) of the same x_t: a norm with its own weights, beside attention."
+                    if arch.parallel_residual else "")
+        steps.append(vector(which, arch.norm_formula("x_t", arch.sublayer_input("x_t")), y, own.input[0, t],
+                            note=f"{stats}: {arch.norm_effect()}, before attention reads it.{parallel}"))
     return steps
 
 
@@ -285,7 +289,7 @@ def _residual_out(arch: Architecture, r: Recomputed, own_out, t, vector) -> Step
     if arch.parallel_residual:
         note += (" Parallel residual: this layer's feed-forward reads x_t as well, not this sum, and its output is "
                  f"added after: {arch.residual_formula()}.")
-    return vector("Add (residual)", f"x_t + attention({arch.norm_of('x_t')})", r.residual_out[0, t], own_out[0, t], note)
+    return vector("Add (residual)", f"x_t + attention({arch.sublayer_input('x_t')})", r.residual_out[0, t], own_out[0, t], note)
 
 
 def _span(rows: range) -> str:

@@ -56,8 +56,12 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
     q_dims = ("batch", "heads", queries, "d_head")
     k_dims = ("batch", "key/value heads" if arch.grouped else "heads", keys, "d_head")
     score_dims = ("batch", "heads", queries, keys)
-    norm = f"{arch.norm_of('x')}: pre-norm, the sublayer reads the normalised stream" if arch.pre_norm \
-        else f"x itself: post-norm, {arch.norm} comes after the residual add"
+    if arch.parallel_residual:
+        norm = f"{arch.sublayer_input('x')}: parallel residual, attention reads the layer's input x normalised by its first norm"
+    elif arch.pre_norm:
+        norm = f"{arch.norm_of('x')}: pre-norm, the sublayer reads the normalised stream"
+    else:
+        norm = f"x itself: post-norm, {arch.norm} comes after the residual add"
     steps.add(stack, f"{label}: input", f"{where}.input", record.input, ("batch", queries, "d_model"), norm)
     source = "the encoder's output (the memory)" if "cross" in label else "x"
     shared = f"; {arch.kv_sharing()}" if arch.grouped else ""
@@ -89,6 +93,16 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
               ("batch", queries, "d_model"), "Concat(head_1 … head_H): the heads side by side")
     steps.add(stack, f"{label}: output", f"{where}.output", record.output, ("batch", queries, "d_model"),
               arch.output_formula("Concat(heads)").replace(" W_O^T", " W_O"))
+
+
+def _after_attention(arch: Architecture) -> str:
+    """What layer 0's stream holds once attention's output is added."""
+    if arch.parallel_residual:
+        return (f"x + attention({arch.sublayer_input('x')}): attention's part of the parallel residual; the feed-forward "
+                f"reads x itself, not this sum, and its output is added next")
+    if arch.pre_norm:
+        return f"the residual stream: x + attention({arch.norm_of('x')})"
+    return f"{arch.norm}(x + attention(x))"
 
 
 def _feed_forward_rows(steps: _Steps, stack: str, first, where: str, tokens: str, dims, arch: Architecture) -> None:
@@ -146,8 +160,7 @@ def forward_trace(model, tokenizer, text: str, decoding: DecodingSettings, max_t
                         config, arch)
         add = "the residual add" if arch.pre_norm else "Add & Norm"  # pre-norm: nothing normalises after the add
         steps.add(stack, f"layer 0: after {add}", f"{where}.layers[0].after_self_attention", first.after_self_attention, dims,
-                  f"the residual stream: x + attention({arch.norm_of('x')})" if arch.pre_norm
-                  else f"{arch.norm}(x + attention(x))")
+                  _after_attention(arch))
         if first.cross_attention is not None:
             _attention_rows(steps, stack, "layer 0 cross-attention", first.cross_attention,
                             f"{where}.layers[0].cross_attention", tokens, "source tokens", config, arch)

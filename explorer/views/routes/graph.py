@@ -275,7 +275,7 @@ def split_sums(arch: Architecture) -> str:
         return f"Σ_heads Σ_{tokens} A[i,j] · {value} W_O" + (" + b_O" if arch.has_bias("o") else "")
 
     if arch.parallel_residual:
-        return f"x + {heads(f'{arch.norm}_1(x_j)')} + FFN({arch.norm}_2(x)), both blocks at once"
+        return f"x + {heads(arch.sublayer_input('x_j'))} + FFN({arch.norm}_2(x)), both blocks at once"
     sums = [f"x + {heads(arch.sublayer_input('x_j'))} after attention"]
     if arch.encoder_decoder:
         sums.append(f"x + {heads('memory_j', 'source tokens')} after cross-attention")

@@ -90,6 +90,26 @@ def test_the_feed_forward_is_the_models_own(explained):
     assert ("parallel" in trace) == arch.parallel_residual and ("parallel" in texts["steps"]) == arch.parallel_residual
 
 
+def test_a_parallel_residuals_first_norm_and_its_partial_sum_are_named_as_they_are(explained):
+    """GPT-NeoX's attention reads Norm_1(x) and its feed-forward Norm_2(x) of the same x: the stream once attention
+    is added is a partial sum the feed-forward never reads, not "the residual stream"; every other model has one norm
+    before each sublayer, or none (post-norm)."""
+    name, model, _, steps, texts = explained
+    arch, shown = describe(model), by_title(steps)
+    parallel = arch.parallel_residual
+    assert ("LayerNorm_1(x): parallel residual, attention reads the layer's input x" in texts["trace"]) == parallel
+    assert ("x + attention(LayerNorm_1(x)): attention's part of the parallel residual; the feed-forward reads x itself"
+            in texts["trace"]) == parallel
+    assert ("the residual stream: x + attention(" in texts["trace"]) == (arch.pre_norm and not parallel)
+    assert shown["Add (residual)" if arch.pre_norm else "Add & Norm"].formula == (
+        "x_t + attention(LayerNorm_1(x_t))" if parallel else f"x_t + attention({arch.norm}(x_t))" if arch.pre_norm
+        else f"{arch.norm}(x_t + attention(x_t))")
+    if parallel:
+        normed = shown["LayerNorm_1, then attention (parallel residual)"]
+        assert normed.formula.startswith("LayerNorm_1(x_t) = (x_t − mean)") and "LayerNorm_2(x_t)" in normed.note
+    assert ("_1(" in texts["steps"] + texts["trace"]) == ("_2(" in texts["steps"] + texts["trace"]) == parallel
+
+
 def test_shared_key_value_heads_are_said_and_their_rows_are_the_real_ones(explained):
     """The query step's row ranges of W_K and W_V in qkv_proj are the module's own slices; grouped heads are named
     in the steps, the trace and the head types, and never where every head has its own."""
@@ -138,13 +158,15 @@ def test_every_value_a_step_shows_recomputes_by_hand_from_the_weights(explained)
     norm = layer.self_attn_norm.norm
     norm_weight, norm_bias = norm.weight.detach(), None if getattr(norm, "bias", None) is None else norm.bias.detach()
     if arch.pre_norm:
+        title = (f"{arch.norm}_1, then attention (parallel residual)" if arch.parallel_residual
+                 else f"{arch.norm}, then the sublayer (pre-norm)")
         if arch.centres:
             by_hand = (x - x.mean()) / torch.sqrt(x.var(unbiased=False) + norm.eps) * norm_weight
             by_hand = by_hand if norm_bias is None else by_hand + norm_bias
         else:
             by_hand = x / torch.sqrt(x.pow(2).mean() + norm.eps) * norm_weight
-            assert f"the output's mean is {float(by_hand.mean()):.4g}" in shown[f"{arch.norm}, then the sublayer (pre-norm)"].note
-        normed = torch.tensor(shown[f"{arch.norm}, then the sublayer (pre-norm)"].values).flatten()
+            assert f"the output's mean is {float(by_hand.mean()):.4g}" in shown[title].note
+        normed = torch.tensor(shown[title].values).flatten()
         np.testing.assert_allclose(normed, by_hand, atol=TOLERANCE)
     else:
         normed = x
