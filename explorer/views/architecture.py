@@ -251,8 +251,10 @@ class Architecture:
             "lm_head.weight": "the LM head: E itself (tied)" if self.tied_head
             else "W_U, the LM head (untied: a matrix of its own)",
         }
+        parallel = {"self_attn_norm": f"{norm}_1", "feed_forward_norm": f"{norm}_2"}  # both read the layer's input
         for sublayer, reader in where.items():
-            role = (f"the {norm} {reader} reads" if self.pre_norm
+            role = (f"{parallel[sublayer]}, which {reader} reads from the layer's input x"
+                    if self.parallel_residual and sublayer in parallel else f"the {norm} {reader} reads" if self.pre_norm
                     else f"the {norm} after {reader}'s residual add (Add & Norm)")
             meanings[f"{sublayer}.norm.weight"], meanings[f"{sublayer}.norm.bias"] = f"γ of {role}", f"β of {role}"
         meanings["stack.norm.weight"], meanings["stack.norm.bias"] = (f"γ of the final {norm}", f"β of the final {norm}")

@@ -70,6 +70,11 @@ def test_the_roles_named_are_the_models_own(stepped):
     assert ("P, the learned position table" in text) == ("model.decoder.embed.position.weight" in has)
     norm, other = ("RMSNorm", "LayerNorm") if config.norm == "rmsnorm" else ("LayerNorm", "RMSNorm")
     assert f"γ of the final {norm}" in text and other not in text
+    parallel = config.parallel_residual  # GPT-NeoX: two norms of the same input, one for each block
+    assert (f"`self_attn_norm.norm.weight` ({config.d_model}): γ of {norm}_1, which attention reads from the layer's "
+            "input x" in text) == parallel
+    assert (f"γ of {norm}_2, which the feed-forward reads from the layer's input x" in text) == parallel
+    assert (f"γ of the {norm} attention reads" in text) == (config.norm_first and not parallel)
     untied = "lm_head.weight" in has
     assert ("W_U" in text) == untied and ("untied" in text) == untied and ("(tied)" in text) == (not untied)
     if name == "qwen2":
