@@ -63,10 +63,11 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
     else:
         norm = f"x itself: post-norm, {arch.norm} comes after the residual add"
     steps.add(stack, f"{label}: input", f"{where}.input", record.input, ("batch", queries, "d_model"), norm)
-    source = "the encoder's output (the memory)" if "cross" in label else "x"
+    reads = arch.sublayer_input("x")  # the queries' side: what the input row above holds
+    source = "the encoder's output (the memory)" if "cross" in label else reads
     shared = f"; {arch.kv_sharing()}" if arch.grouped else ""
     steps.add(stack, f"{label}: Q per head", f"{where}.query", record.query, q_dims,
-              f"queries: {arch.projection('q', 'x', '')}, split into {arch.n_heads} heads")
+              f"queries: {arch.projection('q', reads, '')}, split into {arch.n_heads} heads")
     steps.add(stack, f"{label}: K per head", f"{where}.key", record.key, k_dims,
               f"keys: {arch.projection('k', source, '')}, split into {arch.n_kv_heads} heads{shared}")
     steps.add(stack, f"{label}: V per head", f"{where}.value", record.value, k_dims,

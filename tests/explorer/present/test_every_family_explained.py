@@ -110,6 +110,20 @@ def test_a_parallel_residuals_first_norm_and_its_partial_sum_are_named_as_they_a
     assert ("_1(" in texts["steps"] + texts["trace"]) == ("_2(" in texts["steps"] + texts["trace"]) == parallel
 
 
+QUERIES_READ = {"ours": "LayerNorm(x) W_Q + b_Q", "paper": "x W_Q + b_Q", "gpt2": "LayerNorm(x) W_Q + b_Q",
+                "llama": "RMSNorm(x) W_Q,", "qwen2": "RMSNorm(x) W_Q + b_Q", "mistral": "RMSNorm(x) W_Q,",
+                "gpt_neox": "LayerNorm_1(x) W_Q + b_Q", "attention-only": "LayerNorm(x) W_Q + b_Q"}
+
+
+def test_the_trace_projects_what_the_sublayer_reads(explained):
+    """Queries, keys and values are products of what the row above them holds: the normed stream (pre-norm), the
+    first of a parallel residual's two norms, or x itself (post-norm), not the stream x a pre-norm layer adds to."""
+    name, model, _, _, texts = explained
+    assert f"queries: {QUERIES_READ[name]}" in texts["trace"]
+    if not model.config.is_encoder_decoder:
+        assert f"keys: {QUERIES_READ[name].replace('Q', 'K')}" in texts["trace"]
+
+
 def test_shared_key_value_heads_are_said_and_their_rows_are_the_real_ones(explained):
     """The query step's row ranges of W_K and W_V in qkv_proj are the module's own slices; grouped heads are named
     in the steps, the trace and the head types, and never where every head has its own."""
