@@ -498,12 +498,12 @@ class ScratchTransformerPreTrainedModel(PreTrainedModel):
         tensor to every reader, strided. Decoding multiplies one token by every W, a product bounded by reading W
         from memory, and the BLAS reads a wide W faster laid out (in, out), a narrow one (out, in) as ``nn.Linear``
         keeps it (measured on one core of the project's CPU: GPT-2's 2304 x 768 query/key/value map 0.38 against 0.54
-        ms, its 768 x 3072 output map 0.50 against 0.63 ms). Values, shapes and names are unchanged; tied weights
-        (the token embedding and the LM head) keep their layout. Returns the model."""
-        tied = {id(module.weight) for module in (self.get_input_embeddings(), self.get_output_embeddings())
-                if module is not None}
+        ms, its 768 x 3072 output map 0.50 against 0.63 ms). The LM head is the widest, and read at every step: GPT-2
+        small's 50,257 x 768 head 3.7 against 6.4 ms. Tied, it is the token embedding too, whose lookup then gathers
+        each row from strided memory (0.35 ms for 128 tokens, against a forward pass of 340 ms). Values, shapes, names
+        and ties are unchanged. Returns the model."""
         for module in self.modules():
-            if isinstance(module, nn.Linear) and module.out_features > module.in_features and id(module.weight) not in tied:
+            if isinstance(module, nn.Linear) and module.out_features > module.in_features:
                 module.weight.data = module.weight.data.t().contiguous().t()
         return self
 
