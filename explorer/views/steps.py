@@ -262,8 +262,8 @@ def _stream_in(arch: Architecture, config, attention: AttentionKind, layer, t, r
                      f"the output's mean is {float(y.mean()):.4g}")
         which = (f"{arch.norm}_1, then attention (parallel residual)" if arch.parallel_residual
                  else f"{arch.norm}, then the sublayer (pre-norm)")
-        parallel = (f" The feed-forward reads {arch.norm}_2(x_t) of the same x_t: a norm with its own weights, beside attention."
-                    if arch.parallel_residual else "")
+        parallel = (f" The feed-forward reads {arch.norm}_2(x_t) of the same x_t: a norm with its own weights, "
+                    "beside attention." if arch.parallel_residual else "")
         steps.append(vector(which, arch.norm_formula("x_t", arch.sublayer_input("x_t")), y, own.input[0, t],
                             note=f"{stats}: {arch.norm_effect()}, before attention reads it.{parallel}"))
     return steps

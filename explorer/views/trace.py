@@ -57,7 +57,8 @@ def _attention_rows(steps: _Steps, stack: str, label: str, record, where: str, q
     k_dims = ("batch", "key/value heads" if arch.grouped else "heads", keys, "d_head")
     score_dims = ("batch", "heads", queries, keys)
     if arch.parallel_residual:
-        norm = f"{arch.sublayer_input('x')}: parallel residual, attention reads the layer's input x normalised by its first norm"
+        norm = (f"{arch.sublayer_input('x')}: parallel residual, attention reads the layer's input x normalised by "
+                "its first norm")
     elif arch.pre_norm:
         norm = f"{arch.norm_of('x')}: pre-norm, the sublayer reads the normalised stream"
     else:
