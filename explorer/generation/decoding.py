@@ -148,11 +148,14 @@ def encode_prompt(model, tokenizer, text: str, max_new_tokens: int) -> tuple[tor
 class TokenStreamer(TextIteratorStreamer):
     """A ``TextIteratorStreamer`` that releases text after EVERY token (the stock one waits for a space),
     holding back only an incomplete UTF-8 sequence (an emoji split over byte tokens). Counts tokens and
-    records when the first one arrived."""
+    records when the first one arrived, and how many are ids past the tokenizer's entries (``unreadable``: a model
+    may score more ids than its tokenizer has, a vocabulary padded to a round size; those decode to no text)."""
 
     def __init__(self, tokenizer, skip_prompt: bool = True, timeout: float | None = None):
         super().__init__(tokenizer, skip_prompt=skip_prompt, timeout=timeout, skip_special_tokens=True)
         self.n_tokens = 0
+        self.entries = len(tokenizer)  # its ids are 0 .. entries - 1, added tokens included
+        self.unreadable = 0
         self.held = 0  # tokens held back because their text ends inside a character
         self.started = time.perf_counter()
         self.first_token_at: float | None = None
@@ -165,6 +168,7 @@ class TokenStreamer(TextIteratorStreamer):
             self.previous = int(value[-1]) if value.numel() else None
             return
         self.n_tokens += value.numel()
+        self.unreadable += int((value >= self.entries).sum())
         self.first_token_at = self.first_token_at or time.perf_counter()
         self.token_cache.extend(value.tolist())
         text = (self.tokenizer.decode(self.token_cache, **self.decode_kwargs) if self.previous is None
@@ -297,10 +301,12 @@ class GenerationStats:
     n_tokens: int = 0
     seconds: float = 0.0
     first_token_latency: float | None = None
+    unreadable: int = 0  # new tokens the tokenizer has no entry for (``TokenStreamer.unreadable``)
 
     def add(self, streamer: TokenStreamer, ended_at: float) -> None:
         """Count one finished call, streamed through ``streamer`` and ended at ``ended_at`` (perf_counter)."""
         self.n_tokens += streamer.n_tokens
+        self.unreadable += streamer.unreadable
         self.seconds += ended_at - streamer.started
         if self.first_token_latency is None and streamer.first_token_at is not None:
             self.first_token_latency = streamer.first_token_at - streamer.started

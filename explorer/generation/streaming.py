@@ -63,7 +63,11 @@ def stream_generation(model, tokenizer, text: str, settings: DecodingSettings, s
         stats.add(run.streamer, time.perf_counter())
         if stopped:
             break
-    if not output.strip() or output == ("" if rewrite else text):
+    if stats.unreadable:
+        notices.append(f"{stats.unreadable} of the {stats.n_tokens} new tokens are ids the tokenizer has no entry for "
+                       f"(its ids end at {len(tokenizer) - 1:,}, the model scores {model.config.vocab_size:,}): they "
+                       "decode to no text.")
+    elif not output.strip() or output == ("" if rewrite else text):
         notices.append("The model produced no visible text (it may have ended at once, or produced only special tokens).")
     yield StreamState(output, k, len(sources), 0, stats.n_tokens, stats.tokens_per_second, notices, stats=stats,
                       stopped=stopped)

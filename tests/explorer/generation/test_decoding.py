@@ -180,8 +180,9 @@ def test_seq2seq_generation_streams_the_rewrite(tiny_checkpoints):
 class _Streamed:
     """What GenerationStats reads of a finished call's TokenStreamer."""
 
-    def __init__(self, n_tokens, started, first_token_at):
+    def __init__(self, n_tokens, started, first_token_at, unreadable=0):
         self.n_tokens, self.started, self.first_token_at = n_tokens, started, first_token_at
+        self.unreadable = unreadable
 
 
 def test_generation_stats_sum_the_calls_and_keep_the_first_tokens_latency():
@@ -189,8 +190,8 @@ def test_generation_stats_sum_the_calls_and_keep_the_first_tokens_latency():
     assert stats.tokens_per_second == 0.0 and stats.describe() == "**0 tokens** · **0.0 tokens/s**"
     stats.add(_Streamed(0, 10.0, None), ended_at=10.5)  # a line that produced nothing: no latency from it
     stats.add(_Streamed(12, 20.0, 20.25), ended_at=22.0)
-    stats.add(_Streamed(3, 30.0, 30.1), ended_at=30.5)
-    assert stats.n_tokens == 15 and stats.seconds == pytest.approx(3.0, abs=1e-12)
+    stats.add(_Streamed(3, 30.0, 30.1, unreadable=2), ended_at=30.5)
+    assert stats.n_tokens == 15 and stats.unreadable == 2 and stats.seconds == pytest.approx(3.0, abs=1e-12)
     assert stats.first_token_latency == pytest.approx(0.25, abs=1e-12) and stats.tokens_per_second == pytest.approx(5.0)
     assert stats.describe() == "**15 tokens** · **5.0 tokens/s** · first token after 250 ms"
     one = decoding.GenerationStats()
@@ -306,3 +307,40 @@ def test_a_model_that_ends_on_any_of_several_tokens_and_has_no_pad_token_generat
         assert states[-1].stats.n_tokens == len(ended)
     finally:
         model.generation_config.eos_token_id, model.generation_config.pad_token_id = saved
+
+
+def _pointing_past_the_tokenizer(tokenizer, padding: int, sure: bool):
+    """A model scoring ``padding`` more ids than ``tokenizer`` has (a vocabulary padded to a round size). Its final
+    norm's gain is 0, so every position reads the norm's bias β, and its untied head scores β against the last
+    (padded) id's row 10 β: greedy writes that id at every step when ``sure``, otherwise the head's rows are random."""
+    from support.fixtures_checkpoints import causal_lm
+
+    model = causal_lm(tokenizer, "rope", vocab_size=len(tokenizer) + padding, tie_word_embeddings=False)
+    if sure:
+        with torch.no_grad():
+            norm = model.model.decoder.stack.norm
+            norm.weight.zero_()
+            norm.bias.normal_()
+            model.lm_head.weight.zero_()
+            model.lm_head.weight[-1] = 10 * norm.bias
+    return model
+
+
+def test_tokens_the_tokenizer_cannot_spell_are_counted_and_said():
+    """Ids past the tokenizer's entries decode to no text: the stream counts them and says why nothing showed,
+    instead of guessing at an end or special tokens; a model whose tokens are all readable says nothing of it."""
+    from support.hub_repos import tokenizer as test_tokenizer
+
+    tok = test_tokenizer()
+    settings, _ = sanitize_decoding("greedy", 1.0, 0, 1.0, 1.0, 6, 0)
+    model = _pointing_past_the_tokenizer(tok, 8, sure=True)
+    last = list(streaming.stream_generation(model, tok, "Shall I", settings, threading.Event()))[-1]
+    written = decoding.generate_ids(model, tok("Shall I", return_tensors="pt").input_ids, settings)[0, -6:]
+    assert written.tolist() == [len(tok) + 7] * 6 and last.text == "Shall I"
+    assert last.stats.unreadable == last.stats.n_tokens == 6
+    assert f"6 of the 6 new tokens are ids the tokenizer has no entry for (its ids end at {len(tok) - 1}, the model " \
+           f"scores {len(tok) + 8})" in " ".join(last.notices)
+    assert not any("no visible text" in notice for notice in last.notices)
+    plain = _pointing_past_the_tokenizer(tok, 0, sure=False)
+    last = list(streaming.stream_generation(plain, tok, "Shall I", settings, threading.Event()))[-1]
+    assert last.stats.unreadable == 0 and last.stats.n_tokens > 0 and not any("no entry" in n for n in last.notices)
